@@ -1,0 +1,43 @@
+#include <fmt/core.h>
+
+#include "cli.h"
+
+namespace stallprof::cli {
+int ReportError(const Error& error) {
+  fmt::print(stderr, "stallprof: error: {}\n", error.message);
+  return static_cast<int>(error.kind);
+}
+}  // namespace stallprof::cli
+
+int main(int argc, char** argv) {
+  using namespace stallprof::cli;
+  CLI::App app{
+      "stallprof: find and fix data stalls in deep-learning training.\n"
+      "  stallprof run -- python3 train.py     record ./trace.pb (train.py unchanged)\n"
+      "  stallprof analyze                     where the step time goes, fetch vs prep stall\n"
+      "  stallprof whatif --cores 48 --cache 200G   predict another machine\n"
+      "  stallprof recommend                   DataLoader settings, cores and cache from an LP",
+      "stallprof"};
+  app.set_version_flag("--version", "stallprof 0.1.0");
+  app.require_subcommand(1);
+  Action action;
+  RegisterRun(app, action);
+  RegisterAnalyze(app, action);
+  RegisterReport(app, action);
+  RegisterExport(app, action);
+  RegisterWhatif(app, action);
+  RegisterRecommend(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "stallprof: error: {} (see 'stallprof --help')\n", e.what());
+    return static_cast<int>(stallprof::ErrorKind::kUsage);
+  }
+  return action ? action() : 0;
+}

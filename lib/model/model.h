@@ -1,0 +1,95 @@
+// The throughput model (DESIGN.md "The model"). One model serves analyze (the
+// DS-Analyzer fetch/prep split), whatif and recommend, so they never disagree.
+// It knows nothing of protobuf or /proc: analysis measures a LoaderProfile from
+// the trace, the model predicts from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace stallprof::model {
+
+enum class AccessOrder { kRandom, kSequential };
+enum class CachePolicy { kLru, kStatic };
+enum class Bottleneck { kCompute, kPrep, kFetch };
+
+const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage"
+
+// A measured quantity or an assumption the user should know about.
+struct Input {
+  double value = 0;
+  bool measured = false;  // false: assumed default or user override
+  std::string source;     // how it was obtained, e.g. "fetch spans", "--disk-bw", "default"
+};
+
+// One stage of the input pipeline (Plumber): a named span kind in the workers.
+struct StageProfile {
+  std::string name;
+  double cpu_s_per_sample = 0;   // CPU seconds per sample
+  double wall_s_per_sample = 0;  // wall seconds per sample
+  double output_bytes_per_sample = 0;  // size of what the stage produces, 0 = unknown
+  bool random = false;           // output depends on a random transform (never cache after it)
+};
+
+// Everything the model needs about one DataLoader, measured from a trace.
+struct LoaderProfile {
+  std::string name;
+  double batch_size = 1;
+  uint32_t workers = 0;          // num_workers; 0 = the main process fetches
+  uint32_t prefetch_factor = 2;
+  uint64_t batches = 0;          // steady-state batches measured
+  double compute_s_per_batch = 0;   // mean(step - wait), steady state
+  double cpu_s_per_batch = 0;       // mean worker thread CPU per batch (fetch spans)
+  double delay_s_per_batch = 0;     // mean run-queue delay per batch
+  double io_s_per_batch = 0;        // mean io_b = produce - cpu - delay
+  double produce_s_per_batch = 0;   // mean fetch span wall time
+  double produce_p99_s = 0;         // p99 of the fetch span wall time
+  double main_cpu_cores = 0;        // cores the main process itself keeps busy
+  double worker_rss_bytes = 0;      // mean RSS of one worker
+  double batch_bytes = 0;           // bytes of one collated batch in memory (prefetch buffers), 0 = unknown
+  Input bytes_per_sample;           // storage bytes read per sample
+  Input storage_bandwidth;          // bytes/s
+  uint64_t dataset_bytes = 0;
+  uint64_t dataset_items = 0;
+  AccessOrder order = AccessOrder::kRandom;
+  std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
+  double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run
+  std::vector<StageProfile> stages;
+};
+
+// The machine the profile was taken on, or the one to predict for.
+struct Machine {
+  double cores = 1;              // usable cores
+  uint64_t memory_bytes = 0;
+  uint64_t page_cache_bytes = 0;  // cache available to the dataset
+};
+
+struct Scenario {
+  Machine machine;
+  int32_t workers = -1;           // -1: as profiled
+  int64_t cache_bytes = -1;       // -1: as profiled
+  CachePolicy cache_policy = CachePolicy::kLru;
+  double accel_speedup = 1;
+  double storage_bandwidth = 0;   // 0: as profiled
+  bool first_epoch = false;       // predict the cold first epoch instead of steady state
+};
+
+struct Prediction {
+  double samples_per_s = 0;
+  double step_s = 0;              // predicted time per batch
+  double stall_fraction = 0;      // predicted wait / step
+  double fetch_stall_fraction = 0;
+  double prep_stall_fraction = 0;
+  double r_compute = 0, r_prep = 0, r_fetch = 0;  // samples/s
+  double hit_ratio = 0;
+  Bottleneck bottleneck = Bottleneck::kCompute;
+};
+
+// Predicted throughput and stalls of `profile` under `scenario`. Fails when a
+// needed measurement is missing (the message names it and how to record it).
+Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& scenario);
+
+}  // namespace stallprof::model

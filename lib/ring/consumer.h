@@ -1,0 +1,76 @@
+// Consumer side of the shared-memory ring (the launcher): creates the memfd
+// segment, drains lanes, reclaims lanes of exited threads. Treats every byte a
+// producer wrote as untrusted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "ring/stallprof_ring.h"
+
+namespace stallprof::ring {
+
+// Who owns a lane generation. A (lane, generation) pair is one producer thread.
+struct LaneOwner {
+  uint32_t lane = 0;
+  uint64_t generation = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t flags = 0;  // SP_LANE_FLAG_*
+};
+
+// Receives what DrainOnce finds, in per-lane order.
+class Visitor {
+ public:
+  virtual ~Visitor() = default;
+  // A lane was claimed by a new thread (called before any of its records).
+  virtual void OnLaneOwner(const LaneOwner& owner) = 0;
+  // Per-lane name id `id` of `owner` means `text` (validated, <= SP_MAX_NAME bytes).
+  virtual void OnName(const LaneOwner& owner, uint32_t id, std::string_view text) = 0;
+  // A span, instant, counter or config record whose name id (and, for
+  // SP_KIND_CONFIG_STR, arg) refers to a name already passed to OnName.
+  virtual void OnRecord(const LaneOwner& owner, const sp_record& record) = 0;
+  // `owner`'s lane was freed after its last record (thread gone).
+  virtual void OnLaneReleased(const LaneOwner& owner, uint64_t dropped) = 0;
+};
+
+struct DrainStats {
+  uint64_t records = 0;   // records passed to OnRecord
+  uint64_t invalid = 0;   // records rejected (bad kind, unknown name id, bad length)
+};
+
+class Segment {
+ public:
+  // Creates a memfd segment of `bytes` with `lanes` lanes (mode 0600, close-on-exec
+  // cleared so children can reopen it through /proc/<pid>/fd/<n>).
+  static Result<std::unique_ptr<Segment>> Create(uint64_t bytes, uint32_t lanes);
+  ~Segment();
+  int fd() const { return fd_; }
+  // "/proc/<pid>/fd/<n>", the value for STALLPROF_RING.
+  std::string EnvValue() const;
+  sp_ring_header* header() const { return header_; }
+  void* base() const { return base_; }
+  uint64_t size() const { return size_; }
+
+  // Drains every lane once. Call from one thread only.
+  DrainStats DrainOnce(Visitor& visitor);
+  // Drains, then frees lanes that are RELEASED or whose owner thread no longer
+  // exists in /proc, calling OnLaneReleased.
+  void ReclaimLanes(Visitor& visitor);
+  // Total records dropped by producers so far (all lanes, all generations).
+  uint64_t TotalDropped() const;
+
+ private:
+  Segment() = default;
+  struct LaneState;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  sp_ring_header* header_ = nullptr;
+  uint64_t size_ = 0;
+  std::unique_ptr<LaneState[]> lanes_;
+};
+
+}  // namespace stallprof::ring

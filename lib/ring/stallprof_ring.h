@@ -1,0 +1,185 @@
+/*
+ * stallprof shared-memory ring ABI (C11 and C++20 compatible).
+ *
+ * This header is the contract between producers (libstallprof_client.so, loaded
+ * into the training process and all of its children) and the consumer (the
+ * `stallprof run` launcher). Producers and consumer may be built at different
+ * times; nothing here may change meaning without bumping SP_ABI_MAJOR.
+ *
+ * Segment layout (one memfd per run, all offsets from the segment start):
+ *
+ *   [0, SP_HEADER_SIZE)             sp_ring_header
+ *   [lane_offset + i * lane_stride] lane i: sp_lane_control, then
+ *                                   lane_capacity records of record_size bytes
+ *
+ * Ordering rules:
+ *  - The consumer fills every header field, then stores `magic` with release.
+ *    A producer loads `magic` with acquire and attaches only if it equals
+ *    SP_RING_MAGIC and abi_major == SP_ABI_MAJOR.
+ *  - A producer claims a free lane by CAS of `state` FREE -> CLAIMED (acq_rel),
+ *    then writes owner_pid/owner_tid and bumps `generation` before its first
+ *    record. The consumer reads owner fields only after seeing CLAIMED.
+ *  - Each lane is single-producer / single-consumer. The producer writes a
+ *    record at index head % capacity, then stores head+1 with release. The
+ *    consumer loads head with acquire, copies records [tail, head), then stores
+ *    tail with release. The producer keeps a cached copy of tail and reloads it
+ *    (acquire) only when the lane looks full.
+ *  - A full lane drops the record and increments `dropped` (relaxed; only the
+ *    producer writes it). Producers never block, allocate, throw or abort.
+ *  - On thread exit the producer stores RELEASED; the consumer drains what is
+ *    left and returns the lane to FREE. A lane whose owner thread vanished
+ *    without releasing it (process killed) is reclaimed the same way once the
+ *    consumer sees that /proc/<pid>/task/<tid> is gone.
+ *  - The consumer trusts nothing a producer wrote: lengths, ids, kinds and
+ *    indices are bounds-checked; a lane with head - tail > capacity is reset
+ *    and its loss counted.
+ */
+#ifndef STALLPROF_RING_H
+#define STALLPROF_RING_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+#include <atomic>
+#define SP_ATOMIC(T) std::atomic<T>
+extern "C" {
+#else
+#include <stdatomic.h>
+#define SP_ATOMIC(T) _Atomic(T)
+#endif
+
+/* "SPRING01" little-endian: tells a stallprof ring from any other memory. */
+#define SP_RING_MAGIC 0x3130474E49525053ULL
+/* Bump on any incompatible change of layout or meaning. */
+#define SP_ABI_MAJOR 1u
+/* Bump on compatible additions (new record kinds readers may skip). */
+#define SP_ABI_MINOR 0u
+
+/* Environment variable through which children find the segment:
+ * STALLPROF_RING=/proc/<launcher pid>/fd/<n>. Works across fork, spawn and
+ * exec, and leaves no name behind in /dev/shm. */
+#define SP_RING_ENV "STALLPROF_RING"
+
+/* The header occupies one page so lanes start page aligned. */
+#define SP_HEADER_SIZE 4096u
+/* Cache line: head, tail and dropped each get their own to avoid false sharing. */
+#define SP_CACHE_LINE 64u
+/* Default lane count: enough for a main process, 16 workers with a few
+ * threads each and a pin-memory thread, per rank on a node. */
+#define SP_DEFAULT_LANES 128u
+/* Longest name carried through the ring; longer names are truncated. */
+#define SP_MAX_NAME 255u
+
+/* CLOCK_MONOTONIC: the same clock in every process on the machine. */
+#define SP_CLOCK_MONOTONIC 1u
+
+typedef struct sp_ring_header {
+  SP_ATOMIC(uint64_t) magic; /* stored last, with release */
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t header_size;   /* SP_HEADER_SIZE */
+  uint32_t lane_count;
+  uint32_t lane_capacity; /* records per lane, a power of two */
+  uint32_t record_size;   /* sizeof(sp_record) */
+  uint32_t clock_id;      /* SP_CLOCK_* */
+  uint32_t launcher_pid;
+  uint64_t lane_offset;   /* offset of lane 0 */
+  uint64_t lane_stride;   /* bytes from one lane to the next */
+  uint64_t segment_size;  /* total bytes of the segment */
+  uint64_t run_id;        /* random per run: tells two concurrent runs apart */
+  /* Loader ids are handed out across processes from this counter. */
+  SP_ATOMIC(uint32_t) next_loader_id;
+  uint32_t reserved0;
+} sp_ring_header;
+
+enum sp_lane_state {
+  SP_LANE_FREE = 0,
+  SP_LANE_CLAIMED = 1,
+  SP_LANE_RELEASED = 2 /* owner thread exited; consumer drains then frees */
+};
+
+typedef struct sp_lane_control {
+  /* line 0: ownership, written by the claiming producer */
+  SP_ATOMIC(uint32_t) state;
+  uint32_t owner_pid;
+  uint32_t owner_tid;
+  uint32_t flags;                  /* SP_LANE_FLAG_* */
+  SP_ATOMIC(uint64_t) generation;  /* bumped on every claim */
+  uint8_t pad0[SP_CACHE_LINE - 24];
+  /* line 1: producer index */
+  SP_ATOMIC(uint64_t) head;
+  uint8_t pad1[SP_CACHE_LINE - 8];
+  /* line 2: consumer index */
+  SP_ATOMIC(uint64_t) tail;
+  uint8_t pad2[SP_CACHE_LINE - 8];
+  /* line 3: records lost because the lane was full */
+  SP_ATOMIC(uint64_t) dropped;
+  uint8_t pad3[SP_CACHE_LINE - 8];
+} sp_lane_control;
+
+/* Lane flags: how the producer reached the ring. */
+#define SP_LANE_FLAG_PYTHON_CEXT 1u   /* Python through the C extension */
+#define SP_LANE_FLAG_PYTHON_CTYPES 2u /* Python through the ctypes fallback */
+
+/* Record kinds. */
+enum sp_record_kind {
+  SP_KIND_INVALID = 0,
+  /* A complete span: start_ns, duration_ns, cpu_ns, delay_ns, arg, name, scope. */
+  SP_KIND_SPAN = 1,
+  /* Defines per-lane name id `name`: `scope` = byte length, bytes follow in the
+   * 40 payload bytes (start_ns..arg) of this record and of the next
+   * ceil(len/40)-1 SP_KIND_NAME_PART records. Sent before the first use. */
+  SP_KIND_NAME = 2,
+  SP_KIND_NAME_PART = 3,
+  /* Instant event: start_ns, name, arg, scope (epoch starts, marks). */
+  SP_KIND_INSTANT = 4,
+  /* Counter sample: start_ns, name, arg = value. */
+  SP_KIND_COUNTER = 5,
+  /* Configuration key/value for `scope`: name = key, arg = value. */
+  SP_KIND_CONFIG_U64 = 6,
+  SP_KIND_CONFIG_STR = 7, /* arg = per-lane name id of the value string */
+  SP_KIND_CONFIG_F64 = 8, /* arg = IEEE-754 bits */
+  SP_KIND_MAX = 9
+};
+
+/* Span flags (in `flags`). */
+#define SP_SPAN_HAS_CPU 1u   /* cpu_ns and delay_ns were measured */
+
+/* 48 bytes, fixed size, no pointers: a span carries start, duration, thread
+ * CPU time and run-queue delay consumed during it, a name, one argument
+ * (batch index, bytes, iteration) and a scope (loader id, 0 = none). */
+typedef struct sp_record {
+  uint64_t start_ns;    /* SP_CLOCK_MONOTONIC */
+  uint64_t duration_ns;
+  uint64_t cpu_ns;      /* thread CPU time during the span */
+  uint64_t delay_ns;    /* run-queue delay during the span */
+  uint64_t arg;
+  uint32_t name;        /* per-lane name id */
+  uint8_t kind;         /* sp_record_kind */
+  uint8_t flags;        /* SP_SPAN_* */
+  uint16_t scope;       /* loader id; length for SP_KIND_NAME */
+} sp_record;
+
+#define SP_NAME_BYTES_PER_RECORD 40u
+
+#ifdef __cplusplus
+static_assert(sizeof(sp_record) == 48, "sp_record is part of the ABI");
+static_assert(sizeof(sp_lane_control) == 4 * SP_CACHE_LINE, "lane control is 4 lines");
+static_assert(sizeof(sp_ring_header) <= SP_HEADER_SIZE, "header fits its page");
+#else
+_Static_assert(sizeof(sp_record) == 48, "sp_record is part of the ABI");
+_Static_assert(sizeof(sp_lane_control) == 4 * SP_CACHE_LINE, "lane control is 4 lines");
+_Static_assert(sizeof(sp_ring_header) <= SP_HEADER_SIZE, "header fits its page");
+#endif
+
+static inline sp_lane_control* sp_lane_at(void* segment, const sp_ring_header* h, uint32_t lane) {
+  return (sp_lane_control*)((uint8_t*)segment + h->lane_offset + (uint64_t)lane * h->lane_stride);
+}
+static inline sp_record* sp_lane_records(sp_lane_control* lane) {
+  return (sp_record*)((uint8_t*)lane + sizeof(sp_lane_control));
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STALLPROF_RING_H */

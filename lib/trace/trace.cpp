@@ -1,0 +1,17 @@
+#include "trace.h"
+
+namespace stallprof {
+
+std::optional<uint32_t> Trace::FindString(const std::string& text) const {
+  for (uint32_t i = 0; i < strings.size(); ++i)
+    if (strings[i] == text) return i;
+  return std::nullopt;
+}
+
+const ProcessInfo* Trace::FindProcess(uint32_t pid) const {
+  for (const auto& p : processes)
+    if (p.pid == pid) return &p;
+  return nullptr;
+}
+
+}  // namespace stallprof

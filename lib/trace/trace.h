@@ -1,0 +1,140 @@
+// The in-memory trace: what `stallprof run` recorded, columnar, as loaded from
+// trace.pb. Analysis reads only this; it never sees protobuf or /proc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace stallprof {
+
+// Span names the Python hook records (docs/trace-format.md is the full list).
+// Analysis keys on these; the hook and the analysis must agree.
+namespace names {
+inline constexpr const char* kWait = "dataloader.wait";          // main: blocked in next(); arg = iteration in epoch
+inline constexpr const char* kEpoch = "dataloader.epoch";        // main, instant: iterator created; arg = epoch index
+inline constexpr const char* kEpochEnd = "dataloader.epoch_end"; // main, instant: StopIteration; arg = iterations
+inline constexpr const char* kFetch = "dataloader.fetch";        // worker (or main when num_workers=0): one batch; arg = batch index; has cpu/delay
+inline constexpr const char* kGetitem = "dataloader.getitem";    // one sample; arg = sample index
+inline constexpr const char* kCollate = "dataloader.collate";    // collate_fn of one batch; arg = batch index
+inline constexpr const char* kPin = "dataloader.pin";            // pin-memory thread: one batch
+inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worker, instant: arg = worker id
+// Config keys (scope = loader id): "name", "batch_size", "num_workers",
+// "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
+// "dataset_len", "dataset_bytes", "dataset_files", "multiprocessing_context", "client".
+}  // namespace names
+
+enum class SpanKind : uint8_t { kSpan = 1, kInstant = 4, kCounter = 5 };
+
+struct TraceHeader {
+  uint32_t version_major = 0;
+  uint32_t version_minor = 0;
+  std::string tool_version;
+  std::vector<std::string> command;
+  std::string hostname;
+  std::string kernel;
+  std::string cwd;
+  uint32_t usable_cores = 0;
+  uint32_t online_cores = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t start_monotonic_ns = 0;
+  int64_t start_realtime_ns = 0;
+  uint64_t page_cache_bytes = 0;
+  uint64_t ring_bytes = 0;
+  uint32_t ring_lanes = 0;
+  uint32_t sample_period_ms = 0;
+  uint64_t clock_resolution_ns = 0;
+  uint64_t run_id = 0;
+};
+
+struct ProcessInfo {
+  uint32_t pid = 0;
+  uint32_t ppid = 0;
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  int32_t world_size = 0;
+  std::string comm;
+  std::vector<std::string> cmdline;
+  uint64_t first_seen_ns = 0;
+};
+
+enum class ClientKind : uint32_t { kC = 0, kPythonCext = 1, kPythonCtypes = 2 };
+
+struct ThreadInfo {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t lane = 0;
+  uint64_t lane_generation = 0;
+  std::string name;
+  ClientKind client = ClientKind::kC;
+  uint64_t dropped = 0;  // records lost in a full lane
+};
+
+// All spans, instants and counters of the run, one column per field, in the
+// order they were drained (per thread in time order; not globally sorted).
+struct SpanTable {
+  std::vector<uint64_t> start_ns;
+  std::vector<uint64_t> duration_ns;
+  std::vector<uint64_t> cpu_ns;    // 0 when !has_cpu
+  std::vector<uint64_t> delay_ns;  // 0 when !has_cpu
+  std::vector<uint64_t> arg;
+  std::vector<uint32_t> name;      // index into Trace::strings
+  std::vector<uint32_t> thread;    // index into Trace::threads
+  std::vector<uint16_t> scope;     // loader id, 0 = none
+  std::vector<SpanKind> kind;
+  std::vector<bool> has_cpu;
+  size_t size() const { return start_ns.size(); }
+};
+
+struct ConfigValue {
+  uint32_t pid = 0;
+  uint16_t scope = 0;
+  std::string key;
+  // Exactly one is meaningful, per `type`.
+  enum class Type { kU64, kF64, kStr } type = Type::kU64;
+  uint64_t u64 = 0;
+  double f64 = 0;
+  std::string str;
+};
+
+struct ProcessSeries {
+  uint32_t pid = 0;
+  std::vector<uint64_t> t_ns, cpu_ns, read_bytes, rchar, rss_bytes, delay_ns;
+  std::vector<uint32_t> threads;
+};
+
+struct SystemSeries {
+  std::vector<uint64_t> t_ns, cpu_busy_ns, cpu_total_ns, page_cache_bytes, disk_read_bytes, mem_available_bytes;
+};
+
+struct TraceFooter {
+  int32_t exit_code = 0;
+  int32_t term_signal = 0;
+  uint64_t end_monotonic_ns = 0;
+  uint64_t spans = 0;
+  uint64_t dropped = 0;
+  uint64_t invalid_records = 0;
+};
+
+struct Trace {
+  std::string path;  // where it was loaded from
+  TraceHeader header;
+  std::vector<std::string> strings;  // string id -> text; id 0 is ""
+  std::vector<ProcessInfo> processes;
+  std::vector<ThreadInfo> threads;
+  SpanTable spans;
+  std::vector<ConfigValue> configs;
+  std::vector<ProcessSeries> process_series;
+  SystemSeries system;
+  std::optional<TraceFooter> footer;  // absent when the run did not finish cleanly
+  bool truncated = false;             // the file ended inside a chunk
+  uint64_t bytes = 0;                 // file size
+
+  // String id of `text`, or nullopt when the trace never used it.
+  std::optional<uint32_t> FindString(const std::string& text) const;
+  const ProcessInfo* FindProcess(uint32_t pid) const;
+};
+
+}  // namespace stallprof
