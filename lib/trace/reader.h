@@ -1,0 +1,50 @@
+// Reading trace.pb: a streaming chunk reader (for export, which must not hold
+// millions of spans in memory) and LoadTrace, which builds the in-memory Trace.
+// Every failure names the file and what is wrong with it.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "trace.h"
+#include "trace.pb.h"
+
+namespace stallprof {
+
+// Trace format version written and understood by this build (trace.proto).
+inline constexpr uint32_t kTraceVersionMajor = 1;
+inline constexpr uint32_t kTraceVersionMinor = 0;
+// The file starts with these 8 bytes.
+inline constexpr char kTraceMagic[8] = {'S', 'P', 'T', 'R', 'A', 'C', 'E', '\n'};
+
+class ChunkReader {
+ public:
+  // Opens `path` and checks the magic. InputError when missing, empty or not a trace.
+  static Result<std::unique_ptr<ChunkReader>> Open(const std::string& path);
+  ~ChunkReader();
+  // Reads the next chunk. true: `chunk` is filled; false: clean end of file,
+  // or the file ends inside a chunk (then truncated() is true). InputError on a
+  // CRC mismatch, an unparsable chunk or a header of a newer major version.
+  Result<bool> Next(pb::Chunk& chunk);
+  bool truncated() const { return truncated_; }
+  uint64_t offset() const { return offset_; }      // bytes consumed so far
+  uint64_t file_size() const { return file_size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ChunkReader() = default;
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  std::string buffer_;
+  uint64_t offset_ = 0;
+  uint64_t file_size_ = 0;
+  bool truncated_ = false;
+};
+
+// Loads a whole trace, validating every id. A truncated file loads (with
+// Trace::truncated set) up to its last complete chunk.
+Result<Trace> LoadTrace(const std::string& path);
+
+}  // namespace stallprof
