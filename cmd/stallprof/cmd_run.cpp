@@ -5,8 +5,4 @@ void RegisterRun(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("run", "(not built yet)");
   sub->callback([&action] { action = [] { return ReportError(RuntimeError("'run' is not built yet")); }; });
 }
-void RegisterAnalyze(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("analyze", "(not built yet)");
-  sub->callback([&action] { action = [] { return ReportError(RuntimeError("'analyze' is not built yet")); }; });
-}
 }  // namespace stallprof::cli
