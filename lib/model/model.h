@@ -58,6 +58,11 @@ struct LoaderProfile {
   std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
   double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run
   std::vector<StageProfile> stages;
+  // Added by the model engineer (0 = unknown; the model then says so):
+  double measured_step_s_per_batch = 0;  // mean(step), steady state: the baseline whatif compares to
+  double measured_wait_s_per_batch = 0;  // mean(wait), steady state
+  double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
+                                         // measured run-queue delay applies as is)
 };
 
 // The machine the profile was taken on, or the one to predict for.
@@ -86,6 +91,14 @@ struct Prediction {
   double r_compute = 0, r_prep = 0, r_fetch = 0;  // samples/s
   double hit_ratio = 0;
   Bottleneck bottleneck = Bottleneck::kCompute;
+  // Added by the model engineer:
+  double r_workers = 0;           // samples/s the workers can produce (Little's law, latency-bound io)
+  uint32_t workers = 0;           // workers the scenario uses
+  double compute_s = 0;           // compute per batch after --accel-speedup (T_ingest per batch)
+  double prep_step_s = 0;         // predicted step with io = 0 (DS-Analyzer T_prep per batch)
+  double io_s = 0;                // io per batch used (scaled by the miss ratio)
+  double delay_s = 0;             // run-queue delay per batch used
+  bool delay_measured = false;    // true: the measured delay (scenario = profile); false: predicted
 };
 
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a

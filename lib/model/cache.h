@@ -1,0 +1,32 @@
+// The cache hit model: what share of the dataset's bytes a cache of a given
+// size serves, per policy and access order (docs/model.md "Cache").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/result.h"
+#include "model/model.h"
+
+namespace stallprof::model {
+
+// Byte hit ratio of an LRU cache of `cache_bytes` over items of `item_bytes`,
+// read in a fresh seeded random permutation each epoch, simulated exactly.
+// Epoch 1 starts cold; the result is the mean over epochs 2..`epochs` (the
+// steady state; epochs >= 2). Cannot fail: an empty dataset gives 1.
+double SimulateLruRandomHitRatio(const std::vector<uint64_t>& item_bytes, uint64_t cache_bytes, uint32_t epochs,
+                                 uint64_t seed);
+
+// The closed form for equal item sizes (docs/model.md derives it): with
+// c = cache / dataset, hit = c + (1 - c) ln(1 - c) for c < 1, else 1.
+double DerivedLruRandomHitRatio(double cache_fraction);
+
+// Steady-state (or, with `first_epoch`, cold first epoch) byte hit ratio of
+// `profile`'s dataset under a cache of `cache_bytes` and `policy`. Fails when
+// the dataset size is unknown (names the missing measurement).
+Result<double> CacheHitRatio(const LoaderProfile& profile, uint64_t cache_bytes, CachePolicy policy,
+                             bool first_epoch);
+
+const char* ToString(CachePolicy policy);  // "lru", "static"
+
+}  // namespace stallprof::model

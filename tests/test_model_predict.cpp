@@ -1,0 +1,189 @@
+// model::Predict: each regime, the serial W=0 case, the DS-Analyzer split and
+// errors. Profiles are hand-built so every expected number follows from the
+// formulas in docs/model.md.
+#include <catch2/catch.hpp>
+
+#include "model/model.h"
+
+using namespace stallprof::model;
+
+namespace {
+LoaderProfile BaseProfile() {
+  LoaderProfile p;
+  p.name = "train";
+  p.batch_size = 10;
+  p.workers = 2;
+  p.batches = 100;
+  p.compute_s_per_batch = 0.1;
+  p.cpu_s_per_batch = 0.05;
+  p.io_s_per_batch = 0.0;
+  p.delay_s_per_batch = 0.0;
+  p.main_cpu_cores = 0.0;
+  p.profiled_cores = 4;
+  return p;
+}
+Scenario On(double cores, int32_t workers = -1) {
+  Scenario s;
+  s.machine.cores = cores;
+  s.workers = workers;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("A loader whose workers outpace the step is compute bound with no stall") {
+  auto r = Predict(BaseProfile(), On(4));
+  REQUIRE(r.ok());
+  CHECK(r->bottleneck == Bottleneck::kCompute);
+  CHECK(r->samples_per_s == Approx(100));  // 10 samples / 0.1 s
+  CHECK(r->step_s == Approx(0.1));
+  CHECK(r->stall_fraction == Approx(0).margin(1e-12));
+}
+
+TEST_CASE("CPU-heavy preprocessing on too few cores makes the loader prep bound") {
+  LoaderProfile p = BaseProfile();
+  p.cpu_s_per_batch = 0.4;  // 2 workers on 1 core: 1 core x 10 / 0.4 = 25 samples/s
+  auto r = Predict(p, On(1));
+  REQUIRE(r.ok());
+  CHECK(r->bottleneck == Bottleneck::kPrep);
+  CHECK(r->r_prep == Approx(25));
+  CHECK(r->samples_per_s == Approx(25));
+  CHECK(r->stall_fraction == Approx(1 - 0.1 / 0.4));
+  CHECK(r->prep_stall_fraction == Approx(0.75));
+  CHECK(r->fetch_stall_fraction == Approx(0).margin(1e-12));
+  // More cores lift the limit until compute binds.
+  auto more = Predict(p, On(8, 8));
+  REQUIRE(more.ok());
+  CHECK(more->bottleneck == Bottleneck::kCompute);
+  CHECK(more->samples_per_s == Approx(100));
+}
+
+TEST_CASE("Latency-bound io limits throughput by worker occupancy even with idle cores") {
+  LoaderProfile p = BaseProfile();
+  p.cpu_s_per_batch = 0.01;
+  p.io_s_per_batch = 0.39;  // each worker is busy 0.4 s per batch, mostly blocked
+  auto r = Predict(p, On(16));
+  REQUIRE(r.ok());
+  CHECK(r->r_workers == Approx(2 * 10 / 0.4));
+  CHECK(r->samples_per_s == Approx(50));
+  CHECK(r->bottleneck == Bottleneck::kFetch);
+  CHECK(r->fetch_stall_fraction == Approx(0.5));
+  CHECK(r->prep_stall_fraction == Approx(0).margin(1e-12));
+  // Four workers double the rate; eight make compute the limit.
+  CHECK(Predict(p, On(16, 4))->samples_per_s == Approx(100));
+  CHECK(Predict(p, On(16, 8))->bottleneck == Bottleneck::kCompute);
+}
+
+TEST_CASE("Storage bandwidth caps the rate by bytes read per uncached sample") {
+  LoaderProfile p = BaseProfile();
+  p.bytes_per_sample = {1e6, true, "read_bytes"};
+  p.storage_bandwidth = {2e7, true, "observed"};  // 20 samples/s
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->r_fetch == Approx(20));
+  CHECK(r->samples_per_s == Approx(20));
+  CHECK(r->bottleneck == Bottleneck::kFetch);
+  Scenario faster = On(4);
+  faster.storage_bandwidth = 2e8;
+  CHECK(Predict(p, faster)->bottleneck == Bottleneck::kCompute);
+}
+
+TEST_CASE("With no workers the main process fetches serially and all fetch and prep time is stall") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.03;
+  p.io_s_per_batch = 0.07;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->step_s == Approx(0.2));
+  CHECK(r->samples_per_s == Approx(50));
+  CHECK(r->stall_fraction == Approx(0.5));
+  CHECK(r->prep_stall_fraction == Approx(0.15));
+  CHECK(r->fetch_stall_fraction == Approx(0.35));
+  CHECK(r->prep_step_s == Approx(0.13));
+  // The same costs pipelined over 2 workers hide behind compute.
+  CHECK(Predict(p, On(4, 2))->bottleneck == Bottleneck::kCompute);
+}
+
+TEST_CASE("A faster accelerator shrinks compute and exposes the input pipeline") {
+  LoaderProfile p = BaseProfile();
+  p.cpu_s_per_batch = 0.15;  // 2 workers: 133 samples/s, compute: 100 samples/s
+  Scenario s = On(4);
+  s.accel_speedup = 2;  // compute 200 samples/s
+  auto r = Predict(p, s);
+  REQUIRE(r.ok());
+  CHECK(r->compute_s == Approx(0.05));
+  CHECK(r->samples_per_s == Approx(2 * 10 / 0.15));
+  CHECK(r->bottleneck == Bottleneck::kPrep);
+}
+
+TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanishes with a full cache") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.12;
+  p.io_s_per_batch = 0.18;
+  p.dataset_bytes = 1000000;
+  p.dataset_items = 1000;
+  p.cold_hit_ratio = 0;
+  auto r = Predict(p, On(4, 1));
+  REQUIRE(r.ok());
+  CHECK(r->step_s == Approx(0.3));
+  CHECK(r->prep_stall_fraction + r->fetch_stall_fraction == Approx(r->stall_fraction));
+  CHECK(r->prep_step_s == Approx(0.12));
+  Scenario cached = On(4, 1);
+  cached.cache_bytes = 1000000;
+  cached.cache_policy = CachePolicy::kStatic;
+  auto full = Predict(p, cached);
+  REQUIRE(full.ok());
+  CHECK(full->hit_ratio == Approx(1));
+  CHECK(full->io_s == Approx(0));
+  CHECK(full->fetch_stall_fraction == Approx(0).margin(1e-12));
+  CHECK(full->step_s == Approx(r->prep_step_s));  // the cached prediction is the T_prep of the uncached one
+  // Half cached (static) halves the io.
+  cached.cache_bytes = 500000;
+  CHECK(Predict(p, cached)->io_s == Approx(0.09));
+}
+
+TEST_CASE("The measured run-queue delay is used only for the profiled configuration") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 4;
+  p.cpu_s_per_batch = 0.1;
+  p.delay_s_per_batch = 0.05;
+  p.profiled_cores = 2;
+  auto same = Predict(p, On(2));
+  REQUIRE(same.ok());
+  CHECK(same->delay_measured);
+  CHECK(same->delay_s == Approx(0.05));
+  auto other = Predict(p, On(8));
+  REQUIRE(other.ok());
+  CHECK_FALSE(other->delay_measured);
+  CHECK(other->delay_s == Approx(0));  // 4 busy workers on 8 cores: no queueing
+  // 4 always-busy workers plus a main process using 1 core on 2 cores: bursts stretch by 5/2.
+  p.main_cpu_cores = 1;
+  p.compute_s_per_batch = 0.001;
+  p.profiled_cores = 4;
+  auto over = Predict(p, On(2, 4));
+  REQUIRE(over.ok());
+  CHECK_FALSE(over->delay_measured);
+  CHECK(over->delay_s == Approx(0.1 * (5.0 / 2 - 1)));
+  CHECK(over->samples_per_s == Approx(1 * 10 / 0.1));  // capacity: 2 - 1 usable cores
+  CHECK(over->bottleneck == Bottleneck::kPrep);
+}
+
+TEST_CASE("Predict refuses missing measurements and bad scenarios with a message") {
+  LoaderProfile p = BaseProfile();
+  CHECK(Predict(p, On(0)).error().kind == stallprof::ErrorKind::kUsage);
+  Scenario neg = On(4);
+  neg.accel_speedup = 0;
+  CHECK(Predict(p, neg).error().kind == stallprof::ErrorKind::kUsage);
+  LoaderProfile empty = p;
+  empty.batches = 0;
+  auto r = Predict(empty, On(4));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().kind == stallprof::ErrorKind::kUnsupported);
+  CHECK(r.error().message.find("train") != std::string::npos);
+  Scenario cache = On(4);
+  cache.cache_bytes = 1 << 30;  // the profile has no dataset size
+  auto c = Predict(p, cache);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message.find("dataset size") != std::string::npos);
+}
