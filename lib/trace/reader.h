@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "trace.h"
@@ -28,8 +29,12 @@ class ChunkReader {
   // or the file ends inside a chunk (then truncated() is true). InputError on a
   // CRC mismatch, an unparsable chunk or a header of a newer major version.
   Result<bool> Next(pb::Chunk& chunk);
+  // Like Next, without parsing: `bytes` is the CRC-checked Chunk encoding, valid
+  // until the next call. InputError on a CRC mismatch or an impossible length.
+  Result<bool> NextRaw(std::string_view& bytes);
   bool truncated() const { return truncated_; }
   uint64_t offset() const { return offset_; }      // bytes consumed so far
+  uint64_t chunk_offset() const { return chunk_offset_; }  // where the last chunk began
   uint64_t file_size() const { return file_size_; }
   const std::string& path() const { return path_; }
 
@@ -39,6 +44,7 @@ class ChunkReader {
   std::string path_;
   std::string buffer_;
   uint64_t offset_ = 0;
+  uint64_t chunk_offset_ = 0;
   uint64_t file_size_ = 0;
   bool truncated_ = false;
 };
@@ -46,5 +52,11 @@ class ChunkReader {
 // Loads a whole trace, validating every id. A truncated file loads (with
 // Trace::truncated set) up to its last complete chunk.
 Result<Trace> LoadTrace(const std::string& path);
+
+// InputError unless `header` is of a version this build reads (major <= ours).
+Status CheckTraceVersion(const std::string& path, const pb::TraceHeader& header);
+
+// "trace '<path>' is corrupt, <why> at byte offset <offset>, re-record the run".
+Error CorruptTraceError(const std::string& path, uint64_t offset, const std::string& why);
 
 }  // namespace stallprof

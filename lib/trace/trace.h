@@ -73,7 +73,10 @@ struct ThreadInfo {
 };
 
 // All spans, instants and counters of the run, one column per field, in the
-// order they were drained (per thread in time order; not globally sorted).
+// order they were drained (per thread in the order the thread finished them,
+// so a parent span comes after its children; not globally sorted).
+// has_cpu is uint8_t (0/1), not vector<bool>: LoadTrace appends millions of
+// rows and vector<bool> is slow to fill; `if (has_cpu[i])` reads the same.
 struct SpanTable {
   std::vector<uint64_t> start_ns;
   std::vector<uint64_t> duration_ns;
@@ -84,7 +87,7 @@ struct SpanTable {
   std::vector<uint32_t> thread;    // index into Trace::threads
   std::vector<uint16_t> scope;     // loader id, 0 = none
   std::vector<SpanKind> kind;
-  std::vector<bool> has_cpu;
+  std::vector<uint8_t> has_cpu;   // 1 when cpu_ns/delay_ns were measured
   size_t size() const { return start_ns.size(); }
 };
 
