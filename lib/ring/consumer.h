@@ -3,6 +3,7 @@
 // producer wrote as untrusted.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,11 +36,19 @@ class Visitor {
   virtual void OnRecord(const LaneOwner& owner, const sp_record& record) = 0;
   // `owner`'s lane was freed after its last record (thread gone).
   virtual void OnLaneReleased(const LaneOwner& owner, uint64_t dropped) = 0;
+  // A run of `count` consecutive valid records of one lane (the drain hot path
+  // calls this instead of OnRecord; the default loops over OnRecord). `records`
+  // is only valid during the call.
+  virtual void OnRecords(const LaneOwner& owner, const sp_record* records, size_t count) {
+    for (size_t i = 0; i < count; ++i) OnRecord(owner, records[i]);
+  }
 };
 
 struct DrainStats {
   uint64_t records = 0;   // records passed to OnRecord
   uint64_t invalid = 0;   // records rejected (bad kind, unknown name id, bad length)
+  uint64_t names = 0;     // names passed to OnName
+  uint64_t lane_resets = 0;  // lanes whose head/tail were impossible (tail resynced to head)
 };
 
 class Segment {
@@ -60,13 +69,29 @@ class Segment {
   // Drains, then frees lanes that are RELEASED or whose owner thread no longer
   // exists in /proc, calling OnLaneReleased.
   void ReclaimLanes(Visitor& visitor);
+  // Drains, then reports every lane still owned as released (end of run: the
+  // producers are gone or no longer matter) and frees it.
+  void ReleaseAll(Visitor& visitor);
   // Total records dropped by producers so far (all lanes, all generations).
   uint64_t TotalDropped() const;
+  // Records rejected as invalid so far (all lanes, all drains).
+  uint64_t TotalInvalid() const { return invalid_total_; }
 
  private:
   Segment() = default;
   struct LaneState;
+  void DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats);
+  void FreeLane(uint32_t index, Visitor& visitor);
+  sp_lane_control* LaneAt(uint32_t index) const;
   int fd_ = -1;
+  uint32_t creator_pid_ = 0;
+  // Our own copy of the geometry: producers can scribble on the header.
+  uint32_t lane_count_ = 0;
+  uint32_t lane_capacity_ = 0;
+  uint64_t lane_offset_ = 0;
+  uint64_t lane_stride_ = 0;
+  uint64_t released_dropped_ = 0;  // dropped counts of lanes already freed
+  uint64_t invalid_total_ = 0;
   void* base_ = nullptr;
   sp_ring_header* header_ = nullptr;
   uint64_t size_ = 0;

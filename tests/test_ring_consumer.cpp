@@ -1,0 +1,182 @@
+// Segment creation, draining, overflow counting and lane reclaim.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+
+#include "ring/consumer.h"
+#include "tools/test_producer.h"
+
+using stallprof::ring::Segment;
+using stallprof::testing::RecordingVisitor;
+using stallprof::testing::TestProducer;
+
+namespace {
+std::unique_ptr<Segment> MakeSegment(uint64_t bytes = 1 << 20, uint32_t lanes = 8) {
+  auto segment = Segment::Create(bytes, lanes);
+  REQUIRE(segment.ok());
+  return std::move(segment).value();
+}
+}  // namespace
+
+TEST_CASE("A new segment has a complete header with power-of-two lanes that fit its size", "[ring]") {
+  auto segment = MakeSegment(1 << 20, 8);
+  const sp_ring_header* h = segment->header();
+  CHECK(h->magic.load() == SP_RING_MAGIC);
+  CHECK(h->abi_major == SP_ABI_MAJOR);
+  CHECK(h->lane_count == 8);
+  CHECK(h->record_size == sizeof(sp_record));
+  CHECK((h->lane_capacity & (h->lane_capacity - 1)) == 0);
+  CHECK(h->lane_capacity >= 1024);
+  CHECK(h->lane_offset + uint64_t{h->lane_count} * h->lane_stride <= segment->size());
+  CHECK(segment->size() <= (1u << 20));
+  // Doubling the capacity would not fit.
+  CHECK(SP_HEADER_SIZE + 8 * (sizeof(sp_lane_control) + 2ull * h->lane_capacity * sizeof(sp_record)) > (1u << 20));
+  CHECK(h->next_loader_id.load() == 1);
+  CHECK(h->run_id != 0);
+}
+
+TEST_CASE("The segment is private to its user and reachable through its STALLPROF_RING path", "[ring]") {
+  auto segment = MakeSegment();
+  struct stat st {};
+  REQUIRE(fstat(segment->fd(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK((fcntl(segment->fd(), F_GETFD) & FD_CLOEXEC) == 0);
+  const std::string path = segment->EnvValue();
+  CHECK(path == "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(segment->fd()));
+  int fd = open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  void* other = mmap(nullptr, segment->size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  REQUIRE(other != MAP_FAILED);
+  CHECK(static_cast<sp_ring_header*>(other)->magic.load() == SP_RING_MAGIC);
+  static_cast<sp_ring_header*>(other)->reserved0 = 77;
+  CHECK(segment->header()->reserved0 == 77);
+  munmap(other, segment->size());
+}
+
+TEST_CASE("A ring too small for its lanes is refused with an error, not created", "[ring]") {
+  auto tiny = Segment::Create(8192, 128);
+  REQUIRE_FALSE(tiny.ok());
+  CHECK(tiny.error().message.find("too small") != std::string::npos);
+  CHECK_FALSE(Segment::Create(1 << 20, 0).ok());
+}
+
+TEST_CASE("Drained records arrive in order with their names resolved, long names included", "[ring]") {
+  auto segment = MakeSegment();
+  TestProducer producer(segment->base(), 3);
+  REQUIRE(producer.claimed());
+  const std::string long_name(200, 'x');
+  producer.Name(1, "dataloader.wait");
+  producer.Name(2, long_name);
+  for (uint64_t i = 0; i < 100; ++i) producer.Span(i % 2 ? 2 : 1, i, 7);
+  RecordingVisitor visitor;
+  auto stats = segment->DrainOnce(visitor);
+  CHECK(stats.records == 100);
+  CHECK(stats.invalid == 0);
+  CHECK(stats.names == 2);
+  REQUIRE(visitor.owners.size() == 1);
+  CHECK(visitor.owners[0].lane == 3);
+  CHECK(visitor.owners[0].pid == static_cast<uint32_t>(getpid()));
+  REQUIRE(visitor.events.size() == 100);
+  for (uint64_t i = 0; i < 100; ++i) {
+    CHECK(visitor.events[i].record.arg == i);
+    CHECK(visitor.events[i].record.scope == 7);
+    CHECK(visitor.events[i].name == (i % 2 ? long_name : "dataloader.wait"));
+  }
+  // Nothing new: a second drain reports nothing.
+  RecordingVisitor again;
+  CHECK(segment->DrainOnce(again).records == 0);
+}
+
+TEST_CASE("A full lane drops and counts exactly the records beyond its capacity", "[ring]") {
+  auto segment = MakeSegment(1 << 18, 2);
+  const uint64_t capacity = segment->header()->lane_capacity;
+  TestProducer producer(segment->base(), 0);
+  producer.Name(1, "s");  // one slot
+  for (uint64_t i = 0; i < capacity + 500; ++i) producer.Span(1, i);
+  CHECK(segment->TotalDropped() == 501);
+  RecordingVisitor visitor;
+  CHECK(segment->DrainOnce(visitor).records == capacity - 1);
+  // After draining there is room again.
+  producer.Span(1, 999999);
+  CHECK(segment->DrainOnce(visitor).records == 1);
+  CHECK(segment->TotalDropped() == 501);
+}
+
+TEST_CASE("A released lane is drained, reported with its drops, freed and reused with a new generation", "[ring]") {
+  auto segment = MakeSegment();
+  RecordingVisitor visitor;
+  uint64_t first_generation = 0;
+  {
+    TestProducer producer(segment->base(), 0);
+    producer.Name(1, "a");
+    producer.Span(1, 1);
+    producer.lane()->dropped.store(4);
+    producer.Release();
+    first_generation = producer.lane()->generation.load();
+  }
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.events.size() == 1);
+  REQUIRE(visitor.released.size() == 1);
+  CHECK(visitor.released[0].second == 4);
+  CHECK(segment->TotalDropped() == 4);
+  TestProducer next(segment->base(), 0);
+  REQUIRE(next.claimed());
+  CHECK(next.lane()->generation.load() == first_generation + 1);
+  // Names do not carry over between generations.
+  next.Span(1, 2);
+  auto stats = segment->DrainOnce(visitor);
+  CHECK(stats.invalid == 1);
+  CHECK(visitor.owners.size() == 2);
+}
+
+TEST_CASE("The lane of a SIGKILLed child process is reclaimed after its records are drained", "[ring]") {
+  auto segment = MakeSegment();
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    TestProducer producer(segment->base(), 5);
+    producer.Name(1, "child");
+    for (int i = 0; i < 10; ++i) producer.Span(1, i);
+    char c = 1;
+    (void)!write(ready[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  RecordingVisitor visitor;
+  segment->ReclaimLanes(visitor);  // child alive: drained, not freed
+  CHECK(visitor.events.size() == 10);
+  CHECK(visitor.released.empty());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.released.size() == 1);
+  CHECK(visitor.released[0].first.pid == static_cast<uint32_t>(child));
+  CHECK(sp_lane_at(segment->base(), segment->header(), 5)->state.load() == SP_LANE_FREE);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST_CASE("ReleaseAll reports every lane still claimed at the end of a run", "[ring]") {
+  auto segment = MakeSegment();
+  TestProducer a(segment->base(), 1);
+  TestProducer b(segment->base(), 2);
+  a.Name(1, "x");
+  a.Span(1, 1);
+  b.Name(1, "y");
+  RecordingVisitor visitor;
+  segment->ReleaseAll(visitor);
+  CHECK(visitor.events.size() == 1);
+  CHECK(visitor.released.size() == 2);
+}
