@@ -1,0 +1,795 @@
+#include "analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "internal.h"
+#include "profile.h"
+
+namespace stallprof::analysis {
+
+namespace {
+
+constexpr double kNs = 1e-9;
+constexpr uint32_t kNoName = std::numeric_limits<uint32_t>::max();
+
+uint32_t NameId(const Trace& trace, const char* name) {
+  auto id = trace.FindString(name);
+  return id ? *id : kNoName;
+}
+
+uint64_t LoaderKey(uint32_t pid, uint16_t scope) { return (uint64_t{pid} << 16) | scope; }
+
+// Per (thread, name) totals of the spans that may be pipeline stages.
+struct StageAccumulator {
+  uint32_t thread = 0;
+  uint32_t name = 0;
+  uint16_t scope = 0;
+  uint64_t count = 0;
+  uint64_t count_with_cpu = 0;
+  uint64_t wall_ns = 0;
+  uint64_t cpu_ns = 0;
+  uint64_t first_start = std::numeric_limits<uint64_t>::max();
+  uint64_t last_end = 0;
+};
+
+// Spans of one loader gathered in the single pass over the span table.
+struct LoaderSpans {
+  uint32_t pid = 0;
+  uint16_t scope = 0;
+  std::vector<uint32_t> waits;
+  std::vector<std::pair<uint64_t, uint32_t>> epochs;  // (instant, epoch number)
+  std::vector<uint32_t> fetches;
+};
+
+LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, uint16_t scope) {
+  LoaderConfig config;
+  config.name = "loader" + std::to_string(scope);
+  for (const auto& c : trace.configs) {
+    if (c.pid != pid || c.scope != scope) continue;
+    auto number = [&]() -> double {
+      switch (c.type) {
+        case ConfigValue::Type::kU64: return static_cast<double>(c.u64);
+        case ConfigValue::Type::kF64: return c.f64;
+        case ConfigValue::Type::kStr: return std::atof(c.str.c_str());
+      }
+      return 0;
+    };
+    auto text = [&]() -> std::string {
+      switch (c.type) {
+        case ConfigValue::Type::kU64: return std::to_string(c.u64);
+        case ConfigValue::Type::kF64: return std::to_string(c.f64);
+        case ConfigValue::Type::kStr: return c.str;
+      }
+      return {};
+    };
+    if (c.key == "name" && !text().empty()) config.name = text();
+    else if (c.key == "batch_size" && number() > 0) { config.batch_size = number(); config.batch_size_known = true; }
+    else if (c.key == "num_workers") config.num_workers = static_cast<uint32_t>(number());
+    else if (c.key == "prefetch_factor" && number() > 0) config.prefetch_factor = static_cast<uint32_t>(number());
+    else if (c.key == "pin_memory") config.pin_memory = number() != 0 || text() == "True" || text() == "true";
+    else if (c.key == "persistent_workers") config.persistent_workers = number() != 0 || text() == "True" || text() == "true";
+    else if (c.key == "sampler") config.sampler = text();
+    else if (c.key == "dataset_len") config.dataset_len = static_cast<uint64_t>(number());
+    else if (c.key == "dataset_bytes") config.dataset_bytes = static_cast<uint64_t>(number());
+    else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
+  }
+  return config;
+}
+
+// The loader a fetch span of `thread` with `scope` belongs to: the same
+// process, else the nearest ancestor process with that loader, else the only
+// loader with that scope. -1 when none.
+int FindLoaderOfFetch(const Trace& trace, const std::unordered_map<uint64_t, int>& loader_of_key,
+                      const std::unordered_map<uint16_t, int>& only_loader_of_scope, uint32_t pid, uint16_t scope) {
+  uint32_t current = pid;
+  for (int depth = 0; depth < 16 && current != 0; ++depth) {
+    auto it = loader_of_key.find(LoaderKey(current, scope));
+    if (it != loader_of_key.end()) return it->second;
+    const ProcessInfo* process = trace.FindProcess(current);
+    if (!process || process->ppid == current) break;
+    current = process->ppid;
+  }
+  auto it = only_loader_of_scope.find(scope);
+  return it == only_loader_of_scope.end() ? -1 : it->second;
+}
+
+// The difference of a cumulative series between two instants.
+double SeriesDelta(const std::vector<uint64_t>& t, const std::vector<uint64_t>& v, uint64_t from, uint64_t to) {
+  return internal::SeriesAt(t, v, to) - internal::SeriesAt(t, v, from);
+}
+
+void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warmup, LoaderAnalysis& loader) {
+  const auto& s = trace.spans;
+  std::vector<uint32_t> waits = spans.waits;
+  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
+  auto epochs = spans.epochs;
+  std::sort(epochs.begin(), epochs.end());
+  // Iterations before any epoch instant (a client that records no epochs)
+  // form an epoch of their own starting at the first next().
+  if (!waits.empty() && (epochs.empty() || s.start_ns[waits.front()] < epochs.front().first))
+    epochs.insert(epochs.begin(), {s.start_ns[waits.front()], epochs.empty() ? 0u : epochs.front().second});
+
+  std::vector<EpochStats> all_epochs(epochs.size());
+  for (size_t e = 0; e < epochs.size(); ++e) {
+    all_epochs[e].index = epochs[e].second;
+    all_epochs[e].start_ns = epochs[e].first;
+    all_epochs[e].end_ns = epochs[e].first;
+  }
+  size_t epoch = 0;
+  uint32_t index_in_epoch = 0;
+  uint64_t previous_return = 0;
+  for (uint32_t w : waits) {
+    uint64_t start = s.start_ns[w];
+    size_t e = epoch;
+    while (e + 1 < epochs.size() && epochs[e + 1].first <= start) ++e;
+    if (e != epoch || loader.iterations.empty()) {
+      index_in_epoch = 0;
+      epoch = e;
+    }
+    Iteration it;
+    it.epoch = static_cast<uint32_t>(epoch);
+    it.index_in_epoch = index_in_epoch++;
+    it.wait_start_ns = start;
+    it.return_ns = start + s.duration_ns[w];
+    it.step_start_ns = it.index_in_epoch == 0 ? std::min(epochs[epoch].first, start) : std::min(previous_return, start);
+    it.step_s = (it.return_ns - it.step_start_ns) * kNs;
+    it.wait_s = s.duration_ns[w] * kNs;
+    it.compute_s = std::max(0.0, it.step_s - it.wait_s);
+    it.steady = it.index_in_epoch >= warmup;
+    previous_return = it.return_ns;
+    all_epochs[epoch].iterations++;
+    all_epochs[epoch].end_ns = std::max(all_epochs[epoch].end_ns, it.return_ns);
+    loader.iterations.push_back(it);
+  }
+  // Keep only epochs that were iterated, renumbering the iterations' epochs.
+  std::vector<uint32_t> remap(all_epochs.size(), 0);
+  for (size_t e = 0; e < all_epochs.size(); ++e) {
+    if (all_epochs[e].iterations == 0) continue;
+    remap[e] = static_cast<uint32_t>(loader.epochs.size());
+    loader.epochs.push_back(all_epochs[e]);
+  }
+  for (auto& it : loader.iterations) it.epoch = remap[it.epoch];
+}
+
+void FillSummaries(LoaderAnalysis& loader) {
+  std::vector<double> step, wait, compute, step_s, wait_s, compute_s;
+  for (const auto& it : loader.iterations) {
+    step.push_back(it.step_s);
+    wait.push_back(it.wait_s);
+    compute.push_back(it.compute_s);
+    if (it.steady) {
+      step_s.push_back(it.step_s);
+      wait_s.push_back(it.wait_s);
+      compute_s.push_back(it.compute_s);
+    }
+  }
+  loader.steady_fallback = step_s.empty();
+  if (loader.steady_fallback) {
+    step_s = step;
+    wait_s = wait;
+    compute_s = compute;
+  }
+  loader.step_all = analysis::Summarize(step);
+  loader.wait_all = analysis::Summarize(wait);
+  loader.compute_all = analysis::Summarize(compute);
+  loader.step_steady = analysis::Summarize(step_s);
+  loader.wait_steady = analysis::Summarize(wait_s);
+  loader.compute_steady = analysis::Summarize(compute_s);
+  loader.stall_fraction = loader.step_steady.total > 0 ? loader.wait_steady.total / loader.step_steady.total : 0;
+  loader.stall_fraction_all = loader.step_all.total > 0 ? loader.wait_all.total / loader.step_all.total : 0;
+  loader.verdict = Classify(loader.stall_fraction);
+}
+
+void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
+  const auto& sys = trace.system;
+  bool has_system = sys.t_ns.size() >= 2;
+  std::vector<double> wait(loader.epochs.size(), 0), step(loader.epochs.size(), 0);
+  for (const auto& it : loader.iterations) {
+    wait[it.epoch] += it.wait_s;
+    step[it.epoch] += it.step_s;
+  }
+  loader.samples = 0;
+  loader.active_s = 0;
+  for (size_t e = 0; e < loader.epochs.size(); ++e) {
+    auto& epoch = loader.epochs[e];
+    double samples = epoch.iterations * loader.config.batch_size;
+    if (loader.config.dataset_len > 0 && samples > loader.config.dataset_len &&
+        (epoch.iterations - 1) * loader.config.batch_size < loader.config.dataset_len)
+      samples = static_cast<double>(loader.config.dataset_len);  // the last batch was partial
+    epoch.samples = samples;
+    epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs;
+    epoch.samples_per_s = epoch.seconds > 0 ? samples / epoch.seconds : 0;
+    epoch.stall_fraction = step[e] > 0 ? wait[e] / step[e] : 0;
+    loader.samples += samples;
+    loader.active_s += epoch.seconds;
+    epoch.has_system = has_system && epoch.start_ns >= sys.t_ns.front() && epoch.end_ns <= sys.t_ns.back();
+    if (has_system) {
+      epoch.page_cache_growth_bytes =
+          internal::SeriesAt(sys.t_ns, sys.page_cache_bytes, epoch.end_ns) - internal::SeriesAt(sys.t_ns, sys.page_cache_bytes, epoch.start_ns);
+      epoch.disk_read_bytes = SeriesDelta(sys.t_ns, sys.disk_read_bytes, epoch.start_ns, epoch.end_ns);
+    }
+  }
+  loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
+}
+
+void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
+  const auto& s = trace.spans;
+  std::map<uint32_t, WorkerStats> by_thread;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> span_of_thread;  // first start, last end
+  std::vector<double> produce;
+  produce.reserve(fetches.size());
+  for (uint32_t f : fetches) {
+    uint32_t thread = s.thread[f];
+    auto& w = by_thread[thread];
+    auto& window = span_of_thread.try_emplace(thread, std::numeric_limits<uint64_t>::max(), 0).first->second;
+    window.first = std::min(window.first, s.start_ns[f]);
+    window.second = std::max(window.second, s.start_ns[f] + s.duration_ns[f]);
+    w.thread = thread;
+    w.batches++;
+    double d = s.duration_ns[f] * kNs;
+    produce.push_back(d);
+    w.produce_s += d;
+    if (s.has_cpu[f]) {
+      double cpu = s.cpu_ns[f] * kNs, delay = s.delay_ns[f] * kNs;
+      w.cpu_s += cpu;
+      w.delay_s += delay;
+      w.io_s += std::max(0.0, d - cpu - delay);
+    }
+  }
+  loader.produce = analysis::Summarize(std::move(produce));
+  auto epoch_of = [&](uint64_t t) -> size_t {
+    size_t e = 0;
+    while (e + 1 < loader.epochs.size() && loader.epochs[e + 1].start_ns <= t) ++e;
+    return e;
+  };
+  for (auto& [thread, w] : by_thread) {
+    const ThreadInfo& info = trace.threads[thread];
+    w.pid = info.pid;
+    w.tid = info.tid;
+    w.in_main_process = info.pid == loader.pid;
+    auto [first, last] = span_of_thread[thread];
+    if (!loader.epochs.empty()) {
+      const auto& a = loader.epochs[epoch_of(first)];
+      const auto& b = loader.epochs[epoch_of(last)];
+      uint64_t from = std::min(a.start_ns, first), to = std::max(b.end_ns, last);
+      w.window_s = (to - from) * kNs;
+    } else {
+      w.window_s = (last - first) * kNs;
+    }
+    if (w.window_s > 0) {
+      w.busy_fraction = std::min(1.0, w.produce_s / w.window_s);
+      w.cpu_fraction = w.cpu_s / w.window_s;
+      w.io_fraction = w.io_s / w.window_s;
+      w.delay_fraction = w.delay_s / w.window_s;
+    }
+    w.mean_produce_s = w.batches ? w.produce_s / w.batches : 0;
+    loader.workers.push_back(w);
+  }
+  if (loader.workers.size() >= 2) {
+    std::vector<double> means;
+    uint64_t min_batches = std::numeric_limits<uint64_t>::max(), max_batches = 0;
+    for (const auto& w : loader.workers) {
+      means.push_back(w.mean_produce_s);
+      min_batches = std::min(min_batches, w.batches);
+      max_batches = std::max(max_batches, w.batches);
+    }
+    std::sort(means.begin(), means.end());
+    double median = Quantile(means, 0.5);
+    for (auto& w : loader.workers) w.straggler = median > 0 && w.mean_produce_s > 1.5 * median;
+    loader.worker_imbalance = min_batches > 0 ? static_cast<double>(max_batches) / min_batches - 1 : 0;
+  }
+}
+
+void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
+  const auto& s = trace.spans;
+  bool in_workers = false;
+  for (const auto& w : loader.workers) in_workers |= !w.in_main_process;
+  loader.prefetch.capacity = loader.config.num_workers * loader.config.prefetch_factor;
+  std::vector<uint64_t> ends;
+  ends.reserve(fetches.size());
+  for (uint32_t f : fetches)
+    if (trace.threads[s.thread[f]].pid != loader.pid) ends.push_back(s.start_ns[f] + s.duration_ns[f]);
+  std::sort(ends.begin(), ends.end());
+  uint64_t starved = 0, total = 0;
+  double sum = 0;
+  for (auto& it : loader.iterations) {
+    int64_t ready = 0;
+    if (in_workers) {
+      uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+      auto produced = std::upper_bound(ends.begin(), ends.end(), it.wait_start_ns) -
+                      std::lower_bound(ends.begin(), ends.end(), epoch_start);
+      ready = std::max<int64_t>(0, static_cast<int64_t>(produced) - it.index_in_epoch);
+    }
+    it.ready_batches = static_cast<int32_t>(std::min<int64_t>(ready, std::numeric_limits<int32_t>::max()));
+    sum += static_cast<double>(ready);
+    loader.prefetch.max_ready = std::max<uint32_t>(loader.prefetch.max_ready, static_cast<uint32_t>(it.ready_batches));
+    starved += ready == 0;
+    total++;
+  }
+  loader.prefetch.mean_ready = total ? sum / total : 0;
+  loader.prefetch.starved_fraction = total ? static_cast<double>(starved) / total : 0;
+  loader.prefetch.ever_full = loader.prefetch.capacity > 0 && loader.prefetch.max_ready >= loader.prefetch.capacity;
+}
+
+void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name,
+                LoaderAnalysis& loader) {
+  std::set<uint32_t> worker_threads, worker_pids;
+  double fetch_wall = 0, fetch_cpu = 0;
+  uint64_t batches = 0;
+  for (const auto& w : loader.workers) {
+    worker_threads.insert(w.thread);
+    worker_pids.insert(w.pid);
+    if (w.cpu_s > 0) {
+      fetch_wall += w.produce_s;
+      fetch_cpu += w.cpu_s;
+    }
+    batches += w.batches;
+  }
+  double cpu_per_wall = fetch_wall > 0 ? fetch_cpu / fetch_wall : 0;
+  double samples = batches > 0 ? batches * loader.config.batch_size : loader.samples;
+  struct Merged {
+    StageStats stats;
+    std::set<uint32_t> threads;
+    uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+    bool all_cpu = true;
+  };
+  std::map<std::string, Merged> merged;
+  for (const auto& acc : accumulators) {
+    if (acc.name == fetch_name) continue;
+    uint32_t pid = trace.threads[acc.thread].pid;
+    bool mine = worker_threads.count(acc.thread) ||
+                (acc.scope == loader.scope && (pid == loader.pid || worker_pids.count(pid)));
+    if (!mine) continue;
+    const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
+    auto& m = merged[name];
+    m.stats.name = name;
+    m.stats.count += acc.count;
+    m.stats.wall_s += acc.wall_ns * kNs;
+    m.stats.cpu_s += acc.cpu_ns * kNs;
+    m.all_cpu &= acc.count_with_cpu == acc.count;
+    m.threads.insert(acc.thread);
+    m.first = std::min(m.first, acc.first_start);
+    m.last = std::max(m.last, acc.last_end);
+  }
+  double lowest = std::numeric_limits<double>::infinity();
+  for (auto& [name, m] : merged) {
+    auto& st = m.stats;
+    if (!m.all_cpu) {
+      st.cpu_source = CpuSource::kAttributed;
+      st.cpu_s = st.wall_s * cpu_per_wall;
+    }
+    st.parallelism = static_cast<uint32_t>(m.threads.size());
+    st.elapsed_s = m.last > m.first ? (m.last - m.first) * kNs : 0;
+    double cost = st.cpu_s > 0 ? st.cpu_s : st.wall_s;  // no CPU measured at all: wall-based rate
+    st.per_core_rate = cost > 0 ? samples / cost : 0;
+    st.observed_rate = st.elapsed_s > 0 ? samples / st.elapsed_s : 0;
+    st.parallel_rate = st.per_core_rate * st.parallelism;
+    st.utilization = st.elapsed_s > 0 && st.parallelism ? cost / (st.parallelism * st.elapsed_s) : 0;
+    if (st.parallel_rate > 0) lowest = std::min(lowest, st.parallel_rate);
+    loader.stages.push_back(st);
+  }
+  for (auto& st : loader.stages) st.bottleneck = st.parallel_rate > 0 && st.parallel_rate == lowest;
+}
+
+SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>& loaders) {
+  SystemStats out;
+  const auto& sys = trace.system;
+  out.memory_bytes = static_cast<double>(trace.header.memory_bytes);
+  for (const auto& l : loaders) out.dataset_bytes = std::max(out.dataset_bytes, l.config.dataset_bytes);
+  size_t n = sys.t_ns.size();
+  if (n >= 2 && sys.t_ns.back() > sys.t_ns.front()) {
+    out.available = true;
+    out.seconds = (sys.t_ns.back() - sys.t_ns.front()) * kNs;
+    auto delta = [&](const std::vector<uint64_t>& v) { return v.size() == n ? static_cast<double>(v.back()) - v.front() : 0.0; };
+    double total = delta(sys.cpu_total_ns);
+    out.machine_cpu_fraction = total > 0 ? delta(sys.cpu_busy_ns) / total : 0;
+    out.disk_read_bytes = delta(sys.disk_read_bytes);
+    out.disk_read_bytes_per_s = out.disk_read_bytes / out.seconds;
+    if (sys.page_cache_bytes.size() == n) {
+      out.page_cache_start = static_cast<double>(sys.page_cache_bytes.front());
+      out.page_cache_end = static_cast<double>(sys.page_cache_bytes.back());
+      out.page_cache_max = static_cast<double>(*std::max_element(sys.page_cache_bytes.begin(), sys.page_cache_bytes.end()));
+    }
+    if (sys.mem_available_bytes.size() == n)
+      out.mem_available_min = static_cast<double>(*std::min_element(sys.mem_available_bytes.begin(), sys.mem_available_bytes.end()));
+  }
+  // Job CPU: each process's cumulative CPU over the sampled time; RSS summed per tick index.
+  double job_cpu_s = 0;
+  uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+  std::map<uint64_t, double> rss_at;
+  for (const auto& p : trace.process_series) {
+    if (p.t_ns.size() < 2 || p.cpu_ns.size() != p.t_ns.size()) continue;
+    job_cpu_s += (static_cast<double>(p.cpu_ns.back()) - p.cpu_ns.front()) * kNs;
+    first = std::min(first, p.t_ns.front());
+    last = std::max(last, p.t_ns.back());
+    if (p.rss_bytes.size() == p.t_ns.size())
+      for (size_t i = 0; i < p.t_ns.size(); ++i) rss_at[p.t_ns[i] / 1000000] += p.rss_bytes[i];
+  }
+  for (const auto& [t, rss] : rss_at) out.job_rss_max = std::max(out.job_rss_max, rss);
+  if (last > first) {
+    out.job_cpu_cores = job_cpu_s / ((last - first) * kNs);
+    uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
+    out.job_cpu_fraction = cores ? out.job_cpu_cores / cores : 0;
+  }
+  double room = std::max(out.mem_available_min + out.page_cache_start, static_cast<double>(trace.header.page_cache_bytes));
+  if (room <= 0) room = out.memory_bytes;
+  out.dataset_fits_in_memory = out.dataset_bytes > 0 && room > 0 && out.dataset_bytes < 0.9 * room;
+  return out;
+}
+
+DataQuality MeasureQuality(const Trace& trace) {
+  DataQuality q;
+  q.spans = trace.spans.size();
+  uint64_t thread_drops = 0;
+  std::set<std::string> clients;
+  std::set<std::pair<uint32_t, uint64_t>> lanes;
+  for (const auto& t : trace.threads) {
+    thread_drops += t.dropped;
+    lanes.insert({t.lane, t.lane_generation});
+    switch (t.client) {
+      case ClientKind::kC: clients.insert("c"); break;
+      case ClientKind::kPythonCext: clients.insert("python-cext"); break;
+      case ClientKind::kPythonCtypes: clients.insert("python-ctypes"); break;
+    }
+  }
+  std::set<uint32_t> lane_ids;
+  for (const auto& [lane, gen] : lanes) lane_ids.insert(lane);
+  q.lanes_used = static_cast<uint32_t>(lane_ids.size());
+  q.ring_lanes = trace.header.ring_lanes;
+  q.dropped = thread_drops;
+  if (trace.footer) {
+    q.footer_present = true;
+    q.dropped = std::max(q.dropped, trace.footer->dropped);
+    q.exit_code = trace.footer->exit_code;
+    q.invalid_records = trace.footer->invalid_records;
+  }
+  q.dropped_share = q.spans + q.dropped ? static_cast<double>(q.dropped) / (q.spans + q.dropped) : 0;
+  q.truncated = trace.truncated;
+  q.clients.assign(clients.begin(), clients.end());
+  q.clock_resolution_ns = trace.header.clock_resolution_ns;
+  return q;
+}
+
+}  // namespace
+
+Verdict Classify(double stall_fraction) {
+  if (stall_fraction >= 0.20) return Verdict::kHighlyInputBound;
+  if (stall_fraction >= 0.05) return Verdict::kModeratelyInputBound;
+  return Verdict::kNotInputBound;
+}
+
+const char* ToString(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kHighlyInputBound: return "HIGHLY input-bound";
+    case Verdict::kModeratelyInputBound: return "MODERATELY input-bound";
+    case Verdict::kNotInputBound: return "not input-bound";
+  }
+  return "?";
+}
+
+double Quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  double pos = q * (sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  double frac = pos - lo;
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+Summary Summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = values.size();
+  for (double v : values) s.total += v;
+  s.mean = s.total / values.size();
+  s.p50 = Quantile(values, 0.50);
+  s.p90 = Quantile(values, 0.90);
+  s.p99 = Quantile(values, 0.99);
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+namespace internal {
+
+double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& values, uint64_t t) {
+  size_t n = std::min(t_ns.size(), values.size());
+  if (n == 0) return 0;
+  if (t <= t_ns[0]) return static_cast<double>(values[0]);
+  if (t >= t_ns[n - 1]) return static_cast<double>(values[n - 1]);
+  size_t hi = std::upper_bound(t_ns.begin(), t_ns.begin() + n, t) - t_ns.begin();
+  size_t lo = hi - 1;
+  double span = static_cast<double>(t_ns[hi] - t_ns[lo]);
+  double frac = span > 0 ? (t - t_ns[lo]) / span : 0;
+  return values[lo] + (static_cast<double>(values[hi]) - values[lo]) * frac;
+}
+
+Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options) {
+  const auto& s = trace.spans;
+  const uint32_t wait_name = NameId(trace, names::kWait);
+  const uint32_t epoch_name = NameId(trace, names::kEpoch);
+  const uint32_t fetch_name = NameId(trace, names::kFetch);
+  const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
+  const uint32_t worker_start_name = NameId(trace, names::kWorkerStart);
+
+  std::vector<LoaderSpans> loader_spans;
+  std::unordered_map<uint64_t, int> loader_of_key;
+  auto loader_for = [&](uint32_t pid, uint16_t scope) -> LoaderSpans& {
+    auto [it, inserted] = loader_of_key.try_emplace(LoaderKey(pid, scope), static_cast<int>(loader_spans.size()));
+    if (inserted) {
+      loader_spans.emplace_back();
+      loader_spans.back().pid = pid;
+      loader_spans.back().scope = scope;
+    }
+    return loader_spans[it->second];
+  };
+  std::unordered_map<uint16_t, std::vector<uint32_t>> fetches_of_scope;
+  std::vector<StageAccumulator> accumulators;
+  std::unordered_map<uint64_t, uint32_t> accumulator_of;
+  uint64_t last_key = std::numeric_limits<uint64_t>::max();
+  uint32_t last_accumulator = 0;
+
+  const size_t n = s.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t name = s.name[i];
+    const SpanKind kind = s.kind[i];
+    const uint32_t thread = s.thread[i];
+    if (thread >= trace.threads.size()) continue;  // LoadTrace validates; stay safe on hand-built traces
+    if (name == wait_name && kind == SpanKind::kSpan) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).waits.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (name == epoch_name) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).epochs.emplace_back(s.start_ns[i], static_cast<uint32_t>(s.arg[i]));
+      continue;
+    }
+    if (kind != SpanKind::kSpan || name == epoch_end_name || name == worker_start_name || name == wait_name) continue;
+    if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
+    uint64_t key = (uint64_t{thread} << 32) | name;
+    if (key != last_key) {
+      auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));
+      if (inserted) {
+        accumulators.emplace_back();
+        accumulators.back().thread = thread;
+        accumulators.back().name = name;
+      }
+      last_key = key;
+      last_accumulator = it->second;
+    }
+    auto& acc = accumulators[last_accumulator];
+    if (acc.scope == 0) acc.scope = s.scope[i];
+    acc.count++;
+    acc.wall_ns += s.duration_ns[i];
+    if (s.has_cpu[i]) {
+      acc.count_with_cpu++;
+      acc.cpu_ns += s.cpu_ns[i];
+    }
+    acc.first_start = std::min(acc.first_start, s.start_ns[i]);
+    acc.last_end = std::max(acc.last_end, s.start_ns[i] + s.duration_ns[i]);
+  }
+
+  // A loader is a (process, scope) whose next() was observed at least once.
+  std::vector<LoaderSpans> loaders_seen;
+  for (auto& l : loader_spans)
+    if (!l.waits.empty()) loaders_seen.push_back(std::move(l));
+  if (loaders_seen.empty()) {
+    std::string base = trace.path.empty() ? std::string("the trace") : trace.path;
+    return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(n) +
+                            " spans but no '" + names::kWait +
+                            "' iterations, so there are no steps to analyze; record a PyTorch training script with "
+                            "'stallprof run -- python3 train.py' (or emit dataloader.* spans from the C API)");
+  }
+  loader_of_key.clear();
+  std::unordered_map<uint16_t, int> only_loader_of_scope;
+  std::unordered_map<uint16_t, int> loaders_with_scope;
+  for (size_t i = 0; i < loaders_seen.size(); ++i) {
+    loader_of_key[LoaderKey(loaders_seen[i].pid, loaders_seen[i].scope)] = static_cast<int>(i);
+    loaders_with_scope[loaders_seen[i].scope]++;
+    only_loader_of_scope[loaders_seen[i].scope] = static_cast<int>(i);
+  }
+  for (const auto& [scope, count] : loaders_with_scope)
+    if (count > 1) only_loader_of_scope.erase(scope);
+  for (auto& [scope, fetches] : fetches_of_scope) {
+    std::unordered_map<uint32_t, int> loader_of_thread;
+    for (uint32_t f : fetches) {
+      uint32_t thread = s.thread[f];
+      auto [it, inserted] = loader_of_thread.try_emplace(thread, -1);
+      if (inserted)
+        it->second = FindLoaderOfFetch(trace, loader_of_key, only_loader_of_scope, trace.threads[thread].pid, scope);
+      if (it->second >= 0) loaders_seen[it->second].fetches.push_back(f);
+    }
+  }
+
+  TraceAnalysis out;
+  out.path = trace.path;
+  out.hostname = trace.header.hostname;
+  out.start_monotonic_ns = trace.header.start_monotonic_ns;
+  out.start_realtime_ns = trace.header.start_realtime_ns;
+  out.usable_cores = trace.header.usable_cores;
+  uint64_t end = trace.footer ? trace.footer->end_monotonic_ns : 0;
+  for (const auto& l : loaders_seen) {
+    LoaderAnalysis loader;
+    loader.pid = l.pid;
+    loader.scope = l.scope;
+    if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
+    loader.config = ReadConfig(trace, l.pid, l.scope);
+    BuildIterations(trace, l, options.warmup, loader);
+    FillSummaries(loader);
+    FillEpochs(trace, loader);
+    FillWorkers(trace, l.fetches, loader);
+    FillPrefetch(trace, l.fetches, loader);
+    FillStages(trace, accumulators, fetch_name, loader);
+    if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
+    out.loaders.push_back(std::move(loader));
+  }
+  std::sort(out.loaders.begin(), out.loaders.end(), [](const LoaderAnalysis& a, const LoaderAnalysis& b) {
+    return std::tie(a.rank, a.pid, a.scope) < std::tie(b.rank, b.pid, b.scope);
+  });
+  out.duration_s = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
+  out.system = MeasureSystem(trace, out.loaders);
+  out.quality = MeasureQuality(trace);
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+// The DS-Analyzer split of one loader (see StallSplit), with the model
+// predicting the fully-cached time.
+void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
+  auto& split = loader.split;
+  uint64_t steady_count = 0;
+  for (const auto& it : loader.iterations) steady_count += it.steady || loader.steady_fallback;
+  split.step_s = loader.step_steady.total;
+  split.ingest_s = loader.compute_steady.total;
+  split.measured_stall_s = loader.wait_steady.total;
+  double contention_all = 0;
+  for (const auto& w : loader.workers) contention_all += w.delay_s;
+  split.contention_s = loader.iterations.empty() ? 0 : contention_all * steady_count / loader.iterations.size();
+
+  // Bottleneck from the workers' own time split when the model cannot help.
+  double cpu = 0, io = 0;
+  for (const auto& w : loader.workers) {
+    cpu += w.cpu_s;
+    io += w.io_s;
+  }
+  model::Bottleneck fallback = io > cpu ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
+
+  TraceAnalysis view;  // BuildProfile reads only the loader and the trace
+  model::LoaderProfile profile = internal::BuildProfile(trace, view, loader);
+  model::Scenario cached;
+  cached.machine = MeasuredMachine(trace);
+  cached.cache_bytes = profile.dataset_bytes > 0 ? static_cast<int64_t>(profile.dataset_bytes)
+                                                 : std::numeric_limits<int64_t>::max() / 2;
+  cached.cache_policy = model::CachePolicy::kStatic;
+  if (profile.dataset_bytes > 0 && cached.machine.page_cache_bytes < profile.dataset_bytes)
+    cached.machine.page_cache_bytes = profile.dataset_bytes;
+  auto prediction = model::Predict(profile, cached);
+  if (!prediction.ok()) {
+    split.available = false;
+    split.unavailable_reason = prediction.error().message;
+    loader.bottleneck = loader.verdict == Verdict::kNotInputBound ? model::Bottleneck::kCompute : fallback;
+    return;
+  }
+  split.available = true;
+  split.cached_s = prediction->step_s * steady_count;
+  split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
+  split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s);
+  double sum = split.prep_stall_s + split.fetch_stall_s;
+  if (sum > split.measured_stall_s && sum > 0) {
+    double scale = split.measured_stall_s / sum;
+    split.prep_stall_s *= scale;
+    split.fetch_stall_s *= scale;
+    split.scaled = true;
+  }
+  if (loader.verdict == Verdict::kNotInputBound)
+    loader.bottleneck = model::Bottleneck::kCompute;
+  else if (split.fetch_stall_s > 0 || split.prep_stall_s > 0)
+    loader.bottleneck = split.fetch_stall_s >= split.prep_stall_s ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
+  else
+    loader.bottleneck = fallback;
+}
+
+}  // namespace
+
+Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options) {
+  auto core = internal::AnalyzeCore(trace, options);
+  if (!core.ok()) return core;
+  for (auto& loader : core->loaders) FillSplit(trace, loader);
+  return core;
+}
+
+int64_t ToRealtime(const TraceAnalysis& trace, uint64_t monotonic_ns) {
+  return trace.start_realtime_ns + (static_cast<int64_t>(monotonic_ns) - static_cast<int64_t>(trace.start_monotonic_ns));
+}
+
+Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces) {
+  JobAnalysis job;
+  int32_t next_unranked = 0;
+  for (const auto& t : traces) {
+    std::map<uint32_t, const LoaderAnalysis*> main_of_pid;
+    for (const auto& l : t.loaders) {
+      auto& best = main_of_pid[l.pid];
+      if (!best || l.iterations.size() > best->iterations.size()) best = &l;
+    }
+    for (const auto& [pid, l] : main_of_pid) {
+      RankStats r;
+      r.rank = l->rank >= 0 ? l->rank : 1000000 + next_unranked++;
+      r.trace_path = t.path;
+      r.hostname = t.hostname;
+      r.pid = pid;
+      r.loader = l->config.name;
+      r.samples = l->samples;
+      r.epoch_time_s = l->active_s;
+      r.samples_per_s = l->samples_per_s;
+      r.stall_fraction = l->stall_fraction;
+      if (l->split.available && l->split.step_s > 0) {
+        r.fetch_stall_fraction = l->split.fetch_stall_s / l->split.step_s;
+        r.prep_stall_fraction = l->split.prep_stall_s / l->split.step_s;
+      }
+      r.mean_compute_s = l->compute_steady.mean;
+      if (!l->epochs.empty()) {
+        r.start_realtime_s = ToRealtime(t, l->epochs.front().start_ns) * kNs;
+        r.end_realtime_s = ToRealtime(t, l->iterations.back().return_ns) * kNs;
+      }
+      job.ranks.push_back(r);
+    }
+  }
+  if (job.ranks.size() < 2)
+    return UnsupportedError("the traces hold " + std::to_string(job.ranks.size()) +
+                            " training process(es), so there is no per-rank comparison; pass one trace per rank "
+                            "(rank*.pb) or record the job under torchrun");
+  std::sort(job.ranks.begin(), job.ranks.end(), [](const RankStats& a, const RankStats& b) { return a.rank < b.rank; });
+  for (auto& r : job.ranks)
+    if (r.rank >= 1000000) r.rank = -1;
+  double total_samples = 0, slowest = 0, earliest = std::numeric_limits<double>::infinity(), latest = 0;
+  const RankStats* straggler = nullptr;
+  for (const auto& r : job.ranks) {
+    total_samples += r.samples;
+    job.sum_local_samples_per_s += r.samples_per_s;
+    if (r.epoch_time_s > slowest) {
+      slowest = r.epoch_time_s;
+      straggler = &r;
+    }
+    earliest = std::min(earliest, r.start_realtime_s);
+    latest = std::max(latest, r.end_realtime_s);
+  }
+  job.global_samples_per_s = slowest > 0 ? total_samples / slowest : 0;
+  job.scaling_efficiency = job.sum_local_samples_per_s > 0 ? job.global_samples_per_s / job.sum_local_samples_per_s : 0;
+  job.aligned_span_s = latest > earliest ? latest - earliest : 0;
+  if (straggler) {
+    job.straggler_rank = straggler->rank;
+    std::vector<double> other_stall, other_compute;
+    for (const auto& r : job.ranks)
+      if (&r != straggler) {
+        other_stall.push_back(r.stall_fraction);
+        other_compute.push_back(r.mean_compute_s);
+      }
+    std::sort(other_stall.begin(), other_stall.end());
+    std::sort(other_compute.begin(), other_compute.end());
+    double stall_others = Quantile(other_stall, 0.5), compute_others = Quantile(other_compute, 0.5);
+    auto pct = [](double f) { return std::to_string(static_cast<int>(std::lround(f * 100))) + "%"; };
+    if (straggler->stall_fraction - stall_others >= 0.05) {
+      job.straggler_reason = "input-bound: " + pct(straggler->stall_fraction) + " of its step time waiting for data (fetch " +
+                             pct(straggler->fetch_stall_fraction) + ", prep " + pct(straggler->prep_stall_fraction) +
+                             ") against " + pct(stall_others) + " on the other ranks";
+    } else if (compute_others > 0 && straggler->mean_compute_s > 1.1 * compute_others) {
+      job.straggler_reason = "slower compute: " + std::to_string(straggler->mean_compute_s * 1e3).substr(0, 6) +
+                             " ms per step against " + std::to_string(compute_others * 1e3).substr(0, 6) +
+                             " ms on the other ranks, with a similar stall";
+    } else {
+      job.straggler_reason = "longest epoch time with a stall and compute like the other ranks (more samples or more steps)";
+    }
+  }
+  return job;
+}
+
+}  // namespace stallprof::analysis

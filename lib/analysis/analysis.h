@@ -1,0 +1,234 @@
+// Step and stall decomposition of a loaded trace (DESIGN.md "Definitions"):
+// per loader its iterations, step/wait/compute statistics, the DS-Analyzer
+// fetch/prep split, epochs, workers, Plumber stages; per trace the system
+// series and data quality; across traces the ranks of one job.
+// Pure computation over Trace: no I/O, no printing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "model/model.h"
+#include "trace/trace.h"
+
+namespace stallprof::analysis {
+
+struct AnalysisOptions {
+  uint32_t warmup = 5;  // iterations skipped at the start of each epoch for "steady" figures
+};
+
+// TF input-pipeline analyzer classes: >= 20% highly, 5-20% moderately, < 5% not.
+enum class Verdict { kNotInputBound, kModeratelyInputBound, kHighlyInputBound };
+Verdict Classify(double stall_fraction);
+const char* ToString(Verdict verdict);  // "not input-bound", "MODERATELY input-bound", "HIGHLY input-bound"
+
+// Mean and percentiles (linear interpolation between order statistics) of a
+// sample; all zero when empty.
+struct Summary {
+  uint64_t count = 0;
+  double total = 0, mean = 0, p50 = 0, p90 = 0, p99 = 0, min = 0, max = 0;
+};
+Summary Summarize(std::vector<double> values);
+// The q-quantile (0..1) of `sorted` (ascending); 0 when empty.
+double Quantile(const std::vector<double>& sorted, double q);
+
+// One next() of a loader in its main process.
+struct Iteration {
+  uint32_t epoch = 0;            // index into LoaderAnalysis::epochs
+  uint32_t index_in_epoch = 0;   // 0 = first batch of the epoch
+  uint64_t step_start_ns = 0;    // previous return of next(), or the epoch instant
+  uint64_t wait_start_ns = 0;    // next() called
+  uint64_t return_ns = 0;        // next() returned
+  double step_s = 0, wait_s = 0, compute_s = 0;
+  bool steady = false;           // index_in_epoch >= warmup
+  int32_t ready_batches = -1;    // batches produced by workers and not yet consumed when next() was called; -1 unknown
+};
+
+struct EpochStats {
+  uint32_t index = 0;            // epoch number as the hook reported it
+  uint64_t start_ns = 0, end_ns = 0;
+  uint64_t iterations = 0;
+  double samples = 0;
+  double seconds = 0;
+  double samples_per_s = 0;
+  double stall_fraction = 0;
+  bool has_system = false;       // the sampler covered it (the two fields below are meaningful)
+  double page_cache_growth_bytes = 0;
+  double disk_read_bytes = 0;
+};
+
+struct WorkerStats {
+  uint32_t pid = 0, tid = 0;
+  uint32_t thread = 0;           // index into Trace::threads
+  bool in_main_process = false;  // num_workers = 0: the main process fetches
+  uint64_t batches = 0;
+  double window_s = 0;           // the epochs it was active in
+  double produce_s = 0, cpu_s = 0, delay_s = 0, io_s = 0;
+  double busy_fraction = 0, cpu_fraction = 0, io_fraction = 0, delay_fraction = 0;  // of window_s
+  double mean_produce_s = 0;
+  bool straggler = false;        // mean produce time > 1.5 x the median worker's
+};
+
+enum class CpuSource { kMeasured, kAttributed };  // attributed: wall x the loader's fetch CPU/wall ratio
+
+// A Plumber stage: one named span kind in the loader's pipeline. Rates are
+// in samples per second (every stage handles every sample once).
+struct StageStats {
+  std::string name;
+  uint64_t count = 0;
+  double wall_s = 0, cpu_s = 0;
+  CpuSource cpu_source = CpuSource::kMeasured;
+  uint32_t parallelism = 0;      // threads it ran on
+  double elapsed_s = 0;          // first start to last end
+  double per_core_rate = 0;      // samples / cpu_s
+  double observed_rate = 0;      // samples / elapsed_s
+  double parallel_rate = 0;      // per_core_rate x parallelism
+  double utilization = 0;        // cpu_s / (parallelism x elapsed_s)
+  bool bottleneck = false;       // lowest parallel_rate
+};
+
+// DS-Analyzer split from one run. Seconds over the steady-state iterations.
+struct StallSplit {
+  bool available = false;
+  std::string unavailable_reason;  // when !available
+  double step_s = 0;               // T = sum(step)
+  double ingest_s = 0;             // T_ingest = sum(compute)
+  double cached_s = 0;             // T_prep = model-predicted fully-cached time
+  double measured_stall_s = 0;     // sum(wait)
+  double prep_stall_s = 0, fetch_stall_s = 0;
+  bool scaled = false;             // prep + fetch exceeded the measured stall and were scaled to it
+  double contention_s = 0;         // sum(delay_b) of the loader's fetch spans
+};
+
+struct PrefetchStats {
+  uint32_t capacity = 0;           // num_workers x prefetch_factor
+  double mean_ready = 0;
+  uint32_t max_ready = 0;
+  double starved_fraction = 0;     // next() calls that found no batch ready
+  bool ever_full = false;          // max_ready >= capacity: workers were idle, the pipeline outran the model
+};
+
+struct LoaderConfig {
+  std::string name;
+  double batch_size = 1;
+  bool batch_size_known = false;
+  uint32_t num_workers = 0;
+  uint32_t prefetch_factor = 2;
+  bool pin_memory = false;
+  bool persistent_workers = false;
+  std::string sampler;
+  uint64_t dataset_len = 0;
+  uint64_t dataset_bytes = 0;
+  std::string multiprocessing_context;
+};
+
+struct LoaderAnalysis {
+  uint32_t pid = 0;
+  uint16_t scope = 0;
+  int32_t rank = -1;
+  LoaderConfig config;
+  std::vector<Iteration> iterations;
+  bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations
+  Summary step_all, wait_all, compute_all;
+  Summary step_steady, wait_steady, compute_steady;
+  double stall_fraction = 0;       // steady sum(wait) / sum(step)
+  double stall_fraction_all = 0;   // including warm-up
+  Verdict verdict = Verdict::kNotInputBound;
+  model::Bottleneck bottleneck = model::Bottleneck::kCompute;
+  StallSplit split;
+  double samples = 0;              // iterations x batch_size
+  double active_s = 0;             // sum of epoch durations
+  double samples_per_s = 0;
+  std::vector<EpochStats> epochs;
+  std::vector<WorkerStats> workers;
+  double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)
+  PrefetchStats prefetch;
+  Summary produce;                 // fetch span wall times
+  std::vector<StageStats> stages;
+};
+
+struct SystemStats {
+  bool available = false;          // the sampler recorded at least two ticks
+  double seconds = 0;
+  double machine_cpu_fraction = 0;  // busy / total over all CPUs
+  double job_cpu_cores = 0;         // cores the traced processes kept busy on average
+  double job_cpu_fraction = 0;      // job_cpu_cores / usable cores
+  double disk_read_bytes = 0;
+  double disk_read_bytes_per_s = 0;
+  double page_cache_start = 0, page_cache_end = 0, page_cache_max = 0;
+  double mem_available_min = 0;
+  double memory_bytes = 0;
+  double job_rss_max = 0;
+  uint64_t dataset_bytes = 0;       // largest dataset among the loaders, 0 = unknown
+  bool dataset_fits_in_memory = false;
+};
+
+struct DataQuality {
+  uint64_t spans = 0;
+  uint64_t dropped = 0;
+  double dropped_share = 0;         // dropped / (spans + dropped)
+  uint32_t lanes_used = 0;
+  uint32_t ring_lanes = 0;
+  bool truncated = false;
+  bool footer_present = false;
+  int32_t exit_code = 0;
+  uint64_t invalid_records = 0;
+  std::vector<std::string> clients;  // distinct client kinds
+  uint64_t clock_resolution_ns = 0;
+  std::string clock = "CLOCK_MONOTONIC";
+};
+
+struct TraceAnalysis {
+  std::string path;
+  std::string hostname;
+  uint64_t start_monotonic_ns = 0;
+  int64_t start_realtime_ns = 0;
+  double duration_s = 0;
+  uint32_t usable_cores = 0;
+  std::vector<LoaderAnalysis> loaders;  // ordered by (rank, pid, scope)
+  SystemStats system;
+  DataQuality quality;
+};
+
+// Analyzes one trace. Fails with an UnsupportedError when the trace holds no
+// DataLoader iterations (e.g. a plain C program traced with spans only).
+Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options);
+
+// One rank of a job: its main (most iterated) loader.
+struct RankStats {
+  int32_t rank = -1;
+  std::string trace_path;
+  std::string hostname;
+  uint32_t pid = 0;
+  std::string loader;
+  double samples = 0;
+  double epoch_time_s = 0;         // sum of its epoch durations
+  double samples_per_s = 0;
+  double stall_fraction = 0;
+  double fetch_stall_fraction = 0, prep_stall_fraction = 0;
+  double mean_compute_s = 0;
+  double start_realtime_s = 0;     // first epoch start, aligned across hosts (CLOCK_REALTIME)
+  double end_realtime_s = 0;       // last return
+};
+
+struct JobAnalysis {
+  std::vector<RankStats> ranks;    // ordered by rank
+  double global_samples_per_s = 0; // total samples / slowest rank's epoch time
+  double sum_local_samples_per_s = 0;
+  double scaling_efficiency = 0;   // global / sum of local
+  double aligned_span_s = 0;       // earliest start to latest end, host clocks aligned
+  int32_t straggler_rank = -1;
+  std::string straggler_reason;
+};
+
+// Combines the analyses of one or more traces of one job. Fails with an
+// UnsupportedError when fewer than two ranks are found.
+Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces);
+
+// The realtime (ns since the epoch) of a monotonic instant of `trace`, from
+// the header's pair recorded at the same instant.
+int64_t ToRealtime(const TraceAnalysis& trace, uint64_t monotonic_ns);
+
+}  // namespace stallprof::analysis

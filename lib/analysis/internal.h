@@ -1,0 +1,22 @@
+// Pieces shared by analysis.cpp and profile.cpp; not part of the contract.
+#pragma once
+
+#include <vector>
+
+#include "analysis.h"
+#include "model/model.h"
+#include "trace/trace.h"
+
+namespace stallprof::analysis::internal {
+
+// Everything except the DS-Analyzer split (which needs the model, which needs
+// the profiles built from this). Same failure as Analyze.
+Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options);
+
+// The model's view of one analyzed loader.
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader);
+
+// Linear interpolation of a sampled series at `t` (clamped to its ends); 0 when empty.
+double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& values, uint64_t t);
+
+}  // namespace stallprof::analysis::internal

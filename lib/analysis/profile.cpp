@@ -1,0 +1,145 @@
+#include "profile.h"
+
+#include <algorithm>
+#include <set>
+
+#include "internal.h"
+
+namespace stallprof::analysis {
+
+namespace internal {
+
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*analysis*/, const LoaderAnalysis& loader) {
+  constexpr double kNs = 1e-9;
+  model::LoaderProfile p;
+  p.name = loader.config.name;
+  p.batch_size = loader.config.batch_size;
+  p.workers = loader.config.num_workers;
+  p.prefetch_factor = loader.config.prefetch_factor;
+  p.batches = loader.compute_steady.count;
+  p.compute_s_per_batch = loader.compute_steady.mean;
+
+  uint64_t batches = 0, batches_with_cpu = 0;
+  double cpu = 0, delay = 0, io = 0, produce = 0;
+  std::set<uint32_t> worker_pids;
+  for (const auto& w : loader.workers) {
+    batches += w.batches;
+    produce += w.produce_s;
+    if (w.cpu_s > 0 || w.delay_s > 0) {
+      batches_with_cpu += w.batches;
+      cpu += w.cpu_s;
+      delay += w.delay_s;
+      io += w.io_s;
+    }
+    if (!w.in_main_process) worker_pids.insert(w.pid);
+  }
+  if (batches_with_cpu) {
+    p.cpu_s_per_batch = cpu / batches_with_cpu;
+    p.delay_s_per_batch = delay / batches_with_cpu;
+    p.io_s_per_batch = io / batches_with_cpu;
+  }
+  p.produce_s_per_batch = batches ? produce / batches : 0;
+  p.produce_p99_s = loader.produce.p99;
+  if (p.workers == 0 && !worker_pids.empty()) p.workers = static_cast<uint32_t>(worker_pids.size());
+
+  // The main process's own CPU use over the loader's active time.
+  uint64_t from = loader.epochs.empty() ? 0 : loader.epochs.front().start_ns;
+  uint64_t to = loader.iterations.empty() ? 0 : loader.iterations.back().return_ns;
+  double worker_rss_sum = 0;
+  uint32_t worker_rss_count = 0;
+  double worker_read_bytes = 0, worker_rchar = 0;
+  for (const auto& series : trace.process_series) {
+    if (series.t_ns.size() < 2) continue;
+    if (series.pid == loader.pid && to > from && series.cpu_ns.size() == series.t_ns.size()) {
+      double cpu_s = (SeriesAt(series.t_ns, series.cpu_ns, to) - SeriesAt(series.t_ns, series.cpu_ns, from)) * kNs;
+      double span = std::min(to, series.t_ns.back()) > std::max(from, series.t_ns.front())
+                        ? (std::min(to, series.t_ns.back()) - std::max(from, series.t_ns.front())) * kNs
+                        : 0;
+      if (span > 0) p.main_cpu_cores = cpu_s / span;
+    }
+    if (worker_pids.count(series.pid)) {
+      if (!series.rss_bytes.empty()) {
+        worker_rss_sum += *std::max_element(series.rss_bytes.begin(), series.rss_bytes.end());
+        worker_rss_count++;
+      }
+      if (series.read_bytes.size() >= 2) worker_read_bytes += static_cast<double>(series.read_bytes.back()) - series.read_bytes.front();
+      if (series.rchar.size() >= 2) worker_rchar += static_cast<double>(series.rchar.back()) - series.rchar.front();
+    }
+  }
+  if (worker_rss_count) p.worker_rss_bytes = worker_rss_sum / worker_rss_count;
+
+  double samples = batches > 0 ? batches * loader.config.batch_size : loader.samples;
+  p.dataset_bytes = loader.config.dataset_bytes;
+  p.dataset_items = loader.config.dataset_len;
+  if (p.dataset_bytes > 0 && p.dataset_items > 0) {
+    p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true, "dataset_bytes / dataset_len"};
+  } else if (worker_rchar > 0 && samples > 0) {
+    p.bytes_per_sample = {worker_rchar / samples, true, "worker read() bytes (/proc io rchar) per sample"};
+  } else {
+    p.bytes_per_sample = {0, false, "unknown: the dataset exposes no files and workers read nothing through read()"};
+  }
+
+  // Storage bandwidth: the fastest disk read rate the sampler saw.
+  const auto& sys = trace.system;
+  double peak = 0;
+  for (size_t i = 1; i < sys.t_ns.size() && i < sys.disk_read_bytes.size(); ++i) {
+    double dt = (sys.t_ns[i] - sys.t_ns[i - 1]) * kNs;
+    if (dt > 0 && sys.disk_read_bytes[i] >= sys.disk_read_bytes[i - 1])
+      peak = std::max(peak, (sys.disk_read_bytes[i] - sys.disk_read_bytes[i - 1]) / dt);
+  }
+  if (peak > 0)
+    p.storage_bandwidth = {peak, true, "peak disk read rate (/proc/diskstats)"};
+  else
+    p.storage_bandwidth = {0, false, "not measured: no disk reads during the run (data was in the page cache)"};
+
+  const std::string& sampler = loader.config.sampler;
+  p.order = sampler.find("Sequential") != std::string::npos ? model::AccessOrder::kSequential : model::AccessOrder::kRandom;
+
+  // Share of the bytes the loader needed that came from the page cache.
+  double needed = p.bytes_per_sample.value * samples;
+  double from_disk = worker_read_bytes;
+  if (from_disk <= 0 && sys.t_ns.size() >= 2 && to > from)
+    from_disk = SeriesAt(sys.t_ns, sys.disk_read_bytes, to) - SeriesAt(sys.t_ns, sys.disk_read_bytes, from);
+  if (needed > 0) p.cold_hit_ratio = std::clamp(1.0 - from_disk / needed, 0.0, 1.0);
+
+  for (const auto& st : loader.stages) {
+    model::StageProfile sp;
+    sp.name = st.name;
+    sp.cpu_s_per_sample = samples > 0 ? st.cpu_s / samples : 0;
+    sp.wall_s_per_sample = samples > 0 ? st.wall_s / samples : 0;
+    p.stages.push_back(sp);
+  }
+  return p;
+}
+
+}  // namespace internal
+
+Result<std::vector<model::LoaderProfile>> MeasureProfiles(const Trace& trace, const ProfileOptions& options) {
+  AnalysisOptions analysis_options;
+  analysis_options.warmup = options.warmup;
+  auto analysis = internal::AnalyzeCore(trace, analysis_options);
+  if (!analysis.ok()) return analysis.error();
+  std::vector<model::LoaderProfile> profiles;
+  for (const auto& loader : analysis->loaders) {
+    if (loader.compute_steady.count == 0) continue;
+    profiles.push_back(internal::BuildProfile(trace, *analysis, loader));
+  }
+  if (profiles.empty())
+    return UnsupportedError("no DataLoader in " + (trace.path.empty() ? std::string("the trace") : trace.path) +
+                            " completed an iteration, so nothing can be measured; record a longer run");
+  return profiles;
+}
+
+model::Machine MeasuredMachine(const Trace& trace) {
+  model::Machine m;
+  uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
+  m.cores = cores ? cores : 1;
+  m.memory_bytes = trace.header.memory_bytes;
+  // Cache the dataset could use: the larger of the page cache at start and the
+  // memory available at the first sampler tick (available includes reclaimable cache).
+  uint64_t available = trace.system.mem_available_bytes.empty() ? 0 : trace.system.mem_available_bytes.front();
+  m.page_cache_bytes = std::max(trace.header.page_cache_bytes, available);
+  return m;
+}
+
+}  // namespace stallprof::analysis

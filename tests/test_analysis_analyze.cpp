@@ -1,0 +1,286 @@
+#include <catch2/catch.hpp>
+
+#include "analysis/analysis.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+namespace {
+const LoaderAnalysis& OnlyLoader(const Result<TraceAnalysis>& result) {
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 1);
+  return result->loaders.front();
+}
+}  // namespace
+
+TEST_CASE("Percentiles interpolate between order statistics") {
+  std::vector<double> values;
+  for (int i = 100; i >= 1; --i) values.push_back(i);
+  Summary s = Summarize(values);
+  CHECK(s.count == 100);
+  CHECK(s.mean == Approx(50.5));
+  CHECK(s.p50 == Approx(50.5));
+  CHECK(s.p90 == Approx(90.1));
+  CHECK(s.p99 == Approx(99.01));
+  CHECK(s.min == 1);
+  CHECK(s.max == 100);
+  CHECK(Summarize({}).count == 0);
+}
+
+TEST_CASE("Verdict thresholds follow the TF input-pipeline analyzer") {
+  CHECK(Classify(0.20) == Verdict::kHighlyInputBound);
+  CHECK(Classify(0.1999) == Verdict::kModeratelyInputBound);
+  CHECK(Classify(0.05) == Verdict::kModeratelyInputBound);
+  CHECK(Classify(0.0499) == Verdict::kNotInputBound);
+}
+
+TEST_CASE("Stall fraction is sum of waits over sum of steps, steady state excludes warm-up") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "batch_size", 8);
+  LoopSpec spec;
+  spec.thread = main;
+  spec.iterations = 25;
+  spec.warmup_wait_iters = 5;
+  spec.warmup_wait = 100 * kMs;
+  AddLoop(b, spec);
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  CHECK(loader.config.name == "train");
+  REQUIRE(loader.iterations.size() == 25);
+  // Steady: 20 steps of 30 ms compute + 10 ms wait.
+  CHECK(loader.step_steady.count == 20);
+  CHECK(loader.step_steady.mean == Approx(0.040));
+  CHECK(loader.wait_steady.p99 == Approx(0.010));
+  CHECK(loader.compute_steady.mean == Approx(0.030));
+  CHECK(loader.stall_fraction == Approx(0.25));
+  CHECK(loader.verdict == Verdict::kHighlyInputBound);
+  // With warm-up: step 0 is its wait alone (from the epoch instant), steps 1-4 wait 100 ms.
+  double waits = 5 * 0.100 + 20 * 0.010;
+  double steps = 0.100 + 4 * 0.130 + 20 * 0.040;
+  CHECK(loader.stall_fraction_all == Approx(waits / steps));
+  CHECK(loader.iterations[0].step_s == Approx(0.100));
+  CHECK(loader.iterations[0].compute_s == Approx(0.0).margin(1e-12));
+}
+
+TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all iterations") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 3;
+  spec.epochs = 2;
+  AddLoop(b, spec);
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  CHECK(loader.steady_fallback);
+  CHECK(loader.step_steady.count == 6);
+}
+
+TEST_CASE("Epochs report samples per second and exclude the time between epochs") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 10);
+  b.Config(100, 1, "dataset_len", 195);  // 20 batches, the last one of 5 samples
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = 3;
+  spec.iterations = 20;
+  spec.gap_between_epochs = 5000 * kMs;
+  AddLoop(b, spec);
+  b.trace.system.t_ns = {0, 1000 * kMs, 100000 * kMs};
+  b.trace.system.page_cache_bytes = {100, 100, 100 + 99000};
+  b.trace.system.disk_read_bytes = {0, 0, 990000};
+  b.trace.system.cpu_busy_ns = {0, 0, 0};
+  b.trace.system.cpu_total_ns = {0, 1, 2};
+  b.trace.system.mem_available_bytes = {1, 1, 1};
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  REQUIRE(loader.epochs.size() == 3);
+  double epoch_s = 20 * 0.010 + 19 * 0.030;
+  for (const auto& e : loader.epochs) {
+    CHECK(e.iterations == 20);
+    CHECK(e.samples == 195);
+    CHECK(e.seconds == Approx(epoch_s));
+    CHECK(e.samples_per_s == Approx(195 / epoch_s));
+  }
+  CHECK(loader.samples == 3 * 195);
+  CHECK(loader.active_s == Approx(3 * epoch_s));
+  // Series grow linearly 1 unit per ms after t = 1000 ms for disk reads (x10) and the page cache.
+  CHECK(loader.epochs[0].disk_read_bytes == Approx(epoch_s * 1000 * 10));
+  CHECK(loader.epochs[1].page_cache_growth_bytes == Approx(epoch_s * 1000));
+  CHECK(loader.epochs[1].index == 1);
+}
+
+TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "batch_size", 4);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  spec.wait = 0;
+  spec.compute = 100 * kMs;  // epoch: 0 .. 900 ms after start
+  AddLoop(b, spec);
+  uint32_t w1 = b.Thread(201, 201), w2 = b.Thread(202, 202);
+  for (int i = 0; i < 5; ++i) {
+    // Fast worker: 20 ms per batch = 10 ms CPU + 2 ms delay + 8 ms I/O.
+    b.Span(w1, names::kFetch, spec.start + i * 100 * kMs, 20 * kMs, 1, 2 * i, 10 * kMs, 2 * kMs);
+    // Slow worker: 80 ms per batch, all CPU.
+    b.Span(w2, names::kFetch, spec.start + i * 100 * kMs, 80 * kMs, 1, 2 * i + 1, 80 * kMs, 0);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  REQUIRE(loader.workers.size() == 2);
+  const auto& fast = loader.workers[0].pid == 201 ? loader.workers[0] : loader.workers[1];
+  const auto& slow = loader.workers[0].pid == 202 ? loader.workers[0] : loader.workers[1];
+  CHECK(fast.batches == 5);
+  CHECK(fast.window_s == Approx(0.9));
+  CHECK(fast.busy_fraction == Approx(0.1 / 0.9));
+  CHECK(fast.cpu_fraction == Approx(0.05 / 0.9));
+  CHECK(fast.delay_fraction == Approx(0.01 / 0.9));
+  CHECK(fast.io_fraction == Approx(0.04 / 0.9));
+  CHECK_FALSE(fast.straggler);
+  CHECK(slow.straggler);  // 80 ms > 1.5 x median (50 ms)
+  CHECK(loader.worker_imbalance == Approx(0.0));
+  CHECK(loader.produce.count == 10);
+}
+
+TEST_CASE("Prefetch occupancy counts batches produced but not yet consumed at each next()") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "prefetch_factor", 2);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 6;
+  spec.wait = 0;
+  spec.compute = 100 * kMs;
+  AddLoop(b, spec);
+  uint32_t w = b.Thread(201, 201);
+  // The worker produces all 6 batches in the first 60 ms: every next() finds the rest ready.
+  for (int i = 0; i < 6; ++i) b.Span(w, names::kFetch, spec.start + i * 10 * kMs, 10 * kMs, 1, i, 10 * kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  // next() i is called at start + 100 i ms: batches ended by then: i=0 -> 0, i>=1 -> 6.
+  CHECK(loader.iterations[0].ready_batches == 0);
+  CHECK(loader.iterations[1].ready_batches == 5);
+  CHECK(loader.iterations[5].ready_batches == 1);
+  CHECK(loader.prefetch.max_ready == 5);
+  CHECK(loader.prefetch.capacity == 2);
+  CHECK(loader.prefetch.ever_full);
+  CHECK(loader.prefetch.starved_fraction == Approx(1.0 / 6));
+}
+
+TEST_CASE("Stages get Plumber rates and the lowest parallel rate is the bottleneck") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  b.Config(100, 1, "batch_size", 2);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 4;
+  AddLoop(b, spec);
+  uint32_t w1 = b.Thread(201, 201), w2 = b.Thread(202, 202);
+  uint64_t t = spec.start;
+  for (uint32_t w : {w1, w2}) {
+    for (int batch = 0; batch < 2; ++batch) {
+      uint64_t s0 = t + batch * 100 * kMs;
+      // fetch: 100 ms wall, 50 ms CPU (CPU/wall = 0.5, used to attribute getitem CPU)
+      b.Span(w, names::kFetch, s0, 100 * kMs, 1, batch, 50 * kMs, 0);
+      b.Span(w, names::kGetitem, s0, 40 * kMs, 1, 0);
+      b.Span(w, names::kGetitem, s0 + 40 * kMs, 40 * kMs, 1, 1);
+      b.Span(w, names::kCollate, s0 + 80 * kMs, 20 * kMs, 1, batch, 20 * kMs, 0);
+    }
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  REQUIRE(loader.stages.size() == 2);
+  const auto& collate = loader.stages[0].name == names::kCollate ? loader.stages[0] : loader.stages[1];
+  const auto& getitem = loader.stages[0].name == names::kGetitem ? loader.stages[0] : loader.stages[1];
+  // 4 batches x 2 samples = 8 samples.
+  CHECK(getitem.count == 8);
+  CHECK(getitem.wall_s == Approx(0.32));
+  CHECK(getitem.cpu_source == CpuSource::kAttributed);
+  CHECK(getitem.cpu_s == Approx(0.16));
+  CHECK(getitem.per_core_rate == Approx(8 / 0.16));
+  CHECK(getitem.parallelism == 2);
+  CHECK(getitem.parallel_rate == Approx(100.0));
+  CHECK(collate.cpu_source == CpuSource::kMeasured);
+  CHECK(collate.cpu_s == Approx(0.08));
+  CHECK(collate.parallel_rate == Approx(200.0));
+  CHECK(getitem.bottleneck);
+  CHECK_FALSE(collate.bottleneck);
+}
+
+TEST_CASE("A trace without DataLoader iterations is an unsupported input, not a crash") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  uint32_t t = b.Thread(100, 100);
+  b.Span(t, "work", 0, 10 * kMs);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.error().kind == ErrorKind::kUnsupported);
+  CHECK_THAT(result.error().message, Catch::Contains("no DataLoader found in test.pb"));
+  TraceBuilder empty;
+  CHECK_FALSE(Analyze(empty.trace, {}).ok());
+}
+
+TEST_CASE("Two loaders of one process are analyzed apart, each with its own workers") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(301, 100);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 2, "name", "val");
+  uint32_t main = b.Thread(100, 100);
+  LoopSpec train;
+  train.thread = main;
+  uint64_t end = AddLoop(b, train);
+  LoopSpec val;
+  val.thread = main;
+  val.scope = 2;
+  val.wait = 30 * kMs;
+  val.compute = 10 * kMs;
+  val.start = end;
+  AddLoop(b, val);
+  b.Span(b.Thread(201, 201), names::kFetch, train.start, 5 * kMs, 1, 0, 1 * kMs, 0);
+  b.Span(b.Thread(301, 301), names::kFetch, val.start, 5 * kMs, 2, 0, 1 * kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 2);
+  CHECK(result->loaders[0].config.name == "train");
+  CHECK(result->loaders[0].stall_fraction == Approx(0.25));
+  CHECK(result->loaders[0].workers.size() == 1);
+  CHECK(result->loaders[0].workers[0].pid == 201);
+  CHECK(result->loaders[1].config.name == "val");
+  CHECK(result->loaders[1].stall_fraction == Approx(0.75));
+  CHECK(result->loaders[1].workers[0].pid == 301);
+}
+
+TEST_CASE("Data quality reports drops, truncation and the client kind") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  b.trace.threads[0].dropped = 10;
+  b.trace.truncated = true;
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  CHECK(result->quality.dropped == 10);
+  CHECK(result->quality.truncated);
+  CHECK_FALSE(result->quality.footer_present);
+  CHECK(result->quality.dropped_share == Approx(10.0 / (b.trace.spans.size() + 10)));
+  REQUIRE(result->quality.clients.size() == 1);
+  CHECK(result->quality.clients[0] == "python-cext");
+}

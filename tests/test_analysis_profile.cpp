@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include "analysis/profile.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+TEST_CASE("A profile carries the steady-state compute and the workers' per-batch costs") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "batch_size", 16);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "prefetch_factor", 4);
+  b.Config(100, 1, "dataset_len", 1000);
+  b.Config(100, 1, "dataset_bytes", 4000000);
+  b.Config(100, 1, "sampler", "SequentialSampler");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 25;
+  spec.warmup_wait_iters = 5;
+  spec.warmup_wait = 200 * kMs;
+  AddLoop(b, spec);
+  uint32_t w1 = b.Thread(201, 201), w2 = b.Thread(202, 202);
+  for (int i = 0; i < 12; ++i) {
+    // 50 ms per batch: 20 ms CPU, 5 ms run-queue delay, 25 ms I/O.
+    b.Span(w1, names::kFetch, spec.start + i * 80 * kMs, 50 * kMs, 1, 2 * i, 20 * kMs, 5 * kMs);
+    b.Span(w2, names::kFetch, spec.start + i * 80 * kMs, 50 * kMs, 1, 2 * i + 1, 20 * kMs, 5 * kMs);
+  }
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  REQUIRE(profiles->size() == 1);
+  const auto& p = profiles->front();
+  CHECK(p.name == "train");
+  CHECK(p.batch_size == 16);
+  CHECK(p.workers == 2);
+  CHECK(p.prefetch_factor == 4);
+  CHECK(p.batches == 20);
+  CHECK(p.compute_s_per_batch == Approx(0.030));
+  CHECK(p.cpu_s_per_batch == Approx(0.020));
+  CHECK(p.delay_s_per_batch == Approx(0.005));
+  CHECK(p.io_s_per_batch == Approx(0.025));
+  CHECK(p.produce_s_per_batch == Approx(0.050));
+  CHECK(p.produce_p99_s == Approx(0.050));
+  CHECK(p.dataset_items == 1000);
+  CHECK(p.dataset_bytes == 4000000);
+  CHECK(p.bytes_per_sample.value == Approx(4000));
+  CHECK(p.bytes_per_sample.measured);
+  CHECK(p.order == model::AccessOrder::kSequential);
+  CHECK_FALSE(p.storage_bandwidth.measured);
+}
+
+TEST_CASE("The warm-up option changes which iterations a profile measures") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  AddLoop(b, spec);
+  ProfileOptions options;
+  options.warmup = 2;
+  const auto profiles = MeasureProfiles(b.trace, options);
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().batches == 8);
+}
+
+TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Span(b.Thread(100, 100), "work", 0, kMs);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE_FALSE(profiles.ok());
+  CHECK(profiles.error().kind == ErrorKind::kUnsupported);
+  CHECK_THAT(profiles.error().message, Catch::Contains("no DataLoader"));
+}
+
+TEST_CASE("The measured machine takes cores and memory from the header and the cache from the sampler") {
+  TraceBuilder b;
+  b.trace.header.usable_cores = 6;
+  b.trace.header.memory_bytes = 16ull << 30;
+  b.trace.header.page_cache_bytes = 1ull << 30;
+  b.trace.system.t_ns = {0, 1};
+  b.trace.system.mem_available_bytes = {10ull << 30, 9ull << 30};
+  const auto m = MeasuredMachine(b.trace);
+  CHECK(m.cores == 6);
+  CHECK(m.memory_bytes == 16ull << 30);
+  CHECK(m.page_cache_bytes == 10ull << 30);
+}
+
+TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  b.trace.system.t_ns = {0, 1000 * kMs, 2000 * kMs, 2500 * kMs};
+  b.trace.system.disk_read_bytes = {0, 100, 300, 500};
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().storage_bandwidth.measured);
+  CHECK(profiles->front().storage_bandwidth.value == Approx(400.0));
+}

@@ -1,0 +1,134 @@
+// Builds in-memory Traces for the analysis tests: Trace is plain data, so
+// each test appends exactly the spans whose true statistics it knows.
+#pragma once
+
+#include <string>
+
+#include "trace/trace.h"
+
+namespace stallprof::testing {
+
+constexpr uint64_t kMs = 1000000;  // nanoseconds
+
+class TraceBuilder {
+ public:
+  TraceBuilder() {
+    trace.strings.push_back("");
+    trace.header.version_major = 1;
+    trace.header.usable_cores = 4;
+    trace.header.online_cores = 4;
+    trace.header.memory_bytes = 8ull << 30;
+    trace.header.start_monotonic_ns = 0;
+    trace.header.start_realtime_ns = 1700000000000000000;
+    trace.path = "test.pb";
+  }
+
+  uint32_t Str(const std::string& text) {
+    if (auto id = trace.FindString(text)) return *id;
+    trace.strings.push_back(text);
+    return static_cast<uint32_t>(trace.strings.size() - 1);
+  }
+
+  void Process(uint32_t pid, uint32_t ppid, int32_t rank = -1) {
+    ProcessInfo p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.rank = rank;
+    trace.processes.push_back(p);
+  }
+
+  // Returns the thread index spans refer to.
+  uint32_t Thread(uint32_t pid, uint32_t tid) {
+    ThreadInfo t;
+    t.pid = pid;
+    t.tid = tid;
+    t.lane = static_cast<uint32_t>(trace.threads.size());
+    t.client = ClientKind::kPythonCext;
+    trace.threads.push_back(t);
+    return static_cast<uint32_t>(trace.threads.size() - 1);
+  }
+
+  // A span; cpu_ns < 0 means the span carries no CPU time.
+  void Span(uint32_t thread, const std::string& name, uint64_t start, uint64_t duration, uint16_t scope = 0,
+            uint64_t arg = 0, int64_t cpu_ns = -1, uint64_t delay_ns = 0) {
+    Push(thread, Str(name), start, duration, scope, arg, SpanKind::kSpan, cpu_ns, delay_ns);
+  }
+
+  void Instant(uint32_t thread, const std::string& name, uint64_t at, uint16_t scope, uint64_t arg = 0) {
+    Push(thread, Str(name), at, 0, scope, arg, SpanKind::kInstant, -1, 0);
+  }
+
+  void Config(uint32_t pid, uint16_t scope, const std::string& key, uint64_t value) {
+    ConfigValue c;
+    c.pid = pid;
+    c.scope = scope;
+    c.key = key;
+    c.type = ConfigValue::Type::kU64;
+    c.u64 = value;
+    trace.configs.push_back(c);
+  }
+
+  void Config(uint32_t pid, uint16_t scope, const std::string& key, const std::string& value) {
+    ConfigValue c;
+    c.pid = pid;
+    c.scope = scope;
+    c.key = key;
+    c.type = ConfigValue::Type::kStr;
+    c.str = value;
+    trace.configs.push_back(c);
+  }
+
+  Trace trace;
+
+ private:
+  void Push(uint32_t thread, uint32_t name, uint64_t start, uint64_t duration, uint16_t scope, uint64_t arg,
+            SpanKind kind, int64_t cpu_ns, uint64_t delay_ns) {
+    auto& s = trace.spans;
+    s.start_ns.push_back(start);
+    s.duration_ns.push_back(duration);
+    s.cpu_ns.push_back(cpu_ns < 0 ? 0 : static_cast<uint64_t>(cpu_ns));
+    s.delay_ns.push_back(cpu_ns < 0 ? 0 : delay_ns);
+    s.arg.push_back(arg);
+    s.name.push_back(name);
+    s.thread.push_back(thread);
+    s.scope.push_back(scope);
+    s.kind.push_back(kind);
+    s.has_cpu.push_back(cpu_ns >= 0);
+  }
+};
+
+// A main-process loop over one loader: per epoch an epoch instant, then
+// `iterations` next() calls each waiting `wait` and computing `compute`
+// (the first `warmup_wait_iters` of each epoch wait `warmup_wait` instead).
+struct LoopSpec {
+  uint32_t pid = 100;
+  uint16_t scope = 1;
+  uint32_t thread = 0;
+  uint32_t epochs = 1;
+  uint32_t iterations = 20;
+  uint64_t wait = 10 * kMs;
+  uint64_t compute = 30 * kMs;
+  uint32_t warmup_wait_iters = 0;
+  uint64_t warmup_wait = 0;
+  uint64_t gap_between_epochs = 0;  // time outside any epoch (e.g. validation)
+  uint64_t start = 1000 * kMs;
+};
+
+// Appends the loop; returns the time after its last iteration.
+inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
+  uint64_t t = spec.start;
+  for (uint32_t e = 0; e < spec.epochs; ++e) {
+    b.Instant(spec.thread, names::kEpoch, t, spec.scope, e);
+    for (uint32_t i = 0; i < spec.iterations; ++i) {
+      uint64_t wait = i < spec.warmup_wait_iters ? spec.warmup_wait : spec.wait;
+      b.Span(spec.thread, names::kWait, t, wait, spec.scope, i);
+      t += wait + spec.compute;
+    }
+    t -= spec.compute;  // the epoch ends at the last return
+    b.Instant(spec.thread, names::kEpochEnd, t, spec.scope, spec.iterations);
+    t += spec.compute + spec.gap_between_epochs;
+  }
+  return t;
+}
+
+}  // namespace stallprof::testing
