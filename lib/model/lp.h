@@ -1,0 +1,105 @@
+// The pipeline LP behind `stallprof recommend` (docs/model.md "recommend"):
+// maximize throughput over cores per stage and threads per pool, subject to
+// CPU, total cores, worker occupancy (Little's law), storage bandwidth,
+// memory and what the model can ingest. Solved with GLPK's simplex.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "model/model.h"
+
+namespace stallprof::model {
+
+struct LpStage {
+  std::string name;
+  double cpu_s_per_sample = 0;  // CPU seconds one sample costs in this stage
+  uint32_t pool = 0;            // index into PipelineLp::pools
+};
+
+// A set of threads or processes (a DataLoader's workers; one pool per stage
+// when stages run in separate pools). Each member uses at most one core.
+struct LpPool {
+  std::string name;
+  double latency_s_per_sample = 0;  // wall time a member is busy per sample (cpu + io): Little's law
+  double memory_bytes_per_member = 0;
+};
+
+struct PipelineLp {
+  std::vector<LpStage> stages;
+  std::vector<LpPool> pools;
+  double cores = 0;                 // cores the pools may use in total
+  double max_samples_per_s = std::numeric_limits<double>::infinity();  // what the model can ingest
+  double storage_bandwidth = 0;     // bytes/s, 0 = no limit known
+  double storage_bytes_per_sample = 0;  // bytes read from storage per sample (the uncached share)
+  double memory_bytes = std::numeric_limits<double>::infinity();  // for pool members (budget - cache)
+};
+
+enum class RowKind { kStageCpu, kCores, kPoolCores, kOccupancy, kBandwidth, kMemory, kIngest };
+const char* ToString(RowKind kind);
+
+struct LpRow {
+  RowKind kind = RowKind::kCores;
+  std::string name;   // e.g. "cores", "cpu[decode]", "occupancy[workers]"
+  double activity = 0;
+  double bound = 0;
+  double dual = 0;    // GLPK's shadow price: samples/s per unit of the bound
+};
+
+struct LpSolution {
+  double samples_per_s = 0;
+  std::vector<double> stage_cores;   // per LpStage
+  std::vector<double> pool_members;  // per LpPool
+  std::vector<LpRow> rows;
+  // The row that limits throughput: the ingest row when tight, else the first
+  // row with a positive dual in the order cores, bandwidth, memory, occupancy,
+  // stage CPU; nullptr when none has a dual.
+  const LpRow* Binding() const;
+};
+
+// Solves `lp`. Fails (RuntimeError) only when nothing bounds the throughput
+// (no measured cost at all) or GLPK fails; a zero optimum is returned as is.
+Result<LpSolution> SolvePipelineLp(const PipelineLp& lp);
+
+enum class CachePoint { kNone, kRawFiles, kDecoded };
+const char* ToString(CachePoint point);  // "none", "raw files", "decoded samples"
+
+struct CachePlan {
+  CachePoint point = CachePoint::kNone;
+  CachePolicy policy = CachePolicy::kLru;
+  uint64_t bytes = 0;
+  double hit_ratio = 0;
+  std::string stage;  // the decoded stage's name for kDecoded
+};
+
+struct RecommendOptions {
+  double cores = 0;           // cores of the machine to plan for (> 0)
+  uint64_t memory_bytes = 0;  // budget for cache + workers + prefetch buffers; 0 = unknown (no memory row)
+};
+
+struct Recommendation {
+  std::string loader;
+  uint32_t workers = 1;
+  uint32_t prefetch_factor = 2;
+  double prefetch_concurrency = 0;  // batches in flight Little's law asks for (rate x p99)
+  double lp_samples_per_s = 0;      // the LP optimum (fractional workers)
+  Prediction predicted;             // model::Predict at the recommended integer settings
+  double measured_samples_per_s = 0;  // 0 = the profile has no measured step
+  CachePlan cache;
+  LpSolution lp;
+  LpRow binding;                    // the limiting row (kind kIngest when compute binds)
+  std::string advice;               // "one more core adds 12.3 samples/s", ...
+  std::vector<std::string> assumptions;  // inputs that were not measured
+};
+
+// The best settings for `profile` on a machine of `options.cores` cores and
+// `options.memory_bytes` memory: one LP per cache choice, the best kept.
+// Fails with an explanation (not a solver status) when no configuration can
+// run: no cores left after the main process, a memory budget below one
+// worker, nothing measured.
+Result<Recommendation> Recommend(const LoaderProfile& profile, const RecommendOptions& options);
+
+}  // namespace stallprof::model

@@ -1,0 +1,215 @@
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/units.h"
+#include "model/cache.h"
+#include "model/lp.h"
+
+namespace stallprof::model {
+namespace {
+constexpr double kMinUsableCores = 0.05;
+
+struct Candidate {
+  CachePlan plan;
+  double cpu_scale_until = 1;  // decoded cache: share of cached stages' CPU still paid
+  size_t cached_stages = 0;    // decoded cache: stages [0, cached_stages) are skipped on a hit
+  double io_scale = 1;         // share of the profiled io still paid
+  double miss = 1;             // share of bytes still read from storage
+};
+
+std::vector<Candidate> CacheCandidates(const LoaderProfile& p, uint64_t memory_budget) {
+  const double profiled_hit = std::clamp(p.cold_hit_ratio, 0.0, 1.0);
+  const double profiled_miss = 1 - profiled_hit;
+  std::vector<Candidate> out;
+  Candidate none;
+  none.plan.hit_ratio = profiled_hit;
+  none.miss = profiled_miss;
+  out.push_back(none);
+  const auto fits = [&](uint64_t bytes) { return memory_budget == 0 || bytes <= memory_budget; };
+  if (p.dataset_bytes > 0) {
+    for (double fraction : {0.25, 0.5, 0.75, 1.0}) {
+      const auto bytes = static_cast<uint64_t>(fraction * static_cast<double>(p.dataset_bytes));
+      if (!fits(bytes)) continue;
+      for (CachePolicy policy : {CachePolicy::kLru, CachePolicy::kStatic}) {
+        auto hit = CacheHitRatio(p, bytes, policy, false);
+        if (!hit.ok()) continue;
+        Candidate c;
+        c.plan = {CachePoint::kRawFiles, policy, bytes, *hit, ""};
+        c.miss = 1 - *hit;
+        c.io_scale = profiled_miss > 0 ? c.miss / profiled_miss : 1;
+        out.push_back(c);
+      }
+    }
+  }
+  // Decoded samples: only after a deterministic stage whose output size the trace shows.
+  const uint64_t items = p.dataset_items;
+  for (size_t s = 0; s < p.stages.size() && items > 0; ++s) {
+    const StageProfile& stage = p.stages[s];
+    if (stage.random) break;  // nothing after a random transform may be cached
+    if (stage.output_bytes_per_sample <= 0) continue;
+    const double decoded = stage.output_bytes_per_sample * static_cast<double>(items);
+    for (double fraction : {0.25, 0.5, 0.75, 1.0}) {
+      const auto bytes = static_cast<uint64_t>(fraction * decoded);
+      if (!fits(bytes)) continue;
+      Candidate c;
+      c.plan = {CachePoint::kDecoded, CachePolicy::kStatic, bytes, fraction, stage.name};
+      c.cached_stages = s + 1;
+      c.cpu_scale_until = 1 - fraction;
+      c.io_scale = 1 - fraction;
+      c.miss = profiled_miss * (1 - fraction);
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cores, uint64_t memory_budget,
+                   uint32_t prefetch, double accel_speedup) {
+  const double b = p.batch_size;
+  PipelineLp lp;
+  lp.cores = usable_cores;
+  const double compute = p.compute_s_per_batch / accel_speedup;
+  if (compute > 0) lp.max_samples_per_s = b / compute;
+  lp.storage_bandwidth = p.storage_bandwidth.value;
+  lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
+  double staged_cpu = 0, cpu_per_sample = 0;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const double scale = s < c.cached_stages ? c.cpu_scale_until : 1;
+    const double cpu = p.stages[s].cpu_s_per_sample * scale;
+    lp.stages.push_back({p.stages[s].name, cpu, 0});
+    staged_cpu += p.stages[s].cpu_s_per_sample;
+    cpu_per_sample += cpu;
+  }
+  const double rest = std::max(0.0, p.cpu_s_per_batch / b - staged_cpu);
+  lp.stages.push_back({p.stages.empty() ? "fetch" : "fetch (rest)", rest, 0});
+  cpu_per_sample += rest;
+  const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
+  const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
+  lp.pools.push_back({"workers", cpu_per_sample + io_per_sample, member_memory});
+  if (memory_budget > 0) lp.memory_bytes = static_cast<double>(memory_budget) - static_cast<double>(c.plan.bytes);
+  return lp;
+}
+
+std::string Advice(const LpRow& row) {
+  switch (row.kind) {
+    case RowKind::kIngest:
+      return "the model is now the bottleneck: faster input will not help";
+    case RowKind::kCores:
+      return fmt::format("one more core adds {:.1f} samples/s", row.dual);
+    case RowKind::kStageCpu:
+      return fmt::format("one more core for {} adds {:.1f} samples/s", row.name, row.dual);
+    case RowKind::kBandwidth:
+      return fmt::format("100 MiB/s more storage bandwidth adds {:.1f} samples/s", row.dual * 100 * 1024 * 1024);
+    case RowKind::kMemory:
+      return fmt::format("1 GiB more memory adds {:.1f} samples/s", row.dual * 1024 * 1024 * 1024);
+    case RowKind::kOccupancy:
+    case RowKind::kPoolCores:
+      return fmt::format("one more worker adds {:.1f} samples/s", row.dual);
+  }
+  return "";
+}
+}  // namespace
+
+Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions& o) {
+  if (!(o.cores > 0)) return UsageError("--cores must be > 0");
+  Scenario as_profiled;
+  as_profiled.machine.cores = o.cores;
+  if (auto check = Predict(p, as_profiled); !check.ok()) return check.error();
+  const double usable = o.cores - p.main_cpu_cores;
+  if (usable < kMinUsableCores)
+    return UnsupportedError(fmt::format(
+        "no cores are left for DataLoader workers: the main process of '{}' keeps {:.2f} of the {:.2f} cores busy; "
+        "plan for more cores with --cores",
+        p.name, p.main_cpu_cores, o.cores));
+  if (o.memory_bytes > 0 && p.worker_rss_bytes > static_cast<double>(o.memory_bytes))
+    return UnsupportedError("the memory budget " + FormatBytes(static_cast<double>(o.memory_bytes)) +
+                            " is below one DataLoader worker's RSS (" + FormatBytes(p.worker_rss_bytes) +
+                            "), so no worker fits; raise --memory or make each worker hold less");
+
+  Recommendation rec;
+  rec.loader = p.name;
+  const double b = p.batch_size;
+  if (!p.bytes_per_sample.measured && p.bytes_per_sample.value > 0)
+    rec.assumptions.push_back("bytes per sample from " + p.bytes_per_sample.source);
+  if (!p.storage_bandwidth.measured)
+    rec.assumptions.push_back(p.storage_bandwidth.value > 0 ? "storage bandwidth from " + p.storage_bandwidth.source
+                                                            : "storage bandwidth unknown: no bandwidth limit");
+  if (p.worker_rss_bytes <= 0) rec.assumptions.push_back("worker RSS unknown: taken as 0");
+  if (p.batch_bytes <= 0) rec.assumptions.push_back("batch size in memory unknown: prefetch buffers taken as 0 bytes");
+  if (o.memory_bytes == 0) rec.assumptions.push_back("memory budget unknown: no memory limit");
+  if (p.dataset_bytes == 0) rec.assumptions.push_back("dataset size unknown: no cache plan considered");
+
+  const auto candidates = CacheCandidates(p, o.memory_bytes);
+  const double p99 = p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch;
+  if (p.produce_p99_s <= 0) rec.assumptions.push_back("p99 batch latency unknown: the mean is used");
+
+  uint32_t prefetch = 2;  // first pass; then Little's law over the optimum
+  const Candidate* best = nullptr;
+  LpSolution best_lp;
+  for (int pass = 0; pass < 2; ++pass) {
+    best = nullptr;
+    for (const Candidate& c : candidates) {
+      const PipelineLp lp = BuildLp(p, c, usable, o.memory_bytes, prefetch, 1);
+      if (!(lp.memory_bytes >= 0)) continue;
+      auto solved = SolvePipelineLp(lp);
+      if (!solved.ok()) return solved.error();
+      if (!best || solved->samples_per_s > best_lp.samples_per_s * (1 + 1e-6)) {
+        best = &c;
+        best_lp = std::move(*solved);
+      }
+    }
+    if (!best) return UnsupportedError("no cache plan fits the memory budget");
+    const double members = best_lp.pool_members.empty() ? 1 : best_lp.pool_members[0];
+    const uint32_t workers = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(members - 1e-6)));
+    rec.prefetch_concurrency = best_lp.samples_per_s / b * p99;
+    const auto next = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(rec.prefetch_concurrency / workers - 1e-9)));
+    if (next == prefetch || pass == 1) break;  // the second pass solves with Little's prefetch
+    prefetch = next;
+  }
+  if (best_lp.samples_per_s <= 0)
+    return UnsupportedError("no configuration of '" + p.name + "' makes progress within the budget (" +
+                            (o.memory_bytes > 0 ? "memory " + FormatBytes(static_cast<double>(o.memory_bytes)) : "") +
+                            "); raise --memory or --cores");
+
+  rec.cache = best->plan;
+  rec.lp = best_lp;
+  rec.lp_samples_per_s = best_lp.samples_per_s;
+  const double members = best_lp.pool_members.empty() ? 1 : best_lp.pool_members[0];
+  uint32_t workers = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(members - 1e-6)));
+  // Integer workers must still fit the memory the LP shared out fractionally.
+  const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
+  if (o.memory_bytes > 0 && member_memory > 0) {
+    const double room = (static_cast<double>(o.memory_bytes) - static_cast<double>(rec.cache.bytes)) / member_memory;
+    workers = std::max<uint32_t>(1, std::min<uint32_t>(workers, static_cast<uint32_t>(std::floor(room + 1e-9))));
+  }
+  rec.workers = workers;
+  rec.prefetch_factor = prefetch;
+
+  if (const LpRow* row = best_lp.Binding()) {
+    rec.binding = *row;
+    rec.advice = Advice(*row);
+  } else {
+    rec.advice = "no constraint binds";
+  }
+
+  Scenario chosen;
+  chosen.machine.cores = o.cores;
+  chosen.workers = static_cast<int32_t>(workers);
+  if (rec.cache.point == CachePoint::kRawFiles) {
+    chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
+    chosen.cache_policy = rec.cache.policy;
+  }
+  auto predicted = Predict(p, chosen);
+  if (!predicted.ok()) return predicted.error();
+  rec.predicted = *predicted;
+  if (rec.cache.point == CachePoint::kDecoded) {  // Predict has no decoded cache: take the LP's rate
+    rec.predicted.samples_per_s = rec.lp_samples_per_s;
+    rec.predicted.step_s = b / rec.lp_samples_per_s;
+  }
+  if (p.measured_step_s_per_batch > 0) rec.measured_samples_per_s = b / p.measured_step_s_per_batch;
+  return rec;
+}
+
+}  // namespace stallprof::model

@@ -1,0 +1,195 @@
+// The pipeline LP and recommend: known optima on small instances, GLPK's
+// shadow prices, the binding constraint, and the infeasible cases.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "model/lp.h"
+
+using namespace stallprof::model;
+
+namespace {
+PipelineLp TwoStages() {
+  // decode 0.01 CPU s/sample, augment 0.03 CPU s/sample, separate pools, 4 cores:
+  // x * (0.01 + 0.03) <= 4  ->  x = 100 samples/s; one more core: 1 / 0.04 = 25 samples/s.
+  PipelineLp lp;
+  lp.pools = {{"decode", 0.01, 0}, {"augment", 0.03, 0}};
+  lp.stages = {{"decode", 0.01, 0}, {"augment", 0.03, 1}};
+  lp.cores = 4;
+  return lp;
+}
+LoaderProfile Loader() {
+  LoaderProfile p;
+  p.name = "train";
+  p.batch_size = 10;
+  p.workers = 1;
+  p.batches = 100;
+  p.compute_s_per_batch = 0.05;  // the model ingests 200 samples/s
+  p.cpu_s_per_batch = 0.1;       // 0.01 CPU s per sample
+  p.io_s_per_batch = 0.0;
+  p.produce_s_per_batch = 0.1;
+  p.produce_p99_s = 0.2;
+  p.measured_step_s_per_batch = 0.1;
+  p.profiled_cores = 1;
+  return p;
+}
+const LpRow* Row(const LpSolution& s, RowKind kind) {
+  for (const auto& r : s.rows)
+    if (r.kind == kind) return &r;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("The LP finds the known optimum of a CPU-bound two-stage pipeline and the core shadow price") {
+  auto s = SolvePipelineLp(TwoStages());
+  REQUIRE(s.ok());
+  CHECK(s->samples_per_s == Approx(100).epsilon(1e-4));
+  CHECK(s->stage_cores[0] == Approx(1).epsilon(1e-4));
+  CHECK(s->stage_cores[1] == Approx(3).epsilon(1e-4));
+  REQUIRE(s->Binding() != nullptr);
+  CHECK(s->Binding()->kind == RowKind::kCores);
+  CHECK(s->Binding()->dual == Approx(25).epsilon(1e-3));
+}
+
+TEST_CASE("The LP stops at what the model ingests and says so") {
+  PipelineLp lp = TwoStages();
+  lp.max_samples_per_s = 60;
+  auto s = SolvePipelineLp(lp);
+  REQUIRE(s.ok());
+  CHECK(s->samples_per_s == Approx(60).epsilon(1e-4));
+  CHECK(s->Binding()->kind == RowKind::kIngest);
+  CHECK(s->Binding()->dual == Approx(1).epsilon(1e-3));
+  CHECK(Row(*s, RowKind::kCores)->dual == Approx(0).margin(1e-6));
+}
+
+TEST_CASE("Storage bandwidth and memory bind with their own shadow prices") {
+  PipelineLp lp = TwoStages();
+  lp.storage_bandwidth = 50e6;
+  lp.storage_bytes_per_sample = 1e6;  // 50 samples/s
+  auto s = SolvePipelineLp(lp);
+  REQUIRE(s.ok());
+  CHECK(s->samples_per_s == Approx(50).epsilon(1e-4));
+  CHECK(s->Binding()->kind == RowKind::kBandwidth);
+  CHECK(s->Binding()->dual == Approx(1e-6).epsilon(1e-3));  // samples/s per byte/s
+
+  PipelineLp mem;  // latency-bound pool: each member busy 0.1 s per sample, 1 GB per member, 3 GB budget
+  mem.pools = {{"workers", 0.1, 1e9}};
+  mem.stages = {{"fetch", 0.001, 0}};
+  mem.cores = 8;
+  mem.memory_bytes = 3e9;
+  auto m = SolvePipelineLp(mem);
+  REQUIRE(m.ok());
+  CHECK(m->samples_per_s == Approx(30).epsilon(1e-4));  // 3 members / 0.1 s
+  CHECK(m->pool_members[0] == Approx(3).epsilon(1e-4));
+  CHECK(m->Binding()->kind == RowKind::kMemory);
+  CHECK(m->Binding()->dual * 1e9 == Approx(10).epsilon(1e-3));  // one more member's memory: +10 samples/s
+}
+
+TEST_CASE("The LP rejects a pipeline with nothing that bounds throughput") {
+  PipelineLp lp;
+  lp.pools = {{"workers", 0, 0}};
+  lp.stages = {{"fetch", 0, 0}};
+  lp.cores = 2;
+  auto s = SolvePipelineLp(lp);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message.find("nothing") != std::string::npos);
+}
+
+TEST_CASE("A 100-stage pipeline LP solves to the sum-of-costs optimum") {
+  PipelineLp lp;
+  double total = 0;
+  for (int i = 0; i < 100; ++i) {
+    const double cpu = 0.001 * (1 + i % 7);
+    lp.pools.push_back({"pool" + std::to_string(i), cpu * 1.5, 1e8});
+    lp.stages.push_back({"stage" + std::to_string(i), cpu, static_cast<uint32_t>(i)});
+    total += cpu;
+  }
+  lp.cores = 32;
+  lp.memory_bytes = 1e12;
+  auto s = SolvePipelineLp(lp);
+  REQUIRE(s.ok());
+  CHECK(s->samples_per_s == Approx(32 / total).epsilon(1e-4));
+}
+
+TEST_CASE("recommend turns a prep-bound loader into workers, Little's prefetch and the core shadow price") {
+  LoaderProfile p = Loader();  // 0.01 CPU s/sample, compute ingests 200 samples/s
+  RecommendOptions o;
+  o.cores = 1.5;  // 1.5 cores: 150 samples/s from CPU
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->lp_samples_per_s == Approx(150).epsilon(1e-3));
+  CHECK(r->workers == 2);
+  CHECK(r->binding.kind == RowKind::kCores);
+  CHECK(r->binding.dual == Approx(100).epsilon(1e-3));
+  CHECK(r->advice == "one more core adds 100.0 samples/s");
+  // Little's law: 15 batches/s x p99 0.2 s = 3 batches in flight over 2 workers -> 2 each.
+  CHECK(r->prefetch_concurrency == Approx(3).epsilon(1e-3));
+  CHECK(r->prefetch_factor == 2);
+  CHECK(r->measured_samples_per_s == Approx(100));
+  // Plenty of cores: the model binds.
+  o.cores = 8;
+  auto many = Recommend(p, o);
+  REQUIRE(many.ok());
+  CHECK(many->lp_samples_per_s == Approx(200).epsilon(1e-3));
+  CHECK(many->binding.kind == RowKind::kIngest);
+  CHECK(many->advice == "the model is now the bottleneck: faster input will not help");
+  CHECK(many->predicted.samples_per_s == Approx(200).epsilon(1e-3));
+}
+
+TEST_CASE("recommend sizes workers by Little's law when io is latency bound") {
+  LoaderProfile p = Loader();
+  p.cpu_s_per_batch = 0.01;
+  p.io_s_per_batch = 0.39;  // each batch keeps a worker 0.4 s, almost all blocked
+  RecommendOptions o;
+  o.cores = 2;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->lp_samples_per_s == Approx(200).epsilon(1e-3));
+  CHECK(r->workers == 8);  // 20 batches/s x 0.4 s
+}
+
+TEST_CASE("recommend caches the dataset when storage bandwidth binds and memory allows") {
+  LoaderProfile p = Loader();
+  p.dataset_bytes = 1ull << 30;
+  p.dataset_items = 1024;
+  p.bytes_per_sample = {1 << 20, true, "read_bytes"};
+  p.storage_bandwidth = {50 << 20, true, "observed"};  // 50 samples/s uncached
+  RecommendOptions o;
+  o.cores = 8;
+  o.memory_bytes = 4ull << 30;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->cache.point == CachePoint::kRawFiles);
+  // A static 3/4 already feeds the model (50 / 0.25 = 200 samples/s): the smallest sufficient cache wins.
+  CHECK(r->cache.policy == CachePolicy::kStatic);
+  CHECK(r->cache.bytes == (768ull << 20));
+  CHECK(r->lp_samples_per_s == Approx(200).epsilon(1e-3));
+  CHECK(r->binding.kind == RowKind::kIngest);
+  // Half the memory: a static half-cache beats LRU's thrashing.
+  o.memory_bytes = 600ull << 20;
+  auto half = Recommend(p, o);
+  REQUIRE(half.ok());
+  CHECK(half->cache.policy == CachePolicy::kStatic);
+  CHECK(half->cache.bytes == (512ull << 20));
+  CHECK(half->lp_samples_per_s == Approx(100).epsilon(1e-3));  // 50 / (1 - 0.5)
+  CHECK(half->binding.kind == RowKind::kBandwidth);
+}
+
+TEST_CASE("recommend explains a memory budget below one worker and a machine without spare cores") {
+  LoaderProfile p = Loader();
+  p.worker_rss_bytes = 2e9;
+  RecommendOptions o;
+  o.cores = 4;
+  o.memory_bytes = 1ull << 30;
+  auto r = Recommend(p, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("below one DataLoader worker's RSS") != std::string::npos);
+  p.worker_rss_bytes = 0;
+  p.main_cpu_cores = 4;
+  o.memory_bytes = 0;
+  auto busy = Recommend(p, o);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().message.find("no cores are left") != std::string::npos);
+  o.cores = 0;
+  CHECK(Recommend(p, o).error().kind == stallprof::ErrorKind::kUsage);
+}
