@@ -138,6 +138,15 @@ TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanis
   CHECK(full->io_s == Approx(0));
   CHECK(full->fetch_stall_fraction == Approx(0).margin(1e-12));
   CHECK(full->step_s == Approx(r->prep_step_s));  // the cached prediction is the T_prep of the uncached one
+  // "Everything cached" needs no dataset size.
+  LoaderProfile unsized = p;
+  unsized.dataset_bytes = 0;
+  Scenario all = On(4, 1);
+  all.cache_bytes = kCacheAll;
+  auto everything = Predict(unsized, all);
+  REQUIRE(everything.ok());
+  CHECK(everything->io_s == Approx(0));
+  CHECK(everything->step_s == Approx(r->prep_step_s));
   // Half cached (static) halves the io.
   cached.cache_bytes = 500000;
   CHECK(Predict(p, cached)->io_s == Approx(0.09));

@@ -87,7 +87,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double profiled_hit = std::clamp(p.cold_hit_ratio, 0.0, 1.0);
   double hit = profiled_hit;
   if (s.first_epoch) hit = 0;
-  if (s.cache_bytes >= 0 || s.first_epoch) {
+  if (s.cache_bytes >= kCacheAll && !s.first_epoch) {
+    hit = 1;
+  } else if (s.cache_bytes >= 0 || s.first_epoch) {
     auto h = CacheHitRatio(p, static_cast<uint64_t>(std::max<int64_t>(s.cache_bytes, 0)), s.cache_policy,
                            s.first_epoch);
     if (s.cache_bytes >= 0 && !h.ok()) return h.error();

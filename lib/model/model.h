@@ -72,6 +72,10 @@ struct Machine {
   uint64_t page_cache_bytes = 0;  // cache available to the dataset
 };
 
+// Scenario::cache_bytes at or above this means "everything cached" (hit ratio
+// 1) even when the dataset size is unknown: the DS-Analyzer fully-cached run.
+inline constexpr int64_t kCacheAll = INT64_MAX / 2;
+
 struct Scenario {
   Machine machine;
   int32_t workers = -1;           // -1: as profiled
