@@ -1,0 +1,456 @@
+/*
+ * libstallprof_client.so: producer side of the ring (see ring/stallprof_ring.h
+ * for the ordering rules). C11 and libc only, so it can be loaded into any
+ * process (CPython, ctypes, a C++ program) without dragging in libstdc++.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring/stallprof_ring.h"
+#include "stallprof/client.h"
+
+/* ---- process state ------------------------------------------------------ */
+
+enum attach_state { ATTACH_NOT_TRIED = 0, ATTACH_BUSY = 1, ATTACH_DONE = 2, ATTACH_OFF = 3 };
+
+static _Atomic int g_attach = ATTACH_NOT_TRIED;
+static int g_attach_result = STALLPROF_DISABLED;
+static uint8_t* g_base;
+static sp_ring_header* g_header;
+/* Our own copy of the geometry, validated at attach. */
+static uint32_t g_lane_count;
+static uint64_t g_capacity;
+static uint64_t g_lane_offset;
+static uint64_t g_lane_stride;
+static _Atomic uint32_t g_client_kind = STALLPROF_CLIENT_C;
+static _Atomic uint64_t g_dropped;
+static pthread_key_t g_release_key;
+
+/* ---- interned names: a lock-free open-addressing table ------------------ */
+
+/* 4096 names is far more than an instrumented program uses (the hook uses a
+ * few dozen); ids are slot + 1 so that 0 can mean "no name". */
+#define NAME_SLOTS 4096u
+enum slot_state { SLOT_EMPTY = 0, SLOT_WRITING = 1, SLOT_READY = 2 };
+typedef struct name_slot {
+  _Atomic uint32_t state;
+  uint32_t hash;
+  uint16_t length;
+  char text[SP_MAX_NAME + 1];
+} name_slot;
+static name_slot g_names[NAME_SLOTS];
+
+/* ---- per-thread state --------------------------------------------------- */
+
+typedef struct thread_state {
+  sp_lane_control* lane; /* NULL: no lane yet */
+  sp_record* records;
+  uint64_t head;
+  uint64_t cached_tail;
+  uint32_t claim_backoff; /* calls to skip before retrying a failed claim */
+  int schedstat_fd;       /* 0: not opened yet, -1: unavailable, else fd + 1 */
+  uint64_t announced[NAME_SLOTS / 64 + 1]; /* name ids already sent in this lane */
+} thread_state;
+static __thread thread_state t_state;
+
+static uint32_t hash_bytes(const char* s, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < n; ++i) h = (h ^ (uint8_t)s[i]) * 16777619u;
+  return h;
+}
+
+static void release_lane(thread_state* t) {
+  if (t->lane != NULL) atomic_store_explicit(&t->lane->state, SP_LANE_RELEASED, memory_order_release);
+  t->lane = NULL;
+  if (t->schedstat_fd > 0) close(t->schedstat_fd - 1);
+  t->schedstat_fd = 0;
+}
+
+static void on_thread_exit(void* unused) {
+  (void)unused;
+  release_lane(&t_state);
+}
+
+/* The forked child has only the forking thread; its lane belongs to the
+ * parent, so forget it (without releasing it) and claim a fresh one. */
+static void on_fork_child(void) {
+  thread_state* t = &t_state;
+  t->lane = NULL;
+  t->claim_backoff = 0;
+  if (t->schedstat_fd > 0) close(t->schedstat_fd - 1);
+  t->schedstat_fd = 0;
+  if (atomic_load(&g_attach) == ATTACH_BUSY) atomic_store(&g_attach, ATTACH_NOT_TRIED);
+  atomic_store_explicit(&g_dropped, 0, memory_order_relaxed);
+}
+
+static int fail_attach(int result, const char* message) {
+  if (message != NULL) {
+    /* One line, once per process; never abort the host. */
+    fputs(message, stderr);
+  }
+  g_attach_result = result;
+  atomic_store_explicit(&g_attach, ATTACH_OFF, memory_order_release);
+  return result;
+}
+
+static int do_attach(void) {
+  const char* path = getenv(SP_RING_ENV);
+  if (path == NULL || path[0] == '\0') return fail_attach(STALLPROF_DISABLED, NULL);
+  char line[512];
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(line, sizeof line, "stallprof: cannot open the ring %s (%s); not recording\n", path, strerror(errno));
+    return fail_attach(STALLPROF_ERR_ATTACH, line);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)SP_HEADER_SIZE) {
+    close(fd);
+    snprintf(line, sizeof line, "stallprof: %s is not a stallprof ring (too small); not recording\n", path);
+    return fail_attach(STALLPROF_ERR_ATTACH, line);
+  }
+  const uint64_t size = (uint64_t)st.st_size;
+  void* base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    snprintf(line, sizeof line, "stallprof: cannot map the ring %s (%s); not recording\n", path, strerror(errno));
+    return fail_attach(STALLPROF_ERR_ATTACH, line);
+  }
+  sp_ring_header* h = (sp_ring_header*)base;
+  if (atomic_load_explicit(&h->magic, memory_order_acquire) != SP_RING_MAGIC) {
+    munmap(base, size);
+    snprintf(line, sizeof line, "stallprof: %s is not a stallprof ring (bad magic); not recording\n", path);
+    return fail_attach(STALLPROF_ERR_ATTACH, line);
+  }
+  if (h->abi_major != SP_ABI_MAJOR) {
+    const uint32_t major = h->abi_major;
+    munmap(base, size);
+    snprintf(line, sizeof line, "stallprof: ring ABI %u.x is not supported by this client (%u.x); not recording\n",
+             major, SP_ABI_MAJOR);
+    return fail_attach(STALLPROF_ERR_VERSION, line);
+  }
+  const uint64_t capacity = h->lane_capacity;
+  const uint64_t lanes = h->lane_count;
+  const uint64_t stride = h->lane_stride;
+  const uint64_t offset = h->lane_offset;
+  const int geometry_ok = h->record_size == sizeof(sp_record) && capacity >= 2 && (capacity & (capacity - 1)) == 0 &&
+                          lanes >= 1 && lanes <= 65536 && offset >= sizeof(sp_ring_header) && offset % 64 == 0 &&
+                          stride % 64 == 0 && stride >= sizeof(sp_lane_control) + capacity * sizeof(sp_record) &&
+                          offset + lanes * stride <= size;
+  if (!geometry_ok) {
+    munmap(base, size);
+    snprintf(line, sizeof line, "stallprof: the ring %s has an inconsistent header; not recording\n", path);
+    return fail_attach(STALLPROF_ERR_ATTACH, line);
+  }
+  g_base = (uint8_t*)base;
+  g_header = h;
+  g_lane_count = (uint32_t)lanes;
+  g_capacity = capacity;
+  g_lane_offset = offset;
+  g_lane_stride = stride;
+  static int hooks_installed;
+  if (!hooks_installed) {
+    hooks_installed = 1;
+    pthread_key_create(&g_release_key, on_thread_exit);
+    pthread_atfork(NULL, NULL, on_fork_child);
+  }
+  g_attach_result = STALLPROF_OK;
+  atomic_store_explicit(&g_attach, ATTACH_DONE, memory_order_release);
+  return STALLPROF_OK;
+}
+
+STALLPROF_API int stallprof_attach(void) {
+  int state = atomic_load_explicit(&g_attach, memory_order_acquire);
+  if (state == ATTACH_DONE || state == ATTACH_OFF) return g_attach_result;
+  int expected = ATTACH_NOT_TRIED;
+  if (!atomic_compare_exchange_strong(&g_attach, &expected, ATTACH_BUSY)) {
+    /* Another thread is attaching right now: do not wait for it. */
+    return expected == ATTACH_BUSY ? STALLPROF_DISABLED : g_attach_result;
+  }
+  return do_attach();
+}
+
+static inline int attached(void) {
+  int state = atomic_load_explicit(&g_attach, memory_order_acquire);
+  if (__builtin_expect(state == ATTACH_DONE, 1)) return 1;
+  if (state == ATTACH_OFF) return 0;
+  return stallprof_attach() == STALLPROF_OK;
+}
+
+STALLPROF_API int stallprof_enabled(void) { return attached(); }
+
+STALLPROF_API uint64_t stallprof_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+STALLPROF_API uint32_t stallprof_name(const char* name) {
+  if (name == NULL || !attached()) return 0;
+  size_t length = strnlen(name, SP_MAX_NAME);
+  const uint32_t hash = hash_bytes(name, length);
+  for (uint32_t probe = 0; probe < NAME_SLOTS; ++probe) {
+    const uint32_t index = (hash + probe) & (NAME_SLOTS - 1);
+    name_slot* slot = &g_names[index];
+    uint32_t state = atomic_load_explicit(&slot->state, memory_order_acquire);
+    if (state == SLOT_EMPTY) {
+      uint32_t expected = SLOT_EMPTY;
+      if (atomic_compare_exchange_strong_explicit(&slot->state, &expected, SLOT_WRITING, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+        memcpy(slot->text, name, length);
+        slot->text[length] = '\0';
+        slot->length = (uint16_t)length;
+        slot->hash = hash;
+        atomic_store_explicit(&slot->state, SLOT_READY, memory_order_release);
+        return index + 1;
+      }
+      state = expected;
+    }
+    /* A slot being written by another thread is skipped rather than waited
+     * for: at worst one name gets two ids, which the consumer handles. */
+    if (state == SLOT_READY && slot->hash == hash && slot->length == length && memcmp(slot->text, name, length) == 0) {
+      return index + 1;
+    }
+  }
+  return 0;
+}
+
+/* ---- lanes ---------------------------------------------------------------- */
+
+static int claim_lane(thread_state* t) {
+  if (t->claim_backoff > 0) {
+    --t->claim_backoff;
+    return 0;
+  }
+  const uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  for (uint32_t probe = 0; probe < g_lane_count; ++probe) {
+    const uint32_t index = (tid + probe) % g_lane_count;
+    sp_lane_control* lane = (sp_lane_control*)(g_base + g_lane_offset + (uint64_t)index * g_lane_stride);
+    uint32_t expected = SP_LANE_FREE;
+    if (atomic_load_explicit(&lane->state, memory_order_relaxed) != SP_LANE_FREE) continue;
+    if (!atomic_compare_exchange_strong_explicit(&lane->state, &expected, SP_LANE_CLAIMED, memory_order_acq_rel,
+                                                 memory_order_relaxed)) {
+      continue;
+    }
+    lane->owner_pid = (uint32_t)getpid();
+    lane->owner_tid = tid;
+    lane->flags = atomic_load_explicit(&g_client_kind, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lane->generation, 1, memory_order_release);
+    t->lane = lane;
+    t->records = sp_lane_records(lane);
+    t->head = atomic_load_explicit(&lane->head, memory_order_relaxed);
+    t->cached_tail = atomic_load_explicit(&lane->tail, memory_order_acquire);
+    memset(t->announced, 0, sizeof t->announced);
+    /* Non-NULL value so the destructor runs at thread exit. */
+    pthread_setspecific(g_release_key, (void*)1);
+    return 1;
+  }
+  t->claim_backoff = 4096; /* every lane is taken: retry later, not on every call */
+  return 0;
+}
+
+static inline void count_drop(thread_state* t) {
+  if (t->lane != NULL) {
+    atomic_store_explicit(&t->lane->dropped, atomic_load_explicit(&t->lane->dropped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+}
+
+/* Room for `n` more records? Reloads the consumer's tail only when needed. */
+static inline int has_room(thread_state* t, uint64_t n) {
+  if (t->head + n - t->cached_tail <= g_capacity) return 1;
+  t->cached_tail = atomic_load_explicit(&t->lane->tail, memory_order_acquire);
+  return t->head + n - t->cached_tail <= g_capacity;
+}
+
+static inline int announced(const thread_state* t, uint32_t id) { return (t->announced[id >> 6] >> (id & 63)) & 1u; }
+
+static uint64_t name_record_count(uint32_t id) {
+  const uint64_t length = g_names[id - 1].length;
+  return length <= SP_NAME_BYTES_PER_RECORD ? 1 : (length + SP_NAME_BYTES_PER_RECORD - 1) / SP_NAME_BYTES_PER_RECORD;
+}
+
+static void write_name(thread_state* t, uint32_t id) {
+  const name_slot* slot = &g_names[id - 1];
+  uint32_t offset = 0;
+  int first = 1;
+  do {
+    sp_record r;
+    memset(&r, 0, sizeof r);
+    uint32_t take = slot->length - offset;
+    if (take > SP_NAME_BYTES_PER_RECORD) take = SP_NAME_BYTES_PER_RECORD;
+    memcpy(&r, slot->text + offset, take);
+    r.name = id;
+    r.kind = first ? SP_KIND_NAME : SP_KIND_NAME_PART;
+    r.scope = first ? slot->length : (uint16_t)(offset / SP_NAME_BYTES_PER_RECORD);
+    t->records[t->head & (g_capacity - 1)] = r;
+    ++t->head;
+    offset += take;
+    first = 0;
+  } while (offset < slot->length);
+  t->announced[id >> 6] |= (uint64_t)1 << (id & 63);
+}
+
+/* Writes `r` (after the definitions of the names it uses), all or nothing. */
+static inline void emit(const sp_record* r, uint32_t extra_name) {
+  thread_state* t = &t_state;
+  if (__builtin_expect(t->lane == NULL, 0) && !claim_lane(t)) {
+    atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+    return;
+  }
+  const uint32_t id = r->name;
+  uint64_t needed = 1;
+  const int need_name = !announced(t, id);
+  const int need_extra = extra_name != 0 && extra_name != id && !announced(t, extra_name);
+  if (__builtin_expect(need_name | need_extra, 0)) {
+    if (need_name) needed += name_record_count(id);
+    if (need_extra) needed += name_record_count(extra_name);
+  }
+  if (__builtin_expect(!has_room(t, needed), 0)) {
+    count_drop(t);
+    return;
+  }
+  if (__builtin_expect(need_name | need_extra, 0)) {
+    if (need_name) write_name(t, id);
+    if (need_extra) write_name(t, extra_name);
+  }
+  t->records[t->head & (g_capacity - 1)] = *r;
+  ++t->head;
+  atomic_store_explicit(&t->lane->head, t->head, memory_order_release);
+}
+
+static inline int valid_name(uint32_t name) { return name != 0 && name <= NAME_SLOTS; }
+
+/* ---- CPU time and run-queue delay ------------------------------------------ */
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Run-queue delay of the calling thread (field 2 of schedstat). The CPU time in
+ * field 1 is only updated at ticks and context switches, so CPU comes from
+ * CLOCK_THREAD_CPUTIME_ID instead, which is exact. 0 when schedstat is missing. */
+static uint64_t thread_delay_ns(thread_state* t) {
+  if (t->schedstat_fd == 0) {
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    t->schedstat_fd = fd < 0 ? -1 : fd + 1;
+  }
+  if (t->schedstat_fd < 0) return 0;
+  char buf[96];
+  ssize_t n = pread(t->schedstat_fd - 1, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = buf;
+  while (*p >= '0' && *p <= '9') ++p; /* field 1 */
+  while (*p == ' ') ++p;
+  uint64_t delay = 0;
+  while (*p >= '0' && *p <= '9') delay = delay * 10 + (uint64_t)(*p++ - '0');
+  return delay;
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+STALLPROF_API void stallprof_span_complete(uint32_t name, uint64_t start_ns, uint64_t duration_ns, uint64_t arg,
+                                           uint16_t scope) {
+  if (!attached() || !valid_name(name)) return;
+  sp_record r = {.start_ns = start_ns, .duration_ns = duration_ns, .arg = arg, .name = name,
+                 .kind = SP_KIND_SPAN, .scope = scope};
+  emit(&r, 0);
+}
+
+STALLPROF_API void stallprof_span_begin(stallprof_span* span, uint32_t name, uint16_t scope, uint32_t flags) {
+  if (span == NULL) return;
+  span->name = name;
+  span->scope = scope;
+  span->flags = (uint16_t)(flags & STALLPROF_SPAN_CPU);
+  span->cpu_ns = 0;
+  span->delay_ns = 0;
+  if ((flags & STALLPROF_SPAN_CPU) && attached()) {
+    span->delay_ns = thread_delay_ns(&t_state);
+    span->cpu_ns = thread_cpu_ns();
+  }
+  span->start_ns = stallprof_now_ns();
+}
+
+STALLPROF_API void stallprof_span_end(stallprof_span* span, uint64_t arg) {
+  if (span == NULL) return;
+  const uint64_t end = stallprof_now_ns();
+  if (!attached() || !valid_name(span->name)) return;
+  sp_record r = {.start_ns = span->start_ns, .duration_ns = end - span->start_ns, .arg = arg, .name = span->name,
+                 .kind = SP_KIND_SPAN, .scope = span->scope};
+  if (span->flags & STALLPROF_SPAN_CPU) {
+    const uint64_t cpu = thread_cpu_ns();
+    const uint64_t delay = thread_delay_ns(&t_state);
+    r.cpu_ns = cpu >= span->cpu_ns ? cpu - span->cpu_ns : 0;
+    r.delay_ns = delay >= span->delay_ns ? delay - span->delay_ns : 0;
+    r.flags = SP_SPAN_HAS_CPU;
+  }
+  emit(&r, 0);
+}
+
+STALLPROF_API void stallprof_instant(uint32_t name, uint64_t arg, uint16_t scope) {
+  if (!attached() || !valid_name(name)) return;
+  sp_record r = {.start_ns = stallprof_now_ns(), .arg = arg, .name = name, .kind = SP_KIND_INSTANT, .scope = scope};
+  emit(&r, 0);
+}
+
+STALLPROF_API void stallprof_counter(uint32_t name, uint64_t value) {
+  if (!attached() || !valid_name(name)) return;
+  sp_record r = {.start_ns = stallprof_now_ns(), .arg = value, .name = name, .kind = SP_KIND_COUNTER};
+  emit(&r, 0);
+}
+
+static void config(uint16_t scope, const char* key, uint8_t kind, uint64_t value, uint32_t value_name) {
+  if (!attached()) return;
+  const uint32_t name = stallprof_name(key);
+  if (!valid_name(name)) return;
+  sp_record r = {.start_ns = stallprof_now_ns(), .arg = value, .name = name, .kind = kind, .scope = scope};
+  emit(&r, value_name);
+}
+
+STALLPROF_API void stallprof_config_u64(uint16_t scope, const char* key, uint64_t value) {
+  config(scope, key, SP_KIND_CONFIG_U64, value, 0);
+}
+
+STALLPROF_API void stallprof_config_f64(uint16_t scope, const char* key, double value) {
+  uint64_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  config(scope, key, SP_KIND_CONFIG_F64, bits, 0);
+}
+
+STALLPROF_API void stallprof_config_str(uint16_t scope, const char* key, const char* value) {
+  if (!attached()) return;
+  const uint32_t value_name = stallprof_name(value == NULL ? "" : value);
+  if (!valid_name(value_name)) return;
+  config(scope, key, SP_KIND_CONFIG_STR, value_name, value_name);
+}
+
+STALLPROF_API uint16_t stallprof_new_scope(void) {
+  if (!attached()) return 0;
+  uint32_t id = atomic_fetch_add_explicit(&g_header->next_loader_id, 1, memory_order_relaxed);
+  return (uint16_t)(id == 0 ? atomic_fetch_add_explicit(&g_header->next_loader_id, 1, memory_order_relaxed) : id);
+}
+
+STALLPROF_API void stallprof_set_client_kind(uint32_t kind) {
+  atomic_store_explicit(&g_client_kind, kind, memory_order_relaxed);
+}
+
+STALLPROF_API void stallprof_thread_release(void) {
+  if (atomic_load_explicit(&g_attach, memory_order_acquire) != ATTACH_DONE) return;
+  release_lane(&t_state);
+}
+
+STALLPROF_API uint64_t stallprof_dropped(void) { return atomic_load_explicit(&g_dropped, memory_order_relaxed); }

@@ -1,0 +1,93 @@
+/*
+ * libstallprof_client.so: the C ABI an instrumented process calls to record
+ * spans into the shared-memory ring of `stallprof run` (C11 and C++).
+ *
+ * Every call is safe at any time: when STALLPROF_RING is unset, or the ring
+ * cannot be attached, calls are cheap no-ops. Producers never block, allocate,
+ * throw or abort; a full lane drops the record and counts it. Each thread
+ * claims its own lane on first use and releases it when it exits. A forked
+ * child claims fresh lanes of its own.
+ */
+#ifndef STALLPROF_CLIENT_H
+#define STALLPROF_CLIENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(STALLPROF_CLIENT_BUILD)
+#define STALLPROF_API __attribute__((visibility("default")))
+#else
+#define STALLPROF_API
+#endif
+
+/* Results of stallprof_attach. */
+#define STALLPROF_OK 0
+#define STALLPROF_DISABLED 1        /* STALLPROF_RING unset: nothing is recorded */
+#define STALLPROF_ERR_VERSION 2     /* the ring has another ABI major: not recording */
+#define STALLPROF_ERR_ATTACH 3      /* the ring could not be opened/mapped/validated: not recording */
+
+/* Span flags for stallprof_span_begin. */
+#define STALLPROF_SPAN_WALL 0u
+#define STALLPROF_SPAN_CPU 1u /* also measure thread CPU time and run-queue delay */
+
+/* Client kinds for stallprof_set_client_kind (= SP_LANE_FLAG_*). */
+#define STALLPROF_CLIENT_C 0u
+#define STALLPROF_CLIENT_PYTHON_CEXT 1u
+#define STALLPROF_CLIENT_PYTHON_CTYPES 2u
+
+/* An open span (caller-owned storage, e.g. on the stack). */
+typedef struct stallprof_span {
+  uint64_t start_ns;
+  uint64_t cpu_ns;   /* thread CPU time at begin (STALLPROF_SPAN_CPU) */
+  uint64_t delay_ns; /* run-queue delay at begin (STALLPROF_SPAN_CPU) */
+  uint32_t name;
+  uint16_t scope;
+  uint16_t flags;
+} stallprof_span;
+
+/* Attaches to the ring named by STALLPROF_RING. Idempotent; every other call
+ * attaches lazily. Returns STALLPROF_OK, or why nothing will be recorded
+ * (STALLPROF_ERR_* print one line to stderr, once per process). */
+STALLPROF_API int stallprof_attach(void);
+/* 1 when attached and recording, 0 otherwise (attaches lazily). */
+STALLPROF_API int stallprof_enabled(void);
+/* Process-wide id of `name` (truncated to 255 bytes). 0 when not attached,
+ * when `name` is NULL, or when the name table (4096 names) is full; records
+ * with name 0 are ignored. */
+STALLPROF_API uint32_t stallprof_name(const char* name);
+/* CLOCK_MONOTONIC in nanoseconds (the ring's clock). */
+STALLPROF_API uint64_t stallprof_now_ns(void);
+/* Records a finished span. Dropped (and counted) when the lane is full. */
+STALLPROF_API void stallprof_span_complete(uint32_t name, uint64_t start_ns, uint64_t duration_ns, uint64_t arg,
+                                           uint16_t scope);
+/* Starts a span in `span`; STALLPROF_SPAN_CPU also samples thread CPU time and
+ * run-queue delay. */
+STALLPROF_API void stallprof_span_begin(stallprof_span* span, uint32_t name, uint16_t scope, uint32_t flags);
+/* Ends and records a span started by stallprof_span_begin. */
+STALLPROF_API void stallprof_span_end(stallprof_span* span, uint64_t arg);
+/* Records a point event now. */
+STALLPROF_API void stallprof_instant(uint32_t name, uint64_t arg, uint16_t scope);
+/* Records a counter sample now. */
+STALLPROF_API void stallprof_counter(uint32_t name, uint64_t value);
+/* Records configuration key = value for `scope` (a loader id, 0 = process). */
+STALLPROF_API void stallprof_config_u64(uint16_t scope, const char* key, uint64_t value);
+STALLPROF_API void stallprof_config_f64(uint16_t scope, const char* key, double value);
+STALLPROF_API void stallprof_config_str(uint16_t scope, const char* key, const char* value);
+/* A new scope (loader) id, unique across all processes of the run, from 1.
+ * 0 when not attached. */
+STALLPROF_API uint16_t stallprof_new_scope(void);
+/* Says how this process reaches the client (STALLPROF_CLIENT_*); recorded in
+ * the flags of lanes claimed afterwards. */
+STALLPROF_API void stallprof_set_client_kind(uint32_t kind);
+/* Releases the calling thread's lane now (it is claimed again on next use). */
+STALLPROF_API void stallprof_thread_release(void);
+/* Records this process dropped since it attached (full lanes, no free lane). */
+STALLPROF_API uint64_t stallprof_dropped(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STALLPROF_CLIENT_H */
