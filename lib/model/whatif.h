@@ -1,0 +1,73 @@
+// What-if sweeps (`stallprof whatif`): scenarios built from flags, predicted
+// with model::Predict against the measured baseline, and the SVG plot of
+// throughput against the swept variable with bottleneck regions marked.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "model/model.h"
+
+namespace stallprof::model {
+
+// The raw flag texts; empty = not given.
+struct SweepFlags {
+  std::string cores;         // "2,4,8"
+  std::string workers;       // "auto" | "N[,N]"
+  std::string cache;         // "0,50G,200G"
+  std::string cache_policy;  // "lru" | "static"
+  std::string accel_speedup; // "2"
+  std::string disk_bw;       // "2G/s"
+  bool first_epoch = false;
+};
+
+inline constexpr int32_t kAutoWorkers = -2;  // Sweep::workers entry for --workers auto
+
+struct Sweep {
+  std::vector<double> cores;        // empty: as profiled
+  std::vector<int32_t> workers;     // -1 as profiled, kAutoWorkers, or a count
+  std::vector<int64_t> cache_bytes; // -1 as profiled
+  CachePolicy cache_policy = CachePolicy::kLru;
+  bool cache_policy_given = false;
+  double accel_speedup = 1;
+  double storage_bandwidth = 0;     // 0: as profiled
+  bool first_epoch = false;
+};
+
+// Parses and checks the flags (sizes via ParseBytes/ParseBandwidth; K/M/G/T
+// binary). UsageError naming the flag on a bad value (--cores 0, -1G, 2X).
+Result<Sweep> ParseSweep(const SweepFlags& flags);
+
+// min(cores - 1, the fewest workers that reach the best rate Predict gives
+// for up to cores - 1 workers), at least 1.
+uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario);
+
+struct WhatIfRow {
+  Scenario scenario;      // workers resolved (never auto)
+  Prediction prediction;  // steady state, or the first epoch with --first-epoch
+  std::optional<Prediction> other_epoch;  // the cold first epoch (or steady state) when the cache makes them differ
+  double change = 0;      // samples/s against the measured baseline (or the predicted one), as a fraction
+};
+
+struct WhatIfResult {
+  std::string loader;
+  Machine profiled;
+  Prediction baseline;                 // predicted for the profiled configuration
+  double measured_samples_per_s = 0;   // 0 = unknown
+  double model_error = 0;              // (predicted - measured) / measured at the baseline
+  std::string swept;                   // "cores", "workers", "cache" or "" (a single scenario)
+  std::vector<WhatIfRow> rows;
+  std::vector<std::string> inputs;     // "compute per batch: 12.3 ms (measured, ...)" lines
+};
+
+// Predicts every scenario of `sweep` (the cross product of its lists) for
+// `profile` measured on `profiled`. Fails like Predict.
+Result<WhatIfResult> WhatIf(const LoaderProfile& profile, const Machine& profiled, const Sweep& sweep);
+
+// A self-contained SVG: samples/s against the swept variable (or the
+// scenario index), background bands coloured by the bottleneck.
+std::string RenderWhatIfSvg(const WhatIfResult& result);
+
+}  // namespace stallprof::model

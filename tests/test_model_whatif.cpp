@@ -1,0 +1,143 @@
+// whatif: flag parsing (units, lists, bad values), auto workers, the sweep's
+// cross product against the measured baseline, and the SVG plot.
+#include <catch2/catch.hpp>
+
+#include "model/whatif.h"
+
+using namespace stallprof::model;
+
+namespace {
+LoaderProfile Loader() {
+  LoaderProfile p;
+  p.name = "train";
+  p.batch_size = 10;
+  p.workers = 1;
+  p.batches = 100;
+  p.compute_s_per_batch = 0.05;  // 200 samples/s
+  p.cpu_s_per_batch = 0.2;       // 50 samples/s per worker
+  p.measured_step_s_per_batch = 0.21;
+  p.dataset_bytes = 1ull << 30;
+  p.dataset_items = 1000;
+  return p;
+}
+Machine OneCore() {
+  Machine m;
+  m.cores = 1;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("Sweep flags parse binary sizes, bandwidths and lists") {
+  SweepFlags f;
+  f.cores = "2,4,8";
+  f.workers = "auto,3";
+  f.cache = "0,50G,1.5T";
+  f.cache_policy = "static";
+  f.accel_speedup = "2";
+  f.disk_bw = "500M/s";
+  auto s = ParseSweep(f);
+  REQUIRE(s.ok());
+  CHECK(s->cores == std::vector<double>{2, 4, 8});
+  CHECK(s->workers == std::vector<int32_t>{kAutoWorkers, 3});
+  CHECK(s->cache_bytes == std::vector<int64_t>{0, 50ll << 30, 3ll << 39});
+  CHECK(s->cache_policy == CachePolicy::kStatic);
+  CHECK(s->accel_speedup == 2);
+  CHECK(s->storage_bandwidth == 500.0 * 1024 * 1024);
+}
+
+TEST_CASE("Bad sweep flags are usage errors that name the flag") {
+  auto bad = [](SweepFlags f, const std::string& flag) {
+    auto s = ParseSweep(f);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().kind == stallprof::ErrorKind::kUsage);
+    CHECK(s.error().message.find(flag) != std::string::npos);
+  };
+  SweepFlags f;
+  f.cores = "0";
+  bad(f, "--cores");
+  f = {};
+  f.cores = "4,,8";
+  bad(f, "--cores");
+  f = {};
+  f.cache = "-1G";
+  bad(f, "--cache");
+  f = {};
+  f.cache = "200X";
+  bad(f, "--cache");
+  f = {};
+  f.disk_bw = "2G";  // no /s
+  bad(f, "--disk-bw");
+  f = {};
+  f.workers = "many";
+  bad(f, "--workers");
+  f = {};
+  f.cache_policy = "fifo";
+  bad(f, "--cache-policy");
+  f = {};
+  f.accel_speedup = "0";
+  bad(f, "--accel-speedup");
+}
+
+TEST_CASE("Auto workers stop where the prep bottleneck is gone and never exceed cores minus one") {
+  LoaderProfile p = Loader();
+  Scenario s;
+  s.machine.cores = 16;
+  CHECK(AutoWorkers(p, s) == 4);  // 4 workers x 50 = 200 samples/s = compute
+  s.machine.cores = 3;
+  CHECK(AutoWorkers(p, s) == 2);
+  s.machine.cores = 1;
+  CHECK(AutoWorkers(p, s) == 1);
+}
+
+TEST_CASE("A sweep predicts every combination against the measured baseline and reports the model error") {
+  Sweep sweep;
+  sweep.cores = {1, 2, 4, 8};
+  sweep.workers = {kAutoWorkers};
+  auto r = WhatIf(Loader(), OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK(r->swept == "cores");
+  REQUIRE(r->rows.size() == 4);
+  CHECK(r->baseline.samples_per_s == Approx(50));
+  CHECK(r->measured_samples_per_s == Approx(10 / 0.21));
+  CHECK(r->model_error == Approx(50 / (10 / 0.21) - 1));
+  CHECK(r->rows[0].prediction.bottleneck == Bottleneck::kPrep);
+  CHECK(r->rows[3].scenario.workers == 4);
+  CHECK(r->rows[3].prediction.bottleneck == Bottleneck::kCompute);
+  CHECK(r->rows[3].change == Approx(200 / (10 / 0.21) - 1));
+  CHECK_FALSE(r->inputs.empty());
+}
+
+TEST_CASE("A cache sweep reports the cold first epoch beside the steady state") {
+  LoaderProfile p = Loader();
+  p.cpu_s_per_batch = 0.01;
+  p.io_s_per_batch = 0.19;  // io-bound, cold in the profile
+  Sweep sweep;
+  sweep.cache_bytes = {0, 1ll << 30};
+  auto r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK(r->swept == "cache");
+  CHECK(r->rows[0].prediction.hit_ratio == 0);
+  CHECK_FALSE(r->rows[0].other_epoch.has_value());
+  CHECK(r->rows[1].prediction.hit_ratio == 1);
+  REQUIRE(r->rows[1].other_epoch.has_value());
+  CHECK(r->rows[1].other_epoch->hit_ratio == 0);
+  CHECK(r->rows[1].prediction.samples_per_s == Approx(200));  // compute bound once cached
+  CHECK(r->rows[1].other_epoch->samples_per_s == Approx(50));  // the first epoch still reads everything
+}
+
+TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the measured line") {
+  Sweep sweep;
+  sweep.cores = {1, 8};
+  sweep.workers = {kAutoWorkers};
+  LoaderProfile p = Loader();
+  p.name = "train<&>";
+  auto r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  const std::string svg = RenderWhatIfSvg(*r);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("<title>cpu prep bound</title>") != std::string::npos);
+  CHECK(svg.find("<title>compute bound</title>") != std::string::npos);
+  CHECK(svg.find("measured 47.6") != std::string::npos);
+  CHECK(svg.find("train&lt;&amp;&gt;") != std::string::npos);
+  CHECK(svg.find("train<&>") == std::string::npos);
+}
