@@ -1,0 +1,154 @@
+// Lanes through the real client: concurrency, overflow, thread exit, fork.
+#include <pthread.h>
+#include <sys/syscall.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "stallprof/client.h"
+#include "tools/client_test_util.h"
+#include "tools/test_producer.h"
+
+using stallprof::ring::LaneOwner;
+using stallprof::ring::Segment;
+using stallprof::testing::RecordingVisitor;
+using stallprof::testing::RunInChild;
+
+namespace {
+std::unique_ptr<Segment> MakeSegment(uint64_t bytes, uint32_t lanes) {
+  auto segment = Segment::Create(bytes, lanes);
+  REQUIRE(segment.ok());
+  return std::move(segment).value();
+}
+
+struct SequenceChecker : stallprof::ring::Visitor {
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> next;  // (lane, generation) -> next arg
+  uint64_t gaps = 0, out_of_order = 0, records = 0, dropped = 0, lanes_released = 0;
+  void OnLaneOwner(const LaneOwner& o) override { next[{o.lane, o.generation}] = 0; }
+  void OnName(const LaneOwner&, uint32_t, std::string_view) override {}
+  void OnRecord(const LaneOwner& o, const sp_record& r) override {
+    uint64_t& expected = next[{o.lane, o.generation}];
+    if (r.arg < expected) ++out_of_order;
+    else gaps += r.arg - expected;
+    expected = r.arg + 1;
+    ++records;
+  }
+  void OnLaneReleased(const LaneOwner&, uint64_t d) override {
+    dropped += d;
+    ++lanes_released;
+  }
+};
+}  // namespace
+
+TEST_CASE("Four client threads and a concurrent drain lose nothing that is not counted as dropped", "[client]") {
+  auto segment = MakeSegment(1 << 20, 8);
+  SequenceChecker checker;
+  constexpr uint64_t kPerThread = 300'000;
+  auto result = RunInChild(segment.get(), &checker, segment->EnvValue(), [] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([] {
+        const uint32_t name = stallprof_name("seq");
+        for (uint64_t i = 0; i < kPerThread; ++i) stallprof_span_complete(name, i, 1, i, 0);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return 0;
+  });
+  REQUIRE(result.exit_code == 0);
+  CHECK(checker.lanes_released == 4);
+  CHECK(checker.out_of_order == 0);
+  CHECK(checker.records + checker.dropped == 4 * kPerThread);
+  uint64_t trailing = 0;
+  for (auto& [key, next] : checker.next) trailing += kPerThread - next;
+  CHECK(checker.gaps + trailing == checker.dropped);
+}
+
+TEST_CASE("A lane filled without draining drops exactly the attempts beyond its capacity", "[client]") {
+  auto segment = MakeSegment(1 << 20, 4);
+  const uint64_t capacity = segment->header()->lane_capacity;
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  // No drain while the child runs: RunInChild gets no visitor.
+  auto result = RunInChild(nullptr, nullptr, segment->EnvValue(), [&] {
+    const uint32_t name = stallprof_name("fill");
+    for (uint64_t i = 0; i < capacity + 1000; ++i) stallprof_span_complete(name, i, 1, i, 0);
+    uint64_t dropped = stallprof_dropped();
+    return write(fds[1], &dropped, sizeof dropped) == sizeof dropped ? 0 : 1;
+  });
+  REQUIRE(result.exit_code == 0);
+  uint64_t dropped = 0;
+  REQUIRE(read(fds[0], &dropped, sizeof dropped) == sizeof dropped);
+  // One slot holds the name record.
+  CHECK(dropped == 1001);
+  CHECK(segment->TotalDropped() == 1001);
+  RecordingVisitor visitor;
+  segment->ReclaimLanes(visitor);
+  CHECK(visitor.events.size() == capacity - 1);
+  REQUIRE(visitor.released.size() == 1);
+  CHECK(visitor.released[0].second == 1001);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST_CASE("A lane freed when its thread exits is reused by the next thread with a new generation", "[client]") {
+  auto segment = MakeSegment(1 << 20, 1);  // one lane: the second thread must reuse it
+  int to_parent[2], to_child[2];
+  REQUIRE(pipe(to_parent) == 0);
+  REQUIRE(pipe(to_child) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    setenv("STALLPROF_RING", segment->EnvValue().c_str(), 1);
+    if (stallprof_attach() != STALLPROF_OK) _exit(10);
+    std::thread([] { stallprof_instant(stallprof_name("first"), 1, 0); }).join();
+    char c = 1;
+    if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1) _exit(11);
+    std::thread([] { stallprof_instant(stallprof_name("second"), 2, 0); }).join();
+    _exit(stallprof_dropped() == 0 ? 0 : 12);
+  }
+  char c;
+  REQUIRE(read(to_parent[0], &c, 1) == 1);
+  RecordingVisitor visitor;
+  segment->ReclaimLanes(visitor);  // the child is alive: this lane was RELEASED by its thread
+  REQUIRE(visitor.released.size() == 1);
+  REQUIRE(write(to_child[1], &c, 1) == 1);
+  CHECK(stallprof::testing::WaitExit(child) == 0);
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.owners.size() == 2);
+  CHECK(visitor.owners[0].lane == visitor.owners[1].lane);
+  CHECK(visitor.owners[1].generation == visitor.owners[0].generation + 1);
+  CHECK(visitor.owners[0].tid != visitor.owners[1].tid);
+  REQUIRE(visitor.events.size() == 2);
+  CHECK(visitor.events[0].name == "first");
+  CHECK(visitor.events[1].name == "second");
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+}
+
+TEST_CASE("A forked child claims its own lane and never writes into its parent's", "[client]") {
+  auto segment = MakeSegment(1 << 20, 8);
+  RecordingVisitor visitor;
+  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
+    const uint32_t name = stallprof_name("who");
+    stallprof_instant(name, 1, 0);  // parent claims a lane
+    pid_t grandchild = fork();
+    if (grandchild == 0) {
+      stallprof_instant(name, 2, 0);
+      _exit(0);
+    }
+    stallprof_instant(name, 3, 0);
+    return stallprof::testing::WaitExit(grandchild);
+  });
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(visitor.events.size() == 3);
+  std::map<uint64_t, LaneOwner> by_arg;
+  for (auto& e : visitor.events) {
+    CHECK(e.name == "who");
+    by_arg[e.record.arg] = e.owner;
+  }
+  CHECK(by_arg[1].lane == by_arg[3].lane);
+  CHECK(by_arg[2].lane != by_arg[1].lane);
+  CHECK(by_arg[2].pid != by_arg[1].pid);
+}

@@ -1,0 +1,129 @@
+// What the client writes: every record kind, names across NAME_PART records,
+// CPU spans, client kind flags, loader ids across processes.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <set>
+
+#include "stallprof/client.h"
+#include "tools/client_test_util.h"
+#include "tools/test_producer.h"
+
+using stallprof::ring::Segment;
+using stallprof::testing::RecordingVisitor;
+using stallprof::testing::RunInChild;
+
+namespace {
+std::unique_ptr<Segment> MakeSegment(uint64_t bytes = 4 << 20, uint32_t lanes = 16) {
+  auto segment = Segment::Create(bytes, lanes);
+  REQUIRE(segment.ok());
+  return std::move(segment).value();
+}
+}  // namespace
+
+TEST_CASE("Spans, instants, counters and configs arrive with their names and values", "[client]") {
+  auto segment = MakeSegment();
+  RecordingVisitor visitor;
+  const std::string long_name(250, 'n');
+  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [&] {
+    if (stallprof_attach() != STALLPROF_OK) return 10;
+    const uint32_t wait = stallprof_name("dataloader.wait");
+    if (stallprof_name("dataloader.wait") != wait) return 11;
+    const uint32_t longer = stallprof_name(long_name.c_str());
+    stallprof_span_complete(wait, 100, 50, 7, 2);
+    stallprof_span_complete(longer, 200, 60, 8, 2);
+    stallprof_instant(stallprof_name("dataloader.epoch"), 1, 2);
+    stallprof_counter(stallprof_name("queue"), 42);
+    stallprof_config_u64(2, "batch_size", 64);
+    stallprof_config_f64(2, "ratio", 0.25);
+    stallprof_config_str(2, "sampler", "random");
+    return 0;
+  });
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(visitor.events.size() == 7);
+  auto& e = visitor.events;
+  CHECK(e[0].name == "dataloader.wait");
+  CHECK(e[0].record.kind == SP_KIND_SPAN);
+  CHECK(e[0].record.start_ns == 100);
+  CHECK(e[0].record.duration_ns == 50);
+  CHECK(e[0].record.arg == 7);
+  CHECK(e[0].record.scope == 2);
+  CHECK(e[1].name == long_name);
+  CHECK(e[2].record.kind == SP_KIND_INSTANT);
+  CHECK(e[2].name == "dataloader.epoch");
+  CHECK(e[3].record.kind == SP_KIND_COUNTER);
+  CHECK(e[3].record.arg == 42);
+  CHECK(e[4].record.kind == SP_KIND_CONFIG_U64);
+  CHECK(e[4].name == "batch_size");
+  CHECK(e[4].record.arg == 64);
+  CHECK(e[5].record.kind == SP_KIND_CONFIG_F64);
+  double ratio = 0;
+  std::memcpy(&ratio, &e[5].record.arg, sizeof ratio);
+  CHECK(ratio == 0.25);
+  CHECK(e[6].record.kind == SP_KIND_CONFIG_STR);
+  CHECK(e[6].name == "sampler");
+  auto& names = visitor.names[{e[6].owner.lane, e[6].owner.generation}];
+  CHECK(names[static_cast<uint32_t>(e[6].record.arg)] == "random");
+}
+
+TEST_CASE("A CPU span carries the thread CPU time burned inside it, a wall span does not", "[client]") {
+  auto segment = MakeSegment();
+  RecordingVisitor visitor;
+  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
+    stallprof_span span;
+    stallprof_span_begin(&span, stallprof_name("burn"), 1, STALLPROF_SPAN_CPU);
+    volatile uint64_t x = 0;
+    const uint64_t until = stallprof_now_ns() + 30'000'000;
+    while (stallprof_now_ns() < until) x = x + 1;
+    stallprof_span_end(&span, 5);
+    stallprof_span_begin(&span, stallprof_name("sleep"), 1, STALLPROF_SPAN_WALL);
+    usleep(10'000);
+    stallprof_span_end(&span, 6);
+    return 0;
+  });
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(visitor.events.size() == 2);
+  const sp_record& burn = visitor.events[0].record;
+  CHECK((burn.flags & SP_SPAN_HAS_CPU) != 0);
+  CHECK(burn.duration_ns >= 30'000'000);
+  CHECK(burn.cpu_ns >= 10'000'000);  // shared 2-core machine: at least a third of the wall time
+  CHECK(burn.cpu_ns <= burn.duration_ns + 1'000'000);
+  CHECK(burn.arg == 5);
+  const sp_record& sleep = visitor.events[1].record;
+  CHECK((sleep.flags & SP_SPAN_HAS_CPU) == 0);
+  CHECK(sleep.duration_ns >= 10'000'000);
+  CHECK(sleep.cpu_ns == 0);
+}
+
+TEST_CASE("The client kind set before the first record is recorded in the lane flags", "[client]") {
+  auto segment = MakeSegment();
+  RecordingVisitor visitor;
+  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
+    stallprof_set_client_kind(STALLPROF_CLIENT_PYTHON_CTYPES);
+    stallprof_instant(stallprof_name("x"), 0, 0);
+    return 0;
+  });
+  REQUIRE(result.exit_code == 0);
+  REQUIRE(visitor.owners.size() == 1);
+  CHECK(visitor.owners[0].flags == SP_LANE_FLAG_PYTHON_CTYPES);
+}
+
+TEST_CASE("Loader scopes are unique across processes and start at 1", "[client]") {
+  auto segment = MakeSegment();
+  std::set<uint32_t> seen;
+  for (int child = 0; child < 3; ++child) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    auto result = RunInChild(nullptr, nullptr, segment->EnvValue(), [&] {
+      uint16_t ids[2] = {stallprof_new_scope(), stallprof_new_scope()};
+      return write(fds[1], ids, sizeof ids) == sizeof ids ? 0 : 1;
+    });
+    REQUIRE(result.exit_code == 0);
+    uint16_t ids[2] = {0, 0};
+    REQUIRE(read(fds[0], ids, sizeof ids) == sizeof ids);
+    seen.insert(ids[0]);
+    seen.insert(ids[1]);
+    close(fds[0]);
+    close(fds[1]);
+  }
+  CHECK(seen == std::set<uint32_t>{1, 2, 3, 4, 5, 6});
+}
