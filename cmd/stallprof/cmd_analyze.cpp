@@ -1,9 +1,63 @@
-// Placeholder until the subcommand lands.
+// stallprof analyze [trace.pb ...] [--json] [--warmup N]: where the step time goes.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "analysis/analysis.h"
 #include "cli.h"
+#include "report/analysis_report.h"
+#include "trace/reader.h"
 
 namespace stallprof::cli {
-void RegisterAnalyze(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("analyze", "(not built yet)");
-  sub->callback([&action] { action = [] { return ReportError(RuntimeError("'analyze' is not built yet")); }; });
+
+namespace {
+
+enum class Output { kText, kJson };
+
+struct AnalyzeOptions {
+  std::vector<std::string> traces;
+  Output output = Output::kText;
+  uint32_t warmup = 5;
+};
+
+int RunAnalyze(const AnalyzeOptions& options) {
+  std::vector<std::string> paths = options.traces;
+  if (paths.empty()) paths.push_back(kDefaultTrace);
+  analysis::AnalysisOptions analysis_options;
+  analysis_options.warmup = options.warmup;
+  std::vector<analysis::TraceAnalysis> analyses;
+  for (const auto& path : paths) {
+    auto trace = LoadTrace(path);
+    if (!trace.ok()) return ReportError(trace.error());
+    auto result = analysis::Analyze(*trace, analysis_options);
+    if (!result.ok()) return ReportError(result.error());
+    analyses.push_back(std::move(*result));
+  }
+  // Several training processes (ranks) in the traces: compare them.
+  auto job = analysis::AnalyzeJob(analyses);
+  const analysis::JobAnalysis* job_ptr = job.ok() ? &*job : nullptr;
+  if (options.output == Output::kJson) {
+    fmt::print("{}", report::AnalysisJson(analyses, job_ptr, options.warmup));
+  } else {
+    bool colour = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+    fmt::print("{}", report::AnalysisText(analyses, job_ptr, options.warmup,
+                                          colour ? report::Colour::kOn : report::Colour::kOff));
+  }
+  return 0;
 }
+
+}  // namespace
+
+void RegisterAnalyze(CLI::App& app, Action& action) {
+  auto options = std::make_shared<AnalyzeOptions>();
+  auto* sub = app.add_subcommand("analyze", "Where the step time goes: stall fraction, fetch vs prep stall, bottleneck");
+  sub->add_option("traces", options->traces, "trace files (default ./trace.pb); several = ranks of one job");
+  sub->add_flag_callback("--json", [options] { options->output = Output::kJson; },
+                         "print the same facts as JSON (schema in docs/analysis.md)");
+  sub->add_option("--warmup", options->warmup, "iterations skipped at the start of each epoch for steady-state figures")
+      ->default_val(5);
+  sub->callback([&action, options] { action = [options] { return RunAnalyze(*options); }; });
+}
+
 }  // namespace stallprof::cli

@@ -286,6 +286,19 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, Loade
   }
 }
 
+// Settings the hook did not report but the spans show.
+void InferMissingConfig(const Trace& trace, LoaderAnalysis& loader) {
+  bool has_num_workers = false;
+  for (const auto& c : trace.configs)
+    has_num_workers |= c.pid == loader.pid && c.scope == loader.scope && c.key == "num_workers";
+  if (!has_num_workers) {
+    std::set<uint32_t> pids;
+    for (const auto& w : loader.workers)
+      if (!w.in_main_process) pids.insert(w.pid);
+    loader.config.num_workers = static_cast<uint32_t>(pids.size());
+  }
+}
+
 void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   bool in_workers = false;
@@ -624,8 +637,22 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, loader);
+    InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
     FillStages(trace, accumulators, fetch_name, loader);
+    if (!loader.config.batch_size_known) {
+      // No batch_size config (e.g. a C client): samples per batch from getitem spans per fetch span.
+      uint64_t batches = 0, samples = 0;
+      for (const auto& w : loader.workers) batches += w.batches;
+      for (const auto& st : loader.stages)
+        if (st.name == names::kGetitem) samples = st.count;
+      if (batches > 0 && samples >= batches) {
+        loader.config.batch_size = std::round(static_cast<double>(samples) / batches);
+        FillEpochs(trace, loader);
+        loader.stages.clear();
+        FillStages(trace, accumulators, fetch_name, loader);
+      }
+    }
     if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
     out.loaders.push_back(std::move(loader));
   }
@@ -667,11 +694,8 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   model::LoaderProfile profile = internal::BuildProfile(trace, view, loader);
   model::Scenario cached;
   cached.machine = MeasuredMachine(trace);
-  cached.cache_bytes = profile.dataset_bytes > 0 ? static_cast<int64_t>(profile.dataset_bytes)
-                                                 : std::numeric_limits<int64_t>::max() / 2;
+  cached.cache_bytes = model::kCacheAll;  // the DS-Analyzer fully-cached run: no io at all
   cached.cache_policy = model::CachePolicy::kStatic;
-  if (profile.dataset_bytes > 0 && cached.machine.page_cache_bytes < profile.dataset_bytes)
-    cached.machine.page_cache_bytes = profile.dataset_bytes;
   auto prediction = model::Predict(profile, cached);
   if (!prediction.ok()) {
     split.available = false;

@@ -18,6 +18,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   p.compute_s_per_batch = loader.compute_steady.mean;
+  p.profiled_cores = MeasuredMachine(trace).cores;
 
   uint64_t batches = 0, batches_with_cpu = 0;
   double cpu = 0, delay = 0, io = 0, produce = 0;

@@ -1,0 +1,183 @@
+#include "analysis_report.h"
+#include "json_writer.h"
+
+namespace stallprof::report {
+
+using namespace stallprof::analysis;
+
+namespace {
+
+const char* VerdictId(Verdict v) {
+  switch (v) {
+    case Verdict::kHighlyInputBound: return "highly_input_bound";
+    case Verdict::kModeratelyInputBound: return "moderately_input_bound";
+    case Verdict::kNotInputBound: return "not_input_bound";
+  }
+  return "?";
+}
+
+const char* BottleneckId(model::Bottleneck b) {
+  switch (b) {
+    case model::Bottleneck::kCompute: return "compute";
+    case model::Bottleneck::kPrep: return "cpu_prep";
+    case model::Bottleneck::kFetch: return "storage";
+  }
+  return "?";
+}
+
+void WriteSummary(JsonWriter& w, const char* key, const Summary& s) {
+  w.Key(key).BeginObject();
+  w.Field("count", s.count).Field("total_s", s.total).Field("mean_s", s.mean).Field("p50_s", s.p50);
+  w.Field("p90_s", s.p90).Field("p99_s", s.p99).Field("min_s", s.min).Field("max_s", s.max);
+  w.EndObject();
+}
+
+void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
+  w.BeginObject();
+  w.Field("trace", static_cast<uint64_t>(trace_index));
+  w.Field("name", l.config.name).Field("pid", l.pid).Field("scope", static_cast<uint32_t>(l.scope)).Field("rank", l.rank);
+  w.Field("verdict", VerdictId(l.verdict)).Field("verdict_line", VerdictLine(l));
+  w.Field("stall_fraction", l.stall_fraction).Field("stall_fraction_with_warmup", l.stall_fraction_all);
+  w.Field("bottleneck", BottleneckId(l.bottleneck));
+  const auto& c = l.config;
+  w.Key("config").BeginObject();
+  w.Key("batch_size");
+  if (c.batch_size_known) w.Number(c.batch_size); else w.Null();
+  w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
+  w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len);
+  w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
+  w.EndObject();
+  w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
+  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_fallback", l.steady_fallback);
+  w.Key("steady").BeginObject();
+  WriteSummary(w, "step", l.step_steady);
+  WriteSummary(w, "wait", l.wait_steady);
+  WriteSummary(w, "compute", l.compute_steady);
+  w.EndObject();
+  w.Key("with_warmup").BeginObject();
+  WriteSummary(w, "step", l.step_all);
+  WriteSummary(w, "wait", l.wait_all);
+  WriteSummary(w, "compute", l.compute_all);
+  w.EndObject();
+
+  const auto& s = l.split;
+  w.Key("split").BeginObject();
+  w.Field("available", s.available);
+  if (!s.available) w.Field("unavailable_reason", s.unavailable_reason);
+  w.Field("step_s", s.step_s).Field("ingest_s", s.ingest_s).Field("cached_s", s.cached_s);
+  w.Field("measured_stall_s", s.measured_stall_s).Field("fetch_stall_s", s.fetch_stall_s).Field("prep_stall_s", s.prep_stall_s);
+  w.Field("scaled_to_measured_stall", s.scaled).Field("contention_s", s.contention_s);
+  double T = s.step_s > 0 ? s.step_s : 1;
+  w.Field("fetch_stall_fraction", s.fetch_stall_s / T).Field("prep_stall_fraction", s.prep_stall_s / T);
+  w.Field("contention_fraction", s.contention_s / T);
+  w.EndObject();
+
+  w.Key("epochs").BeginArray();
+  for (const auto& e : l.epochs) {
+    w.BeginObject();
+    w.Field("index", e.index).Field("iterations", e.iterations).Field("samples", e.samples).Field("seconds", e.seconds);
+    w.Field("samples_per_s", e.samples_per_s).Field("stall_fraction", e.stall_fraction).Field("has_system", e.has_system);
+    w.Field("page_cache_growth_bytes", e.page_cache_growth_bytes).Field("disk_read_bytes", e.disk_read_bytes);
+    w.Field("start_ns", e.start_ns).Field("end_ns", e.end_ns);
+    w.EndObject();
+  }
+  w.EndArray();
+
+  w.Key("workers").BeginArray();
+  for (const auto& k : l.workers) {
+    w.BeginObject();
+    w.Field("pid", k.pid).Field("tid", k.tid).Field("in_main_process", k.in_main_process).Field("batches", k.batches);
+    w.Field("window_s", k.window_s).Field("produce_s", k.produce_s).Field("cpu_s", k.cpu_s).Field("delay_s", k.delay_s);
+    w.Field("io_s", k.io_s).Field("busy_fraction", k.busy_fraction).Field("cpu_fraction", k.cpu_fraction);
+    w.Field("io_fraction", k.io_fraction).Field("delay_fraction", k.delay_fraction).Field("mean_produce_s", k.mean_produce_s);
+    w.Field("straggler", k.straggler);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("worker_imbalance", l.worker_imbalance);
+  WriteSummary(w, "produce", l.produce);
+  w.Key("prefetch").BeginObject();
+  w.Field("capacity", l.prefetch.capacity).Field("mean_ready", l.prefetch.mean_ready).Field("max_ready", l.prefetch.max_ready);
+  w.Field("starved_fraction", l.prefetch.starved_fraction).Field("ever_full", l.prefetch.ever_full);
+  w.EndObject();
+
+  w.Key("stages").BeginArray();
+  for (const auto& st : l.stages) {
+    w.BeginObject();
+    w.Field("name", st.name).Field("count", st.count).Field("wall_s", st.wall_s).Field("cpu_s", st.cpu_s);
+    w.Field("cpu_source", st.cpu_source == CpuSource::kMeasured ? "measured" : "attributed");
+    w.Field("parallelism", st.parallelism).Field("elapsed_s", st.elapsed_s).Field("per_core_rate", st.per_core_rate);
+    w.Field("observed_rate", st.observed_rate).Field("parallel_rate", st.parallel_rate).Field("utilization", st.utilization);
+    w.Field("bottleneck", st.bottleneck);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup) {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject();
+  w.Field("schema", kAnalysisSchema).Field("warmup", warmup);
+  w.Key("traces").BeginArray();
+  for (const auto& t : traces) {
+    w.BeginObject();
+    w.Field("path", t.path).Field("hostname", t.hostname).Field("duration_s", t.duration_s).Field("usable_cores", t.usable_cores);
+    w.Field("start_realtime_ns", t.start_realtime_ns).Field("start_monotonic_ns", t.start_monotonic_ns);
+    const auto& s = t.system;
+    w.Key("system").BeginObject();
+    w.Field("available", s.available).Field("seconds", s.seconds).Field("machine_cpu_fraction", s.machine_cpu_fraction);
+    w.Field("job_cpu_cores", s.job_cpu_cores).Field("job_cpu_fraction", s.job_cpu_fraction);
+    w.Field("disk_read_bytes", s.disk_read_bytes).Field("disk_read_bytes_per_s", s.disk_read_bytes_per_s);
+    w.Field("page_cache_start_bytes", s.page_cache_start).Field("page_cache_end_bytes", s.page_cache_end);
+    w.Field("page_cache_max_bytes", s.page_cache_max).Field("mem_available_min_bytes", s.mem_available_min);
+    w.Field("memory_bytes", s.memory_bytes).Field("job_rss_max_bytes", s.job_rss_max).Field("dataset_bytes", s.dataset_bytes);
+    w.Field("dataset_fits_in_memory", s.dataset_fits_in_memory);
+    w.EndObject();
+    const auto& q = t.quality;
+    w.Key("quality").BeginObject();
+    w.Field("spans", q.spans).Field("dropped", q.dropped).Field("dropped_share", q.dropped_share);
+    w.Field("lanes_used", q.lanes_used).Field("ring_lanes", q.ring_lanes).Field("truncated", q.truncated);
+    w.Field("footer_present", q.footer_present).Field("exit_code", q.exit_code).Field("invalid_records", q.invalid_records);
+    w.Key("clients").BeginArray();
+    for (const auto& c : q.clients) w.String(c);
+    w.EndArray();
+    w.Field("clock", q.clock).Field("clock_resolution_ns", q.clock_resolution_ns);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("loaders").BeginArray();
+  for (size_t i = 0; i < traces.size(); ++i)
+    for (const auto& l : traces[i].loaders) WriteLoader(w, i, l);
+  w.EndArray();
+  w.Key("job");
+  if (!job) {
+    w.Null();
+  } else {
+    w.BeginObject();
+    w.Key("ranks").BeginArray();
+    for (const auto& r : job->ranks) {
+      w.BeginObject();
+      w.Field("rank", r.rank).Field("trace", r.trace_path).Field("hostname", r.hostname).Field("pid", r.pid);
+      w.Field("loader", r.loader).Field("samples", r.samples).Field("epoch_time_s", r.epoch_time_s);
+      w.Field("samples_per_s", r.samples_per_s).Field("stall_fraction", r.stall_fraction);
+      w.Field("fetch_stall_fraction", r.fetch_stall_fraction).Field("prep_stall_fraction", r.prep_stall_fraction);
+      w.Field("mean_compute_s", r.mean_compute_s).Field("start_realtime_s", r.start_realtime_s).Field("end_realtime_s", r.end_realtime_s);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Field("global_samples_per_s", job->global_samples_per_s).Field("sum_local_samples_per_s", job->sum_local_samples_per_s);
+    w.Field("scaling_efficiency", job->scaling_efficiency).Field("aligned_span_s", job->aligned_span_s);
+    w.Field("straggler_rank", job->straggler_rank).Field("straggler_reason", job->straggler_reason);
+    w.EndObject();
+  }
+  w.EndObject();
+  out += '\n';
+  return out;
+}
+
+}  // namespace stallprof::report

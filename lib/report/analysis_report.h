@@ -1,0 +1,31 @@
+// Renders analysis results for people (text, optionally coloured) and for
+// programs (JSON, schema in docs/analysis.md). Rendering only: every number
+// comes from lib/analysis.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.h"
+
+namespace stallprof::report {
+
+enum class Colour { kOff, kOn };
+
+// Schema id written as "schema" in the JSON; bump on incompatible changes.
+inline constexpr const char* kAnalysisSchema = "stallprof.analysis/1";
+
+// The one-line verdict of a loader, e.g. "train: HIGHLY input-bound: 41% of
+// step time waiting for data (fetch 29%, prep 12%); bottleneck: storage".
+std::string VerdictLine(const analysis::LoaderAnalysis& loader);
+
+// The terminal report of `traces` (and of the job when there are several ranks).
+std::string AnalysisText(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,
+                         uint32_t warmup, Colour colour);
+
+// The same facts as JSON (one object, newline-terminated).
+std::string AnalysisJson(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,
+                         uint32_t warmup);
+
+}  // namespace stallprof::report

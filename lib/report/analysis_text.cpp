@@ -1,0 +1,216 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis_report.h"
+#include "common/units.h"
+
+namespace stallprof::report {
+
+using namespace stallprof::analysis;
+
+namespace {
+
+std::string Pct(double fraction) { return fmt::format("{:.0f}%", fraction * 100); }
+std::string Pct1(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
+std::string Ms(double seconds) { return fmt::format("{:.2f}", seconds * 1e3); }
+
+struct Style {
+  Colour colour;
+  std::string Paint(const std::string& text, const char* code) const {
+    return colour == Colour::kOn ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : text;
+  }
+  std::string Bold(const std::string& t) const { return Paint(t, "1"); }
+  std::string Dim(const std::string& t) const { return Paint(t, "2"); }
+  std::string ForVerdict(const std::string& t, Verdict v) const {
+    switch (v) {
+      case Verdict::kHighlyInputBound: return Paint(t, "1;31");
+      case Verdict::kModeratelyInputBound: return Paint(t, "1;33");
+      case Verdict::kNotInputBound: return Paint(t, "1;32");
+    }
+    return t;
+  }
+};
+
+void Heading(std::string& out, const Style& style, const std::string& title) {
+  out += "\n" + style.Bold(title) + "\n";
+}
+
+void SummaryRow(std::string& out, const char* label, const Summary& s) {
+  out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", label, Ms(s.mean), Ms(s.p50), Ms(s.p90), Ms(s.p99),
+                     FormatSeconds(s.total));
+}
+
+void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& trace, const LoaderAnalysis& l,
+                   uint32_t warmup) {
+  const auto& c = l.config;
+  std::string who = fmt::format("{} (pid {}{}, loader {})", c.name, l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
+                                l.scope);
+  Heading(out, style, "== " + who + " ==");
+  out += fmt::format("  batch {}, {} workers{}, prefetch {}, pin_memory {}, {}{}{}\n", c.batch_size_known ? fmt::format("{:g}", c.batch_size) : c.batch_size != 1 ? fmt::format("{:g} (from getitem spans)", c.batch_size) : "?",
+                     c.num_workers, c.multiprocessing_context.empty() ? "" : " (" + c.multiprocessing_context + ")",
+                     c.prefetch_factor, c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
+                     c.sampler.empty() ? "sampler ?" : c.sampler,
+                     c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
+                                                 c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
+                                   : "");
+  out += fmt::format("  {} iterations in {} epoch(s), {:.0f} samples in {}: {:.1f} samples/s\n", l.iterations.size(), l.epochs.size(),
+                     l.samples, FormatSeconds(l.active_s), l.samples_per_s);
+
+  Heading(out, style, "  Step time (ms)");
+  out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
+  if (l.steady_fallback)
+    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch; all iterations used\n", warmup);
+  out += fmt::format("    steady state ({} iterations, first {} of each epoch skipped)\n", l.step_steady.count, warmup);
+  SummaryRow(out, "step", l.step_steady);
+  SummaryRow(out, "wait", l.wait_steady);
+  SummaryRow(out, "compute", l.compute_steady);
+  out += fmt::format("    with warm-up ({} iterations): stall {}\n", l.step_all.count, Pct(l.stall_fraction_all));
+  SummaryRow(out, "step", l.step_all);
+  SummaryRow(out, "wait", l.wait_all);
+  SummaryRow(out, "compute", l.compute_all);
+
+  Heading(out, style, "  Where the step time goes (DS-Analyzer split, steady state)");
+  const auto& s = l.split;
+  auto row = [&](const char* label, double seconds) {
+    out += fmt::format("    {:<40} {:>10} {:>7}\n", label, FormatSeconds(seconds), s.step_s > 0 ? Pct1(seconds / s.step_s) : "-");
+  };
+  row("actual step time T = sum(step)", s.step_s);
+  row("ingestion only T_ingest = sum(compute)", s.ingest_s);
+  if (s.available) row("predicted fully cached T_prep (model)", s.cached_s);
+  row("measured stall = sum(wait)", s.measured_stall_s);
+  if (s.available) {
+    row("  fetch stall (storage) = T - T_prep", s.fetch_stall_s);
+    row("  prep stall (CPU) = T_prep - T_ingest", s.prep_stall_s);
+    if (s.scaled) out += "    (fetch + prep exceeded the measured stall and were scaled down to it)\n";
+  } else {
+    out += "    fetch/prep split unavailable: " + s.unavailable_reason + "\n";
+  }
+  row("CPU contention (worker run-queue delay)", s.contention_s);
+
+  if (!l.epochs.empty()) {
+    Heading(out, style, "  Epochs");
+    out += fmt::format("    {:>5} {:>7} {:>9} {:>10} {:>10} {:>6} {:>13} {:>11}\n", "epoch", "iters", "samples", "time", "samples/s",
+                       "stall", "page cache +", "disk read");
+    for (const auto& e : l.epochs)
+      out += fmt::format("    {:>5} {:>7} {:>9.0f} {:>10} {:>10.1f} {:>6} {:>13} {:>11}\n", e.index, e.iterations, e.samples,
+                         FormatSeconds(e.seconds), e.samples_per_s, Pct(e.stall_fraction),
+                         e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-",
+                         e.has_system ? FormatBytes(e.disk_read_bytes) : "-");
+    if (l.epochs.size() >= 2) {
+      double later_samples = 0, later_s = 0;
+      for (size_t i = 1; i < l.epochs.size(); ++i) {
+        later_samples += l.epochs[i].samples;
+        later_s += l.epochs[i].seconds;
+      }
+      double later = later_s > 0 ? later_samples / later_s : 0;
+      double first = l.epochs[0].samples_per_s;
+      out += fmt::format("    first epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})\n", first, later,
+                         first > 0 && later > first * 1.1 ? fmt::format("later {:.2f}x faster: warm page cache or warm-up", later / first)
+                         : first > 0 && later < first * 0.9 ? fmt::format("later {:.2f}x slower", first / later)
+                                                            : "about the same");
+    }
+  }
+
+  if (!l.workers.empty()) {
+    Heading(out, style, "  Workers");
+    out += fmt::format("    {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>7} {:>11}\n", "pid", "batches", "busy", "CPU", "I/O", "runq", "mean", "");
+    for (const auto& w : l.workers)
+      out += fmt::format("    {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>7} {:>11}\n", w.in_main_process ? "main" : std::to_string(w.pid),
+                         w.batches, Pct(w.busy_fraction), Pct(w.cpu_fraction), Pct(w.io_fraction), Pct(w.delay_fraction),
+                         FormatSeconds(w.mean_produce_s), w.straggler ? style.Paint("straggler", "1;33") : "");
+    out += fmt::format("    imbalance (max/min batches - 1): {}; batch produce time p50 {} p99 {}\n", Pct(l.worker_imbalance),
+                       FormatSeconds(l.produce.p50), FormatSeconds(l.produce.p99));
+    const auto& p = l.prefetch;
+    if (l.config.num_workers > 0)
+      out += fmt::format("    prefetch queue: {:.1f} batches ready on average at next() (max {}, capacity {}); empty at {} of next() calls; {}\n",
+                         p.mean_ready, p.max_ready, p.capacity, Pct(p.starved_fraction),
+                         p.ever_full ? "was full: workers idled, the pipeline outran the model"
+                                     : "never full: the workers never got ahead by a full queue");
+  }
+
+  if (!l.stages.empty()) {
+    Heading(out, style, "  Stages (Plumber; rates in samples/s)");
+    out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10} {:>10} {:>10} {:>6}\n", "stage", "count", "wall", "CPU", "par",
+                       "per-core", "parallel", "observed", "util");
+    bool attributed = false;
+    for (const auto& st : l.stages) {
+      attributed |= st.cpu_source == CpuSource::kAttributed;
+      out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10.1f} {:>10.1f} {:>10.1f} {:>6} {}\n", st.name, st.count,
+                         FormatSeconds(st.wall_s), FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? "*" : ""),
+                         st.parallelism, st.per_core_rate, st.parallel_rate, st.observed_rate, Pct(st.utilization),
+                         st.bottleneck ? style.Paint("<- bottleneck", "1;33") : "");
+    }
+    if (attributed) out += "    * CPU attributed from the wall time with the fetch spans' CPU/wall ratio (the span has no CPU of its own)\n";
+  }
+  (void)trace;
+}
+
+}  // namespace
+
+std::string VerdictLine(const LoaderAnalysis& l) {
+  std::string split;
+  if (l.split.available && l.split.step_s > 0)
+    split = fmt::format(" (fetch {}, prep {})", Pct(l.split.fetch_stall_s / l.split.step_s), Pct(l.split.prep_stall_s / l.split.step_s));
+  return fmt::format("{}: {}: {} of step time waiting for data{}; bottleneck: {}", l.config.name, ToString(l.verdict),
+                     Pct(l.stall_fraction), split, model::ToString(l.bottleneck));
+}
+
+std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour) {
+  Style style{colour};
+  std::string out;
+  for (const auto& t : traces)
+    for (const auto& l : t.loaders) out += style.ForVerdict(VerdictLine(l), l.verdict) + "\n";
+
+  if (job) {
+    Heading(out, style, "Ranks");
+    out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11} {:>7} {:>7} {:>7}\n", "rank", "host", "pid", "epochs", "samples/s", "stall",
+                       "fetch", "prep");
+    for (const auto& r : job->ranks)
+      out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11.1f} {:>7} {:>7} {:>7}{}\n", r.rank, r.hostname.substr(0, 16), r.pid,
+                         FormatSeconds(r.epoch_time_s), r.samples_per_s, Pct(r.stall_fraction), Pct(r.fetch_stall_fraction),
+                         Pct(r.prep_stall_fraction), r.rank == job->straggler_rank ? "  <- straggler" : "");
+    out += fmt::format("  global throughput {:.1f} samples/s (samples / slowest rank's epoch time) vs sum of local {:.1f}: scaling efficiency {}\n",
+                       job->global_samples_per_s, job->sum_local_samples_per_s, Pct(job->scaling_efficiency));
+    out += fmt::format("  straggler: rank {}: {}\n", job->straggler_rank, job->straggler_reason);
+    out += fmt::format("  all ranks' loops span {} on clocks aligned by each host's realtime/monotonic pair\n", FormatSeconds(job->aligned_span_s));
+  }
+
+  for (const auto& t : traces) {
+    if (traces.size() > 1) Heading(out, style, "#### " + t.path + " (" + t.hostname + ")");
+    for (const auto& l : t.loaders) LoaderSection(out, style, t, l, warmup);
+
+    Heading(out, style, "System");
+    const auto& s = t.system;
+    if (s.available) {
+      out += fmt::format("  machine CPU {} busy; the job kept {:.2f} cores busy ({} of {} usable)\n", Pct(s.machine_cpu_fraction),
+                         s.job_cpu_cores, Pct(s.job_cpu_fraction), t.usable_cores);
+      out += fmt::format("  disk read {} ({}/s); page cache {} -> {} (max {}); memory available min {} of {}; job RSS max {}\n",
+                         FormatBytes(s.disk_read_bytes), FormatBytes(s.disk_read_bytes_per_s), FormatBytes(s.page_cache_start),
+                         FormatBytes(s.page_cache_end), FormatBytes(s.page_cache_max), FormatBytes(s.mem_available_min),
+                         FormatBytes(s.memory_bytes), FormatBytes(s.job_rss_max));
+    } else {
+      out += "  no sampler series in the trace (fewer than two /proc ticks)\n";
+    }
+    if (s.dataset_bytes > 0)
+      out += s.dataset_fits_in_memory
+                 ? fmt::format("  the dataset ({}) fits in memory: caching it would remove fetch stalls\n", FormatBytes(static_cast<double>(s.dataset_bytes)))
+                 : fmt::format("  the dataset ({}) does not fit in the memory available for caching\n", FormatBytes(static_cast<double>(s.dataset_bytes)));
+
+    Heading(out, style, "Data quality");
+    const auto& q = t.quality;
+    std::string clients;
+    for (const auto& c : q.clients) clients += (clients.empty() ? "" : ", ") + c;
+    out += fmt::format("  {} spans, {} dropped ({} of records){}; {} lanes used of {}; clients: {}; clock {} (resolution {} ns)\n", q.spans,
+                       q.dropped, Pct1(q.dropped_share), q.dropped ? ": figures cover the records that arrived" : "", q.lanes_used,
+                       q.ring_lanes, clients.empty() ? "none" : clients, q.clock, q.clock_resolution_ns);
+    if (q.truncated) out += style.Paint("  the trace is truncated (the run was killed?): analyzed up to its last complete chunk\n", "33");
+    if (!q.footer_present) out += "  no footer: the run did not finish cleanly\n";
+    else if (q.exit_code != 0) out += fmt::format("  the profiled command exited with code {}\n", q.exit_code);
+    if (q.invalid_records) out += fmt::format("  {} invalid records were rejected by the collector\n", q.invalid_records);
+  }
+  return out;
+}
+
+}  // namespace stallprof::report
