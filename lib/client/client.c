@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,26 +159,30 @@ static int do_attach(void) {
   g_capacity = capacity;
   g_lane_offset = offset;
   g_lane_stride = stride;
-  static int hooks_installed;
-  if (!hooks_installed) {
-    hooks_installed = 1;
-    pthread_key_create(&g_release_key, on_thread_exit);
-    pthread_atfork(NULL, NULL, on_fork_child);
-  }
   g_attach_result = STALLPROF_OK;
   atomic_store_explicit(&g_attach, ATTACH_DONE, memory_order_release);
   return STALLPROF_OK;
 }
 
+/* Installed at load time, so a fork at any moment (even during an attach in
+ * another thread) leaves the child in a consistent state. */
+__attribute__((constructor)) static void install_hooks(void) {
+  pthread_key_create(&g_release_key, on_thread_exit);
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
+
 STALLPROF_API int stallprof_attach(void) {
-  int state = atomic_load_explicit(&g_attach, memory_order_acquire);
-  if (state == ATTACH_DONE || state == ATTACH_OFF) return g_attach_result;
-  int expected = ATTACH_NOT_TRIED;
-  if (!atomic_compare_exchange_strong(&g_attach, &expected, ATTACH_BUSY)) {
-    /* Another thread is attaching right now: do not wait for it. */
-    return expected == ATTACH_BUSY ? STALLPROF_DISABLED : g_attach_result;
+  for (;;) {
+    int state = atomic_load_explicit(&g_attach, memory_order_acquire);
+    if (state == ATTACH_DONE || state == ATTACH_OFF) return g_attach_result;
+    int expected = ATTACH_NOT_TRIED;
+    if (state == ATTACH_NOT_TRIED && atomic_compare_exchange_strong(&g_attach, &expected, ATTACH_BUSY)) {
+      return do_attach();
+    }
+    /* Another thread is attaching (open + mmap, microseconds): let it finish,
+     * so that no thread silently records nothing. */
+    sched_yield();
   }
-  return do_attach();
 }
 
 static inline int attached(void) {
