@@ -1,0 +1,28 @@
+// Chrome trace-event JSON ({"traceEvents":[...]}) for ui.perfetto.dev and
+// chrome://tracing, streamed chunk by chunk from trace.pb: only the string,
+// thread and process tables are kept in memory, never the spans.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace stallprof::report {
+
+struct ExportStats {
+  uint64_t spans = 0;      // complete events ("X")
+  uint64_t instants = 0;   // instant events ("i")
+  uint64_t counters = 0;   // counter events ("C"): counter spans and sampler ticks
+  uint64_t metadata = 0;   // process_name / thread_name events ("M")
+  bool truncated = false;  // the trace ended inside a chunk; what came before was exported
+  uint64_t bytes_written = 0;
+};
+
+// Writes `trace_path` as Chrome JSON to `out_path` ("-" = stdout). Times are
+// microseconds since the trace's start. The file appears only when complete
+// (written beside it, then renamed). InputError when the trace is unreadable
+// or corrupt, RuntimeError when the output cannot be written.
+Result<ExportStats> ExportChrome(const std::string& trace_path, const std::string& out_path);
+
+}  // namespace stallprof::report
