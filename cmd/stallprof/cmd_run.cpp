@@ -1,8 +1,78 @@
-// Placeholder until the subcommand lands.
+// stallprof run [options] -- command args...: thin CLI over collect::Run.
+#include <fmt/core.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "collect/collect.h"
+#include "common/units.h"
+
 namespace stallprof::cli {
-void RegisterRun(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("run", "(not built yet)");
-  sub->callback([&action] { action = [] { return ReportError(RuntimeError("'run' is not built yet")); }; });
+namespace {
+
+struct RunFlags {
+  std::string output = "trace.pb";
+  std::string ring_size = "64M";
+  uint32_t lanes = SP_DEFAULT_LANES;
+  uint32_t sample_ms = 100;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+int RunCommand(const RunFlags& flags) {
+  collect::RunOptions options;
+  options.command = flags.command;
+  options.output = flags.output;
+  auto ring = ParseBytes(flags.ring_size, "--ring-size");
+  if (!ring.ok()) return ReportError(ring.error());
+  if (*ring < (1u << 20))
+    return ReportError(UsageError(fmt::format("bad --ring-size {}, it is below 1M, use at least 1M (default 64M)",
+                                              flags.ring_size)));
+  options.ring_bytes = *ring;
+  if (flags.lanes == 0) return ReportError(UsageError("bad --lanes 0, it must be at least 1 (default 128)"));
+  options.lanes = flags.lanes;
+  options.sample_ms = flags.sample_ms;
+  options.live_status = flags.quiet ? collect::LiveStatus::kOff : collect::LiveStatus::kAuto;
+
+  auto result = collect::Run(options);
+  if (!result.ok()) return ReportError(result.error());
+  const auto& r = *result;
+  if (r.launch_error) ReportError(*r.launch_error);
+  if (r.write_error) ReportError(*r.write_error);
+  if (r.dropped > 0) {
+    const uint64_t bigger = std::max<uint64_t>(options.ring_bytes * 4, 256ull << 20);
+    fmt::print(stderr, "stallprof: warning: {} events dropped (ring full); use --ring-size {}M\n", r.dropped,
+               bigger >> 20);
+  }
+  if (!flags.quiet && isatty(STDERR_FILENO))
+    fmt::print(stderr, "stallprof: wrote {} ({} events, {})\n", r.trace_path, r.spans, FormatBytes(static_cast<double>(r.trace_bytes)));
+  return r.exit_code;
 }
+
+}  // namespace
+
+void RegisterRun(CLI::App& app, Action& action) {
+  auto flags = std::make_shared<RunFlags>();
+  auto* sub = app.add_subcommand("run", "Run a command and record its input pipeline into a trace");
+  sub->footer(
+      "The command runs unchanged: Python scripts that use torch.utils.data.DataLoader are\n"
+      "recorded automatically; stallprof returns the command's own exit status.\n"
+      "Everything after '--' belongs to the command, flags included.\n\n"
+      "Examples:\n"
+      "  stallprof run -- /usr/bin/python3 train.py --epochs 2      # writes ./trace.pb\n"
+      "  stallprof run -o runs/rank%r.pb --sample-ms 50 -- ./my_loader_bench\n"
+      "  stallprof analyze trace.pb");
+  sub->add_option("-o,--output", flags->output,
+                  "Trace file to write (default trace.pb); %r = RANK, %h = hostname, %p = pid. "
+                  "Its directory must exist");
+  sub->add_option("--ring-size", flags->ring_size,
+                  "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped");
+  sub->add_option("--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)");
+  sub->add_option("--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)")
+      ->check(CLI::Range(1u, 60000u));
+  sub->add_flag("-q,--quiet", flags->quiet, "No live status line and no summary line on stderr");
+  sub->add_option("command", flags->command, "The command to run, after '--'")->required();
+  sub->positionals_at_end(true);
+  sub->callback([flags, &action] { action = [flags] { return RunCommand(*flags); }; });
+}
+
 }  // namespace stallprof::cli

@@ -1,6 +1,7 @@
 #include "reader.h"
 
 #include <fmt/core.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -45,6 +46,18 @@ struct Packed {
     return n;
   }
 };
+
+// Reserves `n` elements and asks for transparent huge pages over the reserved
+// range: filling a 10 M-span table otherwise spends half its time in 4 KiB page
+// faults. Untouched reserved pages cost address space only.
+template <typename T>
+void ReserveHuge(std::vector<T>& v, size_t n) {
+  v.reserve(n);
+  constexpr uintptr_t kHuge = 2u << 20;
+  const auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
 
 }  // namespace
 
@@ -520,16 +533,16 @@ Result<Trace> LoadTrace(const std::string& path) {
   // and the columns never reallocate (which would double the peak).
   const size_t guess = trace.bytes / 4 + 16;
   auto& s = trace.spans;
-  s.start_ns.reserve(guess);
-  s.duration_ns.reserve(guess);
-  s.cpu_ns.reserve(guess);
-  s.delay_ns.reserve(guess);
-  s.arg.reserve(guess);
-  s.name.reserve(guess);
-  s.thread.reserve(guess);
-  s.scope.reserve(guess);
-  s.kind.reserve(guess);
-  s.has_cpu.reserve(guess);
+  ReserveHuge(s.start_ns, guess);
+  ReserveHuge(s.duration_ns, guess);
+  ReserveHuge(s.cpu_ns, guess);
+  ReserveHuge(s.delay_ns, guess);
+  ReserveHuge(s.arg, guess);
+  ReserveHuge(s.name, guess);
+  ReserveHuge(s.thread, guess);
+  ReserveHuge(s.scope, guess);
+  ReserveHuge(s.kind, guess);
+  ReserveHuge(s.has_cpu, guess);
 
   Loader loader(trace, **reader);
   std::string_view bytes;

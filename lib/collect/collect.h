@@ -1,0 +1,59 @@
+// `stallprof run`: wraps a command, records its input pipeline into trace.pb.
+// The launcher creates the ring, starts the command with the hook in its
+// environment, drains the ring and samples /proc while it runs, and returns the
+// command's own exit status.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "ring/stallprof_ring.h"
+
+namespace stallprof::collect {
+
+// Whether the one-line live status is drawn on stderr (only ever on a terminal).
+enum class LiveStatus { kAuto, kOff };
+
+struct RunOptions {
+  std::vector<std::string> command;  // argv; command[0] is looked up on PATH
+  std::string output = "trace.pb";   // %r rank, %h hostname, %p launcher pid
+  uint64_t ring_bytes = 64ull << 20;
+  uint32_t lanes = SP_DEFAULT_LANES;
+  uint32_t sample_ms = 100;
+  LiveStatus live_status = LiveStatus::kAuto;
+  // After the command exits, how long its leftover descendants may keep
+  // running (and writing to the ring) before the trace is closed.
+  uint32_t grace_ms = 2000;
+};
+
+struct RunSummary {
+  int exit_code = 0;        // what stallprof returns: the child's code, 128+N for signal N, 127 exec failure
+  int term_signal = 0;      // signal that ended the child, 0 if it exited
+  std::string trace_path;   // the expanded output path
+  uint64_t spans = 0;       // spans, instants and counters written
+  uint64_t dropped = 0;     // records lost in full lanes
+  uint64_t invalid = 0;     // records the consumer rejected
+  uint64_t trace_bytes = 0;
+  // The command could not be executed (exit_code 127 not found, 126 not
+  // executable); the trace is still written.
+  std::optional<Error> launch_error;
+  // Writing the trace failed part way (disk full): the file holds what came before.
+  std::optional<Error> write_error;
+};
+
+// Runs `options.command` to completion. A Result error means the command could
+// not be started at all (bad output path, no shared memory); the command
+// failing, crashing or not existing (exit 127) is a RunSummary, not an error.
+Result<RunSummary> Run(const RunOptions& options);
+
+// Replaces %r (RANK of this process, or 0), %h (hostname), %p (our pid) and %%
+// in `pattern`. UsageError on an unknown placeholder.
+Result<std::string> ExpandOutputPath(const std::string& pattern);
+
+// UsageError unless the directory that will hold `path` exists and is writable.
+Status CheckOutputDirectory(const std::string& path);
+
+}  // namespace stallprof::collect

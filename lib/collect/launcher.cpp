@@ -1,0 +1,432 @@
+// Run(): the launcher. Order matters: everything that can fail for a reason
+// the user must fix (output path, shared memory) fails before the command starts.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "collect.h"
+#include "common/units.h"
+#include "drain.h"
+#include "machine.h"
+#include "procfs.h"
+#include "ring/consumer.h"
+#include "sampler.h"
+#include "sink.h"
+
+extern char** environ;
+
+namespace stallprof::collect {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- output path ----
+
+std::string Hostname() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+// ---- signals: forwarded to the child's process group, never acted on ----
+
+volatile sig_atomic_t g_child_pgid = 0;
+volatile sig_atomic_t g_pending_signal = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+void ForwardSignal(int sig) {
+  const int saved = errno;
+  const pid_t pgid = g_child_pgid;
+  if (pgid > 0)
+    kill(-pgid, sig);
+  else
+    g_pending_signal = sig;  // arrived before the child existed: sent once it does
+  errno = saved;
+}
+
+void InstallForwarding() {
+  struct sigaction sa {};
+  sa.sa_handler = ForwardSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid wakes up, which is harmless
+  for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
+}
+
+void RestoreDefaultSignals() {
+  for (int sig : kForwarded) signal(sig, SIG_DFL);
+  g_child_pgid = 0;
+}
+
+// ---- the hook: python dir and client library next to the binary ----
+
+struct Hook {
+  std::string python_dir;  // holds stallprof/ and bootstrap/
+  std::string client_lib;  // libstallprof_client.so
+};
+
+std::optional<Hook> FindHook(std::string& looked_in) {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  const fs::path dir = exe.parent_path();
+  // Build tree: build/stallprof beside build/libstallprof_client.so and build/python/.
+  // Installed: <prefix>/bin/stallprof and <prefix>/lib/stallprof/.
+  for (const fs::path& base : {dir, dir.parent_path() / "lib" / "stallprof"}) {
+    const fs::path lib = base / "libstallprof_client.so";
+    const fs::path py = base / "python";
+    if (fs::exists(lib, ec) && fs::exists(py / "bootstrap", ec))
+      return Hook{fs::weakly_canonical(py, ec).string(), fs::weakly_canonical(lib, ec).string()};
+    if (!looked_in.empty()) looked_in += " and ";
+    looked_in += base.string();
+  }
+  return std::nullopt;
+}
+
+// The child's environment: ours, plus the ring and the hook.
+std::vector<std::string> ChildEnvironment(const std::string& ring_env, const std::optional<Hook>& hook) {
+  std::vector<std::string> env;
+  std::string pythonpath;
+  for (char** e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    if (kv.starts_with(SP_RING_ENV "=") || kv.starts_with("STALLPROF_CLIENT_LIB=")) continue;
+    if (kv.starts_with("PYTHONPATH=")) {
+      pythonpath = std::string(kv.substr(11));
+      continue;
+    }
+    env.emplace_back(kv);
+  }
+  env.push_back(std::string(SP_RING_ENV) + "=" + ring_env);
+  if (hook) {
+    std::string pp = hook->python_dir + "/bootstrap:" + hook->python_dir;
+    if (!pythonpath.empty()) pp += ":" + pythonpath;
+    env.push_back("PYTHONPATH=" + pp);
+    env.push_back("STALLPROF_CLIENT_LIB=" + hook->client_lib);
+  } else if (!pythonpath.empty()) {
+    env.push_back("PYTHONPATH=" + pythonpath);
+  }
+  return env;
+}
+
+// ---- spawning ----
+
+struct Child {
+  pid_t pid = -1;
+  int exec_errno = 0;  // non-zero: exec failed with this errno
+};
+
+Child Spawn(const std::vector<std::string>& command, const std::vector<std::string>& env, bool take_terminal) {
+  std::vector<char*> argv, envp;
+  for (auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  // exec failures come back through a close-on-exec pipe: EOF means exec worked.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return {-1, errno};
+  Child child;
+  child.pid = fork();
+  if (child.pid < 0) {
+    close(report[0]);
+    close(report[1]);
+    return {-1, errno};
+  }
+  if (child.pid == 0) {
+    close(report[0]);
+    setpgid(0, 0);
+    if (take_terminal) {
+      signal(SIGTTOU, SIG_IGN);
+      tcsetpgrp(STDIN_FILENO, getpid());
+      signal(SIGTTOU, SIG_DFL);
+    }
+    RestoreDefaultSignals();
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvpe(argv[0], argv.data(), envp.data());
+    int err = errno;
+    ssize_t ignored = write(report[1], &err, sizeof(err));
+    (void)ignored;
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  close(report[1]);
+  setpgid(child.pid, child.pid);  // both sides set it: no race with the first signal
+  if (take_terminal) {
+    signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, child.pid);
+    signal(SIGTTOU, SIG_DFL);
+  }
+  g_child_pgid = child.pid;
+  if (g_pending_signal) kill(-child.pid, g_pending_signal);
+  int err = 0;
+  ssize_t n;
+  do n = read(report[0], &err, sizeof(err));
+  while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == sizeof(err)) child.exec_errno = err;
+  return child;
+}
+
+// ---- live status ----
+
+class StatusLine {
+ public:
+  void Draw(uint64_t elapsed_ns, const LiveCounters& live, uint64_t now_ns) {
+    const double stall = live.RecentStallPercent(now_ns);
+    std::string stall_text = stall < 0 ? std::string("-") : fmt::format("{:.0f}%", stall);
+    std::string line = fmt::format("stallprof: {:.1f} s | {} iterations | stall {} | {} events | {} dropped",
+                                   static_cast<double>(elapsed_ns) / 1e9, live.iterations.load(), stall_text,
+                                   live.records.load(), live.dropped.load());
+    fmt::print(stderr, "\r{}\033[K", line);
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Clear() {
+    if (drawn_) {
+      fmt::print(stderr, "\r\033[K");
+      std::fflush(stderr);
+    }
+  }
+
+ private:
+  bool drawn_ = false;
+};
+
+// Sleeps until `deadline` or until `stop` is set.
+class Stopper {
+ public:
+  void Stop() {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  // false once stopped.
+  bool SleepFor(std::chrono::microseconds d) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, d, [this] { return stop_; });
+    return !stop_;
+  }
+  bool stopped() {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+Result<std::string> ExpandOutputPath(const std::string& pattern) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out.push_back(pattern[i]);
+      continue;
+    }
+    if (i + 1 == pattern.size())
+      return UsageError(fmt::format("bad --output '{}', it ends with a lone '%', use %r, %h, %p or %%", pattern));
+    switch (pattern[++i]) {
+      case 'r': {
+        const char* rank = std::getenv("RANK");
+        out += (rank && *rank) ? rank : "0";
+        break;
+      }
+      case 'h': out += Hostname(); break;
+      case 'p': out += std::to_string(getpid()); break;
+      case '%': out.push_back('%'); break;
+      default:
+        return UsageError(fmt::format("bad --output '{}', unknown placeholder '%{}', use %r (rank), %h (host), "
+                                      "%p (pid) or %%",
+                                      pattern, pattern[i]));
+    }
+  }
+  if (out.empty()) return UsageError("bad --output '', it is empty, pass a file name such as trace.pb");
+  return out;
+}
+
+Status CheckOutputDirectory(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return UsageError(fmt::format("cannot write trace '{}', directory '{}' does not exist, create it first (mkdir -p {})",
+                                  path, dir.string(), dir.string()));
+  if (access(dir.c_str(), W_OK) != 0)
+    return UsageError(fmt::format("cannot write trace '{}', directory '{}' is not writable, choose another -o",
+                                  path, dir.string()));
+  struct stat target {};
+  if (stat(path.c_str(), &target) == 0 && S_ISDIR(target.st_mode))
+    return UsageError(fmt::format("cannot write trace '{}', it is a directory, pass a file name with -o", path));
+  return Status::Ok();
+}
+
+Result<RunSummary> Run(const RunOptions& options) {
+  if (options.command.empty())
+    return UsageError("no command to run, put it after '--': stallprof run -- python3 train.py");
+  if (options.sample_ms == 0) return UsageError("bad --sample-ms 0, it must be at least 1");
+  const uint64_t start_ns = MonotonicNs();
+
+  RunSummary summary;
+  auto path = ExpandOutputPath(options.output);
+  if (!path.ok()) return path.error();
+  summary.trace_path = *path;
+  if (auto s = CheckOutputDirectory(*path); !s.ok()) return s.error();
+
+  auto segment = ring::Segment::Create(options.ring_bytes, options.lanes);
+  if (!segment.ok()) return segment.error();
+  ring::Segment& ring = **segment;
+
+  auto header = DescribeMachine(options.command, {ring.size(), options.lanes}, options.sample_ms,
+                                ring.header()->run_id);
+  auto writer = TraceWriter::Create(*path, header);
+  if (!writer.ok()) return writer.error();
+  TraceSink sink(std::move(*writer));
+
+  std::string looked_in;
+  auto hook = FindHook(looked_in);
+  if (!hook)
+    fmt::print(stderr,
+               "stallprof: warning: Python hook not found (looked in {}), running without it: only C clients "
+               "will record\n",
+               looked_in);
+
+  // Orphaned grandchildren (DataLoader workers whose parent died) become ours,
+  // so the sampler still sees them and they are reaped here.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const bool take_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  InstallForwarding();
+  const auto env = ChildEnvironment(ring.EnvValue(), hook);
+  Child child = Spawn(options.command, env, take_terminal);
+  if (child.pid < 0) {
+    RestoreDefaultSignals();
+    return RuntimeError(fmt::format("cannot start '{}', fork failed: {}, free some memory or processes",
+                                    options.command[0], std::strerror(child.exec_errno)));
+  }
+  LiveCounters live;
+  live.main_pid = child.pid;
+  if (child.exec_errno != 0) {
+    std::string why = std::strerror(child.exec_errno);
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    summary.launch_error = Error{ErrorKind::kRuntime, fmt::format("cannot run '{}', {}, check the command name and PATH",
+                                                                  options.command[0], why)};
+  }
+
+  Drainer drainer(sink, live);
+  Stopper stop_drain, stop_sampler, stop_status;
+  std::thread drain_thread([&] {
+    auto last_reclaim = std::chrono::steady_clock::now();
+    auto last_flush = last_reclaim;
+    auto pause = std::chrono::microseconds(2000);
+    do {
+      const auto stats = ring.DrainOnce(drainer);
+      live.dropped.store(ring.TotalDropped(), std::memory_order_relaxed);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_reclaim >= std::chrono::milliseconds(50)) {
+        ring.ReclaimLanes(drainer);
+        last_reclaim = now;
+      }
+      if (now - last_flush >= std::chrono::milliseconds(100)) {
+        drainer.FlushAll();
+        last_flush = now;
+      }
+      // Busy: come back soon so lanes never fill; idle: back off to 10 ms.
+      pause = stats.records > 0 ? std::chrono::microseconds(1000) : std::min(pause * 2, std::chrono::microseconds(10000));
+    } while (stop_drain.SleepFor(pause));
+  });
+  Sampler sampler(sink, getpid());
+  std::thread sampler_thread([&] {
+    do sampler.Tick(MonotonicNs());
+    while (stop_sampler.SleepFor(std::chrono::milliseconds(options.sample_ms)));
+    sampler.Flush();
+  });
+  std::thread status_thread;
+  StatusLine status;
+  if (options.live_status == LiveStatus::kAuto && isatty(STDERR_FILENO)) {
+    status_thread = std::thread([&] {
+      while (stop_status.SleepFor(std::chrono::milliseconds(250))) {
+        const uint64_t now = MonotonicNs();
+        status.Draw(now - start_ns, live, now);
+      }
+    });
+  }
+
+  // Wait for the command; reap adopted orphans on the way.
+  int wstatus = 0;
+  for (;;) {
+    pid_t r = waitpid(-1, &wstatus, 0);
+    if (r == child.pid) break;
+    if (r < 0 && errno != EINTR) break;  // ECHILD: cannot happen while the child lives
+  }
+  g_child_pgid = 0;
+  if (WIFEXITED(wstatus)) {
+    summary.exit_code = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    summary.term_signal = WTERMSIG(wstatus);
+    summary.exit_code = 128 + summary.term_signal;
+  }
+  if (take_terminal) {
+    signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+    signal(SIGTTOU, SIG_DFL);
+  }
+
+  // Leftover descendants (workers still shutting down) get a short grace
+  // period to finish and flush their lanes; they are never killed.
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.grace_ms);
+  while (!procfs::Descendants(getpid()).empty() && std::chrono::steady_clock::now() < grace_end) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  RestoreDefaultSignals();
+
+  stop_status.Stop();
+  if (status_thread.joinable()) status_thread.join();
+  status.Clear();
+  stop_sampler.Stop();
+  sampler_thread.join();
+  stop_drain.Stop();
+  drain_thread.join();
+  // Final drain: whatever is left, then every lane still owned.
+  ring.DrainOnce(drainer);
+  ring.ReleaseAll(drainer);
+  drainer.FlushAll();
+
+  summary.spans = drainer.spans();
+  summary.dropped = ring.TotalDropped();
+  summary.invalid = ring.TotalInvalid();
+  pb::Chunk footer;
+  auto* f = footer.mutable_footer();
+  f->set_exit_code(summary.exit_code);
+  f->set_term_signal(summary.term_signal);
+  f->set_end_monotonic_ns(MonotonicNs());
+  f->set_spans(summary.spans);
+  f->set_dropped(summary.dropped);
+  f->set_invalid_records(summary.invalid);
+  sink.Write(footer);
+  if (auto s = sink.Close(); !s.ok()) summary.write_error = s.error();
+  summary.trace_bytes = sink.bytes_written();
+  return summary;
+}
+
+}  // namespace stallprof::collect

@@ -1,0 +1,68 @@
+#include "machine.h"
+
+#include <sched.h>
+#include <sys/random.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "procfs.h"
+#include "trace/reader.h"
+
+#ifndef STALLPROF_VERSION
+#define STALLPROF_VERSION "0.0.0"
+#endif
+
+namespace stallprof::collect {
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t RandomRunId() {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof(id), 0) != sizeof(id)) id = MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 40);
+  return id;
+}
+
+pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,
+                                uint64_t run_id) {
+  pb::TraceHeader h;
+  h.set_version_major(kTraceVersionMajor);
+  h.set_version_minor(kTraceVersionMinor);
+  h.set_tool_version(STALLPROF_VERSION);
+  for (const auto& arg : command) h.add_command(arg);
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) h.set_hostname(host);
+  utsname u{};
+  if (uname(&u) == 0) h.set_kernel(std::string(u.sysname) + " " + u.release);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) h.set_usable_cores(static_cast<uint32_t>(CPU_COUNT(&set)));
+  h.set_online_cores(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  const auto sys = procfs::ReadSystem();
+  h.set_memory_bytes(sys.mem_total_bytes);
+  h.set_page_cache_bytes(sys.page_cache_bytes);
+  // The two clocks read back to back: the realtime value aligns hosts.
+  timespec mono{}, real{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  h.set_start_monotonic_ns(static_cast<uint64_t>(mono.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(mono.tv_nsec));
+  h.set_start_realtime_ns(static_cast<int64_t>(real.tv_sec) * 1'000'000'000ll + real.tv_nsec);
+  timespec res{};
+  if (clock_getres(CLOCK_MONOTONIC, &res) == 0)
+    h.set_clock_resolution_ns(static_cast<uint64_t>(res.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(res.tv_nsec));
+  h.set_ring_bytes(ring.bytes);
+  h.set_ring_lanes(ring.lanes);
+  h.set_sample_period_ms(sample_ms);
+  h.set_run_id(run_id);
+  char cwd[PATH_MAX] = {};
+  if (getcwd(cwd, sizeof(cwd))) h.set_cwd(cwd);
+  return h;
+}
+
+}  // namespace stallprof::collect

@@ -1,0 +1,26 @@
+// Machine metadata for the trace header: what the run's numbers must be read
+// against (cores, memory, page cache, clock, kernel) and when it started.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace.pb.h"
+
+namespace stallprof::collect {
+
+struct RingGeometry {
+  uint64_t bytes = 0;
+  uint32_t lanes = 0;
+};
+
+// Fills a header from this machine and process. Never fails: a value that
+// cannot be read is left 0 / empty.
+pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,
+                                uint64_t run_id);
+
+uint64_t MonotonicNs();
+uint64_t RandomRunId();
+
+}  // namespace stallprof::collect

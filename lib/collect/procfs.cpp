@@ -1,0 +1,228 @@
+#include "procfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+#include <unordered_map>
+
+namespace stallprof::collect::procfs {
+namespace {
+
+uint64_t ToU64(std::string_view s) {
+  uint64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+// Splits on spaces (runs of them count once).
+std::vector<std::string_view> Fields(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ' && s[j] != '\n' && s[j] != '\t') ++j;
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+template <typename F>
+void ForEachNumericEntry(const std::string& dir, F f) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    f(static_cast<pid_t>(ToU64(e->d_name)));
+  }
+  closedir(d);
+}
+
+// Whole disks only: partitions, loop, RAM and device-mapper devices would count
+// the same reads twice or count none that touch storage.
+bool IsWholeDisk(const std::string& name) {
+  for (const char* skip : {"loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd"})
+    if (name.rfind(skip, 0) == 0) return false;
+  return access(("/sys/block/" + name).c_str(), F_OK) == 0;
+}
+
+}  // namespace
+
+uint64_t NsPerTick() {
+  static const uint64_t ns = 1'000'000'000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  return ns;
+}
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+std::optional<ProcStat> ReadStat(pid_t pid) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  // "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+  size_t open = text->find('('), close = text->rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  ProcStat st;
+  st.comm = text->substr(open + 1, close - open - 1);
+  auto f = Fields(std::string_view(*text).substr(close + 1));
+  // f[0] is field 3 (state): field N is f[N - 3].
+  if (f.size() < 22) return std::nullopt;
+  st.ppid = static_cast<uint32_t>(ToU64(f[1]));
+  st.cpu_ns = (ToU64(f[11]) + ToU64(f[12])) * NsPerTick();
+  st.threads = static_cast<uint32_t>(ToU64(f[17]));
+  st.rss_bytes = ToU64(f[21]) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return st;
+}
+
+std::optional<ProcIo> ReadIo(pid_t pid) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/io");
+  if (!text) return std::nullopt;
+  ProcIo io;
+  auto f = Fields(*text);
+  for (size_t i = 0; i + 1 < f.size(); i += 2) {
+    if (f[i] == "rchar:") io.rchar = ToU64(f[i + 1]);
+    if (f[i] == "read_bytes:") io.read_bytes = ToU64(f[i + 1]);
+  }
+  return io;
+}
+
+uint64_t ReadRunQueueDelay(pid_t pid) {
+  uint64_t sum = 0;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  ForEachNumericEntry(task_dir, [&](pid_t tid) {
+    auto text = ReadFile(task_dir + "/" + std::to_string(tid) + "/schedstat");
+    if (!text) return;
+    auto f = Fields(*text);
+    if (f.size() >= 2) sum += ToU64(f[1]);
+  });
+  return sum;
+}
+
+std::vector<pid_t> Descendants(pid_t root) {
+  std::unordered_map<pid_t, pid_t> parent;
+  ForEachNumericEntry("/proc", [&](pid_t pid) {
+    auto text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    if (!text) return;
+    size_t close = text->rfind(')');
+    if (close == std::string::npos) return;
+    auto f = Fields(std::string_view(*text).substr(close + 1));
+    if (f.size() >= 2) parent[pid] = static_cast<pid_t>(ToU64(f[1]));
+  });
+  std::vector<pid_t> out;
+  for (auto [pid, ppid] : parent) {
+    // Walk up; /proc is a snapshot taken over time, so bound the walk.
+    pid_t p = ppid;
+    for (int depth = 0; depth < 64 && p > 1; ++depth) {
+      if (p == root) {
+        out.push_back(pid);
+        break;
+      }
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      p = it->second;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ReadCmdline(pid_t pid) {
+  std::vector<std::string> out;
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  if (!text) return out;
+  size_t i = 0;
+  while (i < text->size()) {
+    size_t j = text->find('\0', i);
+    if (j == std::string::npos) j = text->size();
+    out.push_back(text->substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::optional<std::string> ReadEnvVar(pid_t pid, const std::string& name) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!text) return std::nullopt;
+  const std::string prefix = name + "=";
+  size_t i = 0;
+  while (i < text->size()) {
+    size_t j = text->find('\0', i);
+    if (j == std::string::npos) j = text->size();
+    if (text->compare(i, prefix.size(), prefix) == 0) return text->substr(i + prefix.size(), j - i - prefix.size());
+    i = j + 1;
+  }
+  return std::nullopt;
+}
+
+std::string ReadThreadName(pid_t pid, pid_t tid) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  if (!text) return "";
+  while (!text->empty() && text->back() == '\n') text->pop_back();
+  return *text;
+}
+
+uint64_t MeminfoBytes(const std::string& text, const std::string& field) {
+  const std::string key = field + ":";
+  size_t at = 0;
+  while ((at = text.find(key, at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      auto f = Fields(std::string_view(text).substr(at + key.size(), 40));
+      return f.empty() ? 0 : ToU64(f[0]) * 1024;
+    }
+    at += key.size();
+  }
+  return 0;
+}
+
+SystemSnapshot ReadSystem() {
+  SystemSnapshot s;
+  if (auto stat = ReadFile("/proc/stat")) {
+    auto line = std::string_view(*stat).substr(0, stat->find('\n'));
+    auto f = Fields(line);
+    // cpu user nice system idle iowait irq softirq steal (guest is inside user)
+    if (f.size() >= 9 && f[0] == "cpu") {
+      uint64_t total = 0;
+      for (size_t i = 1; i <= 8; ++i) total += ToU64(f[i]);
+      const uint64_t idle = ToU64(f[4]) + ToU64(f[5]);
+      s.cpu_total_ns = total * NsPerTick();
+      s.cpu_busy_ns = (total - idle) * NsPerTick();
+    }
+  }
+  if (auto mem = ReadFile("/proc/meminfo")) {
+    s.page_cache_bytes = MeminfoBytes(*mem, "Cached");
+    s.mem_available_bytes = MeminfoBytes(*mem, "MemAvailable");
+    s.mem_total_bytes = MeminfoBytes(*mem, "MemTotal");
+  }
+  if (auto disk = ReadFile("/proc/diskstats")) {
+    size_t i = 0;
+    while (i < disk->size()) {
+      size_t j = disk->find('\n', i);
+      if (j == std::string::npos) j = disk->size();
+      auto f = Fields(std::string_view(*disk).substr(i, j - i));
+      // major minor name reads merged sectors_read ...
+      if (f.size() >= 6 && IsWholeDisk(std::string(f[2]))) s.disk_read_bytes += ToU64(f[5]) * 512;
+      i = j + 1;
+    }
+  }
+  return s;
+}
+
+}  // namespace stallprof::collect::procfs

@@ -1,0 +1,55 @@
+#include "sampler.h"
+
+#include "procfs.h"
+
+namespace stallprof::collect {
+
+// Buffered rows are written about this often: small chunks, little loss on a crash.
+constexpr uint64_t kFlushEveryNs = 1'000'000'000ull;
+
+void Sampler::Tick(uint64_t now_ns) {
+  for (pid_t pid : procfs::Descendants(root_)) {
+    auto st = procfs::ReadStat(pid);
+    if (!st) continue;  // exited between the scan and the read
+    sink_.NoteProcess(pid, now_ns);
+    auto io = procfs::ReadIo(pid).value_or(procfs::ProcIo{});
+    auto& p = processes_[pid];
+    p.set_pid(static_cast<uint32_t>(pid));
+    p.add_t_ns(now_ns);
+    p.add_cpu_ns(st->cpu_ns);
+    p.add_read_bytes(io.read_bytes);
+    p.add_rchar(io.rchar);
+    p.add_rss_bytes(st->rss_bytes);
+    p.add_delay_ns(procfs::ReadRunQueueDelay(pid));
+    p.add_threads(st->threads);
+  }
+  const auto sys = procfs::ReadSystem();
+  system_.add_t_ns(now_ns);
+  system_.add_cpu_busy_ns(sys.cpu_busy_ns);
+  system_.add_cpu_total_ns(sys.cpu_total_ns);
+  system_.add_page_cache_bytes(sys.page_cache_bytes);
+  system_.add_disk_read_bytes(sys.disk_read_bytes);
+  system_.add_mem_available_bytes(sys.mem_available_bytes);
+  if (last_flush_ns_ == 0) last_flush_ns_ = now_ns;
+  if (now_ns - last_flush_ns_ >= kFlushEveryNs) {
+    Flush();
+    last_flush_ns_ = now_ns;
+  }
+}
+
+void Sampler::Flush() {
+  pb::Chunk c;
+  for (auto& [pid, rows] : processes_) {
+    if (rows.t_ns_size() == 0) continue;
+    c.mutable_process_samples()->Swap(&rows);
+    sink_.Write(c);
+  }
+  processes_.clear();
+  if (system_.t_ns_size() > 0) {
+    c.mutable_system_samples()->Swap(&system_);
+    sink_.Write(c);
+    system_.Clear();
+  }
+}
+
+}  // namespace stallprof::collect

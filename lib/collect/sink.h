@@ -1,0 +1,49 @@
+// The one place the drain and sampler threads write the trace through: a
+// TraceWriter behind a mutex, the trace-global string table, and the set of
+// processes already described (each gets one ProcessInfo chunk).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "trace/writer.h"
+
+namespace stallprof::collect {
+
+class TraceSink {
+ public:
+  explicit TraceSink(std::unique_ptr<TraceWriter> writer) : writer_(std::move(writer)) {}
+  // Writes `chunk` after any strings interned since the last write. The first
+  // write error is kept (see status()) and later writes are skipped.
+  void Write(const pb::Chunk& chunk);
+  // Trace-global id of `text`; new strings are written before the next chunk.
+  uint32_t Intern(const std::string& text);
+  // Writes a ProcessInfo chunk for `pid` the first time it is seen.
+  void NoteProcess(pid_t pid, uint64_t now_ns);
+  // Flushes pending strings, fsyncs and closes.
+  Status Close();
+  // The first write error, if any.
+  Status status() const;
+  uint64_t bytes_written() const;
+
+ private:
+  void WriteLocked(const pb::Chunk& chunk);
+  void FlushStringsLocked();
+  mutable std::mutex mu_;
+  std::unique_ptr<TraceWriter> writer_;
+  Status status_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  uint32_t next_id_ = 1;  // 0 is ""
+  std::vector<std::string> pending_;
+  uint32_t pending_first_ = 1;
+  std::unordered_set<pid_t> processes_;
+};
+
+}  // namespace stallprof::collect
