@@ -1,0 +1,402 @@
+"""Auto-instrumentation of torch.utils.data, installed by the bootstrap
+sitecustomize of `stallprof run`.
+
+Nothing is imported or patched until the program itself imports
+torch.utils.data (a meta-path finder watches for it), so a script without
+torch runs exactly as it would without stallprof. The names recorded are the
+contract with the analysis (lib/trace/trace.h, namespace names).
+
+Per DataLoader (main process): a loader id (scope), its configuration, an
+epoch instant per iterator, a wait span per next() and an epoch_end instant.
+Wherever batches are fetched (workers, or the main process with
+num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
+worker_start instant per worker. The pin-memory thread: pin spans.
+"""
+import os
+import sys
+
+WAIT = "dataloader.wait"
+EPOCH = "dataloader.epoch"
+EPOCH_END = "dataloader.epoch_end"
+FETCH = "dataloader.fetch"
+GETITEM = "dataloader.getitem"
+COLLATE = "dataloader.collate"
+PIN = "dataloader.pin"
+WORKER_START = "dataloader.worker_start"
+
+_TARGET = "torch.utils.data"
+_installed = False
+_patched = False
+_ext = None
+_client = "none"
+# Scope of the loader this worker process serves (set by _WorkerInit).
+_worker_scope = 0
+# Thread ident of a pin-memory thread -> scope of its loader.
+_pin_scopes = {}
+_GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "self", "_", "x", "l"}
+
+
+def install():
+    """Installs the lazy import hook (idempotent). Returns False when there is
+    no ring to record into."""
+    global _installed, _ext, _client
+    if _installed:
+        return True
+    from . import _backend
+    if _backend.ext is None or _backend.ext.attach() != _backend.ext.OK:
+        return False
+    _ext, _client = _backend.ext, _backend.client
+    _installed = True
+    if _TARGET in sys.modules:
+        _patch()
+    else:
+        sys.meta_path.insert(0, _Finder())
+    return True
+
+
+class _Finder:
+    """Patches torch.utils.data right after it finishes executing."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != _TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original_exec = loader.exec_module
+
+        def exec_module(module):
+            original_exec(module)
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            _safe_patch()
+
+        spec.loader = _ExecWrapper(loader, exec_module)
+        return spec
+
+
+class _ExecWrapper:
+    def __init__(self, loader, exec_module):
+        self._loader = loader
+        self.exec_module = exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _safe_patch():
+    try:
+        _patch()
+    except Exception as error:  # never break the user's program
+        _warn("could not instrument torch.utils.data (%s: %s); DataLoader activity is not recorded"
+              % (type(error).__name__, error))
+
+
+def _warn(message):
+    try:
+        sys.stderr.write("stallprof: warning: %s\n" % message)
+    except Exception:
+        pass
+
+
+# ---- main process: loaders and iterators -----------------------------------
+
+def _loader_name(loader, scope):
+    """The variable that refers to the loader in the calling frames:
+    train_loader -> "train"; generic names fall back to "loader<scope>"."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            break
+        candidates = list(frame.f_locals.items())
+        owner = frame.f_locals.get("self")
+        if owner is not None and hasattr(owner, "__dict__"):
+            try:
+                candidates += list(vars(owner).items())
+            except TypeError:
+                pass
+        for var, value in candidates:
+            if value is loader and var.lower() not in _GENERIC_NAMES:
+                return _readable(var)
+        frame = frame.f_back
+    # Module globals of the script as a last resort.
+    main = sys.modules.get("__main__")
+    for var, value in list(getattr(main, "__dict__", {}).items()):
+        if value is loader and var.lower() not in _GENERIC_NAMES:
+            return _readable(var)
+    return "loader%d" % scope
+
+
+def _readable(var):
+    name = var.lstrip("_")
+    lower = name.lower()
+    for suffix in ("_dataloader", "_data_loader", "_loader", "dataloader", "loader", "_dl"):
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)].rstrip("_") or name
+    return name or var
+
+
+def _sampler_kind(loader):
+    import torch.utils.data as tud
+    sampler = getattr(loader, "sampler", None)
+    if isinstance(sampler, tud.RandomSampler):
+        return "random"
+    if isinstance(sampler, tud.SequentialSampler):
+        return "sequential"
+    return type(sampler).__name__ if sampler is not None else "none"
+
+
+def _dataset_files(dataset):
+    """Paths of a file-backed dataset (ImageFolder-like .samples/.imgs, or a
+    files/paths attribute), or None."""
+    for attr in ("samples", "imgs", "files", "paths"):
+        items = getattr(dataset, attr, None)
+        if items is None or isinstance(items, (str, bytes)):
+            continue
+        try:
+            paths = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
+        except TypeError:
+            continue
+        paths = [p for p in paths if isinstance(p, (str, bytes, os.PathLike))]
+        if paths:
+            return paths
+    return None
+
+
+def _record_config(loader, scope, name):
+    cfg = _ext.config
+    cfg(scope, "name", name)
+    cfg(scope, "client", _client)
+    cfg(scope, "batch_size", loader.batch_size if loader.batch_size is not None else 0)
+    cfg(scope, "num_workers", loader.num_workers)
+    prefetch = getattr(loader, "prefetch_factor", None)
+    cfg(scope, "prefetch_factor", prefetch if isinstance(prefetch, int) else 0)
+    cfg(scope, "pin_memory", bool(loader.pin_memory))
+    cfg(scope, "persistent_workers", bool(loader.persistent_workers))
+    cfg(scope, "sampler", _sampler_kind(loader))
+    cfg(scope, "drop_last", bool(loader.drop_last))
+    context = loader.multiprocessing_context
+    if context is None:
+        import multiprocessing
+        method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+    else:
+        method = context.get_start_method()
+    cfg(scope, "multiprocessing_context", method)
+    dataset = loader.dataset
+    try:
+        cfg(scope, "dataset_len", len(dataset))
+    except Exception:
+        pass
+    paths = _dataset_files(dataset)
+    if paths:
+        total = 0
+        for p in paths:
+            try:
+                total += os.stat(p).st_size
+            except OSError:
+                pass
+        cfg(scope, "dataset_files", len(paths))
+        cfg(scope, "dataset_bytes", total)
+
+
+class _WorkerInit:
+    """Wraps a DataLoader's worker_init_fn so each worker (fork or spawn)
+    learns its loader id and announces itself. Picklable: top-level class."""
+
+    def __init__(self, scope, inner):
+        self.scope = scope
+        self.inner = inner
+
+    def __call__(self, worker_id):
+        global _worker_scope
+        _worker_scope = self.scope
+        try:
+            if _ext is not None:
+                _ext.instant(WORKER_START, worker_id, self.scope)
+        except Exception:
+            pass
+        if self.inner is not None:
+            self.inner(worker_id)
+
+
+def _patch():
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    import torch.utils.data.dataloader as dl
+    from torch.utils.data._utils import fetch as fetch_mod
+    from torch.utils.data._utils import pin_memory as pin_mod
+
+    ext = _ext
+    instant = ext.instant
+    span_since = ext.span_since
+    now = ext.now
+    Span = ext.Span
+    wait_id, epoch_id, epoch_end_id = ext.name(WAIT), ext.name(EPOCH), ext.name(EPOCH_END)
+    fetch_id, getitem_id, collate_id, pin_id = ext.name(FETCH), ext.name(GETITEM), ext.name(COLLATE), ext.name(PIN)
+
+    # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
+    original_iter = dl.DataLoader.__iter__
+
+    def __iter__(self):
+        state = self.__dict__.get("_stallprof")
+        if state is None:
+            scope = ext.new_scope()
+            state = self.__dict__["_stallprof"] = [scope, 0]
+            try:
+                _record_config(self, scope, _loader_name(self, scope))
+            except Exception as error:
+                _warn("could not record the DataLoader configuration (%s)" % error)
+        scope = state[0]
+        epoch = state[1]
+        state[1] += 1
+        inner_init = self.worker_init_fn
+        wrap = self.num_workers > 0 and not isinstance(inner_init, _WorkerInit)
+        if wrap:
+            self.worker_init_fn = _WorkerInit(scope, inner_init)
+        try:
+            iterator = original_iter(self)
+        finally:
+            if wrap:
+                self.worker_init_fn = inner_init
+        iterator._stallprof_scope = scope
+        fetcher = getattr(iterator, "_dataset_fetcher", None)
+        if fetcher is not None:
+            fetcher._stallprof_scope = scope
+        pin_thread = getattr(iterator, "_pin_memory_thread", None)
+        if pin_thread is not None and pin_thread.ident is not None:
+            _pin_scopes[pin_thread.ident] = scope
+        instant(epoch_id, epoch, scope)
+        return iterator
+
+    dl.DataLoader.__iter__ = __iter__
+
+    # -- _BaseDataLoaderIter.__next__: time blocked per iteration ------------------
+    original_next = dl._BaseDataLoaderIter.__next__
+
+    def __next__(self):
+        start = now()
+        index = self._num_yielded
+        try:
+            data = original_next(self)
+        except StopIteration:
+            instant(epoch_end_id, index, getattr(self, "_stallprof_scope", 0))
+            raise
+        span_since(wait_id, start, index, getattr(self, "_stallprof_scope", 0))
+        return data
+
+    dl._BaseDataLoaderIter.__next__ = __next__
+
+    # -- fetchers: fetch (with CPU), getitem, collate ---------------------------
+    def batch_index(fetcher):
+        # The worker loop has the batch index in its local `idx`; in the main
+        # process (num_workers=0) the iterator's count of yielded batches is it.
+        try:
+            caller = sys._getframe(2).f_locals
+            idx = caller.get("idx")
+            if isinstance(idx, int):
+                return idx
+            owner = caller.get("self")
+            yielded = getattr(owner, "_num_yielded", None)
+            if isinstance(yielded, int):
+                return yielded
+        except Exception:
+            pass
+        fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
+        return fetcher._stallprof_count
+
+    def collate(fetcher, data, scope, index):
+        start = now()
+        batch = fetcher.collate_fn(data)
+        span_since(collate_id, start, index, scope)
+        return batch
+
+    def map_fetch(self, possibly_batched_index):
+        scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
+        index = batch_index(self)
+        span = Span(fetch_id, scope, True)
+        span.begin()
+        try:
+            if self.auto_collation:
+                if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
+                    data = self.dataset.__getitems__(possibly_batched_index)
+                else:
+                    dataset = self.dataset
+                    data = []
+                    append = data.append
+                    for idx in possibly_batched_index:
+                        start = now()
+                        append(dataset[idx])
+                        span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
+            else:
+                start = now()
+                data = self.dataset[possibly_batched_index]
+                idx = possibly_batched_index
+                span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
+            return collate(self, data, scope, index)
+        finally:
+            span.end(index)
+
+    def iterable_fetch(self, possibly_batched_index):
+        if self.ended:
+            raise StopIteration
+        scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
+        index = batch_index(self)
+        span = Span(fetch_id, scope, True)
+        span.begin()
+        try:
+            if self.auto_collation:
+                data = []
+                for _ in possibly_batched_index:
+                    start = now()
+                    try:
+                        data.append(next(self.dataset_iter))
+                    except StopIteration:
+                        self.ended = True
+                        break
+                    span_since(getitem_id, start, 0, scope)
+                if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
+                    raise StopIteration
+            else:
+                start = now()
+                data = next(self.dataset_iter)
+                span_since(getitem_id, start, 0, scope)
+            return collate(self, data, scope, index)
+        finally:
+            span.end(index)
+
+    fetch_mod._MapDatasetFetcher.fetch = map_fetch
+    fetch_mod._IterableDatasetFetcher.fetch = iterable_fetch
+
+    # -- pin-memory thread -----------------------------------------------------------
+    original_pin = pin_mod.pin_memory
+
+    def pin_memory(data, device=None):
+        import threading
+        scope = _pin_scopes.get(threading.get_ident())
+        if scope is None:
+            return original_pin(data, device)
+        start = now()
+        try:
+            idx = sys._getframe(1).f_locals.get("idx", 0)
+        except Exception:
+            idx = 0
+        result = original_pin(data, device)
+        span_since(pin_id, start, idx if type(idx) is int else 0, scope)
+        return result
+
+    pin_mod.pin_memory = pin_memory
