@@ -1,0 +1,342 @@
+#include "html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis_report.h"
+#include "common/units.h"
+
+namespace stallprof::report {
+
+using namespace stallprof::analysis;
+
+namespace {
+
+constexpr const char* kWaitColour = "#d9534f";
+constexpr const char* kComputeColour = "#4a7bd0";
+constexpr const char* kPrepColour = "#f0ad4e";
+constexpr const char* kFetchColour = "#c9302c";
+constexpr const char* kOtherColour = "#b0b0b0";
+constexpr const char* kCpuColour = "#5cb85c";
+constexpr const char* kIoColour = "#f0ad4e";
+constexpr const char* kRunqColour = "#9b59b6";
+constexpr const char* kIdleColour = "#e6e6e6";
+
+constexpr int kWidth = 760;
+constexpr int kLeft = 60, kRight = 14, kTop = 26, kBottom = 30;
+
+std::string Pct(double f) { return fmt::format("{:.0f}%", f * 100); }
+
+// A readable tick step (1, 2 or 5 x 10^k) for a range.
+double NiceStep(double range, int ticks) {
+  if (range <= 0) return 1;
+  double raw = range / ticks;
+  double power = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * power) return m * power;
+  return 10 * power;
+}
+
+std::string Num(double v) {
+  if (v == 0) return "0";
+  if (std::abs(v) >= 100) return fmt::format("{:.0f}", v);
+  if (std::abs(v) >= 10) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.2g}", v);
+}
+
+// Frame, title and y/x ticks of a chart; returns the SVG opening and grid.
+std::string Axes(const std::string& title, int height, double x_max, double y_max, const std::string& x_unit,
+                 const std::string& y_unit) {
+  const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
+  std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", kWidth, height, kWidth, height);
+  s += fmt::format(R"(<text x="{}" y="16" class="title">{}</text>)", kLeft, EscapeHtml(title));
+  double ys = NiceStep(y_max, 4);
+  for (double v = 0; v <= y_max * 1.0001; v += ys) {
+    double y = kTop + plot_h - v / y_max * plot_h;
+    s += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/>)", kLeft, kWidth - kRight, y, y);
+    s += fmt::format(R"(<text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)", kLeft - 4, y + 4, Num(v));
+  }
+  s += fmt::format(R"(<text x="4" y="{}" class="unit">{}</text>)", kTop - 8, EscapeHtml(y_unit));
+  double xs = NiceStep(x_max, 6);
+  for (double v = 0; v <= x_max * 1.0001 && x_max > 0; v += xs) {
+    double x = kLeft + v / x_max * plot_w;
+    s += fmt::format(R"(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{}</text>)", x, height - kBottom + 16, Num(v));
+  }
+  s += fmt::format(R"(<text x="{}" y="{}" class="unit" text-anchor="end">{}</text>)", kWidth - kRight, height - 4, EscapeHtml(x_unit));
+  s += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" class="frame"/>)", kLeft, kTop, plot_w, plot_h);
+  return s;
+}
+
+std::string LineChart(const std::string& title, const std::vector<double>& x, const std::vector<double>& y,
+                      const std::string& y_unit, const char* colour) {
+  const int height = 170;
+  if (x.size() < 2 || y.size() != x.size())
+    return "<p class=\"note\">" + EscapeHtml(title) + ": no sampler data in the trace.</p>";
+  double x_max = std::max(x.back(), 1e-9);
+  double y_max = *std::max_element(y.begin(), y.end());
+  y_max = y_max > 0 ? y_max * 1.1 : 1;
+  const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
+  std::string s = Axes(title, height, x_max, y_max, "seconds since start", y_unit);
+  std::string points;
+  for (size_t i = 0; i < x.size(); ++i)
+    points += fmt::format("{:.1f},{:.1f} ", kLeft + x[i] / x_max * plot_w, kTop + plot_h - y[i] / y_max * plot_h);
+  s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", points, colour);
+  s += "</svg>";
+  return s;
+}
+
+// Stacked wait/compute bar per iteration (bucketed when there are many), epoch starts dashed.
+std::string IterationTimeline(const LoaderAnalysis& l) {
+  const int height = 220;
+  const size_t n = l.iterations.size();
+  if (n == 0) return "";
+  const size_t max_bars = 600;
+  const size_t per_bar = (n + max_bars - 1) / max_bars;
+  struct Bar { double wait = 0, compute = 0; bool epoch_start = false; };
+  std::vector<Bar> bars((n + per_bar - 1) / per_bar);
+  for (size_t i = 0; i < n; ++i) {
+    auto& b = bars[i / per_bar];
+    b.wait += l.iterations[i].wait_s / per_bar;
+    b.compute += l.iterations[i].compute_s / per_bar;
+    if (l.iterations[i].index_in_epoch == 0 && i > 0) b.epoch_start = true;
+  }
+  double y_max = 0;
+  for (const auto& b : bars) y_max = std::max(y_max, (b.wait + b.compute) * 1e3);
+  y_max = y_max > 0 ? y_max * 1.05 : 1;
+  const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
+  std::string title = fmt::format("{}: step time per iteration (wait for data vs compute){}", l.config.name,
+                                  per_bar > 1 ? fmt::format(", mean of every {} iterations", per_bar) : "");
+  std::string s = Axes(title, height, static_cast<double>(n), y_max, "iteration", "ms");
+  double w = static_cast<double>(plot_w) / bars.size();
+  for (size_t i = 0; i < bars.size(); ++i) {
+    double x = kLeft + i * w;
+    double hw = bars[i].wait * 1e3 / y_max * plot_h, hc = bars[i].compute * 1e3 / y_max * plot_h;
+    double base = kTop + plot_h;
+    s += fmt::format(R"(<rect x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}"/>)", x, base - hw, std::max(w - 0.3, 0.5), hw, kWaitColour);
+    s += fmt::format(R"(<rect x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}"/>)", x, base - hw - hc, std::max(w - 0.3, 0.5), hc, kComputeColour);
+    if (bars[i].epoch_start)
+      s += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" class="epoch"/>)", x, x, kTop, kTop + plot_h);
+  }
+  s += "</svg>";
+  s += fmt::format(R"(<div class="legend"><span style="background:{}"></span>wait (blocked in next()) <span style="background:{}"></span>compute (the rest of the step) &nbsp; dashed: epoch start</div>)",
+                   kWaitColour, kComputeColour);
+  return s;
+}
+
+struct Segment { std::string label; double value; const char* colour; };
+
+std::string StackedBar(const std::string& title, const std::vector<Segment>& segments, double total, const std::string& unit_note) {
+  const int height = 74, bar_h = 26;
+  const int plot_w = kWidth - kLeft - kRight;
+  std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", kWidth, height, kWidth, height);
+  s += fmt::format(R"(<text x="{}" y="16" class="title">{}</text>)", kLeft, EscapeHtml(title));
+  double x = kLeft;
+  std::string legend;
+  for (const auto& seg : segments) {
+    if (seg.value <= 0 || total <= 0) continue;
+    double w = seg.value / total * plot_w;
+    s += fmt::format(R"(<rect x="{:.1f}" y="26" width="{:.1f}" height="{}" fill="{}"><title>{}: {}</title></rect>)", x, w, bar_h, seg.colour,
+                     EscapeHtml(seg.label), Pct(seg.value / total));
+    if (w > 40)
+      s += fmt::format(R"(<text x="{:.1f}" y="{}" class="inbar" text-anchor="middle">{}</text>)", x + w / 2, 26 + bar_h / 2 + 4, Pct(seg.value / total));
+    x += w;
+    legend += fmt::format(R"(<span style="background:{}"></span>{} {} ({}) )", seg.colour, EscapeHtml(seg.label), Pct(seg.value / total),
+                          EscapeHtml(FormatSeconds(seg.value)));
+  }
+  s += "</svg>";
+  return s + "<div class=\"legend\">" + legend + EscapeHtml(unit_note) + "</div>";
+}
+
+std::string WorkerChart(const LoaderAnalysis& l) {
+  if (l.workers.empty()) return "";
+  const int row = 20;
+  const int height = kTop + static_cast<int>(l.workers.size()) * row + 10;
+  const int plot_w = kWidth - kLeft - kRight - 60;
+  std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", kWidth, height, kWidth, height);
+  s += fmt::format(R"(<text x="{}" y="16" class="title">{}: worker time (share of the epochs each worker lived in)</text>)", kLeft,
+                   EscapeHtml(l.config.name));
+  for (size_t i = 0; i < l.workers.size(); ++i) {
+    const auto& w = l.workers[i];
+    double y = kTop + i * row;
+    s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">{}</text>)", kLeft - 4, y + 13,
+                     w.in_main_process ? std::string("main") : std::to_string(w.pid));
+    double x = kLeft;
+    double idle = std::max(0.0, 1 - w.cpu_fraction - w.io_fraction - w.delay_fraction);
+    for (auto [value, colour, label] : {std::tuple{w.cpu_fraction, kCpuColour, "CPU"}, std::tuple{w.io_fraction, kIoColour, "I/O wait"},
+                                        std::tuple{w.delay_fraction, kRunqColour, "run-queue delay"}, std::tuple{idle, kIdleColour, "idle"}}) {
+      double width = std::clamp(value, 0.0, 1.0) * plot_w;
+      if (width <= 0) continue;
+      s += fmt::format(R"(<rect x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>{} {}</title></rect>)", x, y + 2, width, row - 5,
+                       colour, label, Pct(value));
+      x += width;
+    }
+    s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick">{} batches{}</text>)", kLeft + plot_w + 6, y + 13, w.batches,
+                     w.straggler ? " *" : "");
+  }
+  s += "</svg>";
+  s += fmt::format(R"(<div class="legend"><span style="background:{}"></span>CPU <span style="background:{}"></span>I/O wait (off CPU, not runnable) <span style="background:{}"></span>run-queue delay <span style="background:{}"></span>idle &nbsp; * straggler</div>)",
+                   kCpuColour, kIoColour, kRunqColour, kIdleColour);
+  return s;
+}
+
+std::string Cell(const std::string& v) { return "<td>" + EscapeHtml(v) + "</td>"; }
+
+std::string EpochTable(const LoaderAnalysis& l) {
+  std::string s = "<table><tr><th>epoch</th><th>iterations</th><th>samples</th><th>time</th><th>samples/s</th><th>stall</th><th>page cache growth</th><th>disk read</th></tr>";
+  for (const auto& e : l.epochs)
+    s += "<tr>" + Cell(std::to_string(e.index)) + Cell(std::to_string(e.iterations)) + Cell(fmt::format("{:.0f}", e.samples)) +
+         Cell(FormatSeconds(e.seconds)) + Cell(fmt::format("{:.1f}", e.samples_per_s)) + Cell(Pct(e.stall_fraction)) +
+         Cell(e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-") + Cell(e.has_system ? FormatBytes(e.disk_read_bytes) : "-") + "</tr>";
+  return s + "</table>";
+}
+
+std::string StageTable(const LoaderAnalysis& l) {
+  if (l.stages.empty()) return "<p class=\"note\">No stage spans (getitem, collate, pin, stallprof.stage) were recorded for this loader.</p>";
+  std::string s = "<table><tr><th>stage</th><th>count</th><th>wall</th><th>CPU</th><th>threads</th><th>per-core rate</th><th>parallel rate</th><th>observed rate</th><th>utilization</th><th></th></tr>";
+  bool attributed = false;
+  for (const auto& st : l.stages) {
+    attributed |= st.cpu_source == CpuSource::kAttributed;
+    s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.name) + Cell(std::to_string(st.count)) +
+         Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : "")) +
+         Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}/s", st.per_core_rate)) + Cell(fmt::format("{:.1f}/s", st.parallel_rate)) +
+         Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + Cell(st.bottleneck ? "bottleneck" : "") + "</tr>";
+  }
+  s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
+  if (attributed) s += "* CPU attributed from wall time with the fetch spans' CPU/wall ratio (these spans carry no CPU time).";
+  return s + "</p>";
+}
+
+std::string StepTable(const LoaderAnalysis& l) {
+  auto row = [](const char* label, const Summary& s) {
+    return "<tr>" + Cell(label) + Cell(FormatSeconds(s.mean)) + Cell(FormatSeconds(s.p50)) + Cell(FormatSeconds(s.p90)) +
+           Cell(FormatSeconds(s.p99)) + Cell(FormatSeconds(s.total)) + "</tr>";
+  };
+  std::string s = "<table><tr><th></th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>total</th></tr>";
+  s += row("step (steady)", l.step_steady) + row("wait (steady)", l.wait_steady) + row("compute (steady)", l.compute_steady);
+  s += row("step (with warm-up)", l.step_all) + row("wait (with warm-up)", l.wait_all) + row("compute (with warm-up)", l.compute_all);
+  return s + "</table>";
+}
+
+const char* kStyle = R"(
+body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:24px auto;max-width:800px;color:#222;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px} h3{font-size:15px;margin:18px 0 6px}
+.verdict{font-size:16px;font-weight:600;padding:10px 12px;border-radius:6px;margin:8px 0}
+.v-high{background:#fbe3e2;color:#8a1f1b} .v-moderate{background:#fdf1dc;color:#7a4d00} .v-not{background:#e3f4e3;color:#1d5e1d}
+.meta,.note{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:6px 0}
+td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:right;white-space:nowrap} th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
+tr.bottleneck td{background:#fdf1dc;font-weight:600}
+svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-weight:600;fill:#333} .tick{fill:#555} .unit{fill:#777;font-size:11px}
+.grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
+.legend{font-size:12px;color:#444;margin:0 0 10px} .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
+#errors{color:#a00;font-weight:600}
+)";
+
+}  // namespace
+
+std::string EscapeHtml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stallprof report: " + EscapeHtml(a.path) + "</title>";
+  // Any script error shows on the page (and in the DOM for the headless test).
+  h += "<script>window.addEventListener('error',function(e){var d=document.getElementById('errors');if(d)d.textContent+='page error: '+e.message+' ';});</script>";
+  h += "<style>" + std::string(kStyle) + "</style></head><body>\n<div id=\"errors\"></div>\n";
+  h += "<h1>stallprof report</h1>";
+  std::string command;
+  for (const auto& c : trace.header.command) command += (command.empty() ? "" : " ") + c;
+  h += fmt::format("<div class=\"meta\">{} &middot; host {} &middot; {} usable cores &middot; {} &middot; {}</div>", EscapeHtml(a.path),
+                   EscapeHtml(a.hostname), a.usable_cores, EscapeHtml(FormatSeconds(a.duration_s)), EscapeHtml(command));
+  for (const auto& l : a.loaders) {
+    const char* cls = l.verdict == Verdict::kHighlyInputBound ? "v-high" : l.verdict == Verdict::kModeratelyInputBound ? "v-moderate" : "v-not";
+    h += fmt::format("<div class=\"verdict {}\" id=\"verdict-{}-{}\">{}</div>", cls, l.pid, l.scope, EscapeHtml(VerdictLine(l)));
+  }
+  for (const auto& l : a.loaders) {
+    const auto& c = l.config;
+    h += fmt::format("<h2>Loader {} (pid {}{})</h2>", EscapeHtml(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "");
+    h += fmt::format("<div class=\"meta\">batch {:g}, {} workers, prefetch {}, pin_memory {}, {} &middot; {} iterations, {:.0f} samples, {:.1f} samples/s</div>",
+                     c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(c.sampler.empty() ? "sampler ?" : c.sampler),
+                     l.iterations.size(), l.samples, l.samples_per_s);
+    h += IterationTimeline(l);
+    const auto& s = l.split;
+    std::vector<Segment> segments{{"compute (ingestion)", s.ingest_s, kComputeColour}};
+    std::string note;
+    if (s.available) {
+      double other = std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s);
+      segments.push_back({"prep stall (CPU)", s.prep_stall_s, kPrepColour});
+      segments.push_back({"fetch stall (storage)", s.fetch_stall_s, kFetchColour});
+      segments.push_back({"other wait", other, kOtherColour});
+      if (s.scaled) note = " (fetch + prep were scaled down to the measured stall)";
+    } else {
+      segments.push_back({"wait for data", s.measured_stall_s, kWaitColour});
+      note = " (fetch/prep split unavailable: " + s.unavailable_reason + ")";
+    }
+    h += StackedBar(fmt::format("{}: where the steady-state step time goes (T = {})", c.name, FormatSeconds(s.step_s)), segments, s.step_s,
+                    note + fmt::format(" CPU contention (worker run-queue delay): {}.", FormatSeconds(s.contention_s)));
+    h += "<h3>Step time</h3>" + StepTable(l);
+    h += "<h3>Workers</h3>";
+    h += WorkerChart(l);
+    if (c.num_workers > 0)
+      h += fmt::format("<p class=\"note\">Prefetch queue: {:.1f} batches ready on average at next() (max {}, capacity {}); empty at {} of calls; {}.</p>",
+                       l.prefetch.mean_ready, l.prefetch.max_ready, l.prefetch.capacity, Pct(l.prefetch.starved_fraction),
+                       l.prefetch.ever_full ? "the queue was full at times: workers idled, the pipeline outran the model" : "never full");
+    h += "<h3>Epochs</h3>" + EpochTable(l);
+    h += "<h3>Stages</h3>" + StageTable(l);
+  }
+
+  h += "<h2>System</h2>";
+  const auto& sys = trace.system;
+  std::vector<double> t, cpu, disk, cache;
+  for (size_t i = 1; i < sys.t_ns.size(); ++i) {
+    double dt = (sys.t_ns[i] - sys.t_ns[i - 1]) * 1e-9;
+    if (dt <= 0) continue;
+    double x = (sys.t_ns[i] - trace.header.start_monotonic_ns) * 1e-9;
+    double total = i < sys.cpu_total_ns.size() ? static_cast<double>(sys.cpu_total_ns[i]) - sys.cpu_total_ns[i - 1] : 0;
+    double busy = i < sys.cpu_busy_ns.size() ? static_cast<double>(sys.cpu_busy_ns[i]) - sys.cpu_busy_ns[i - 1] : 0;
+    double read = i < sys.disk_read_bytes.size() ? static_cast<double>(sys.disk_read_bytes[i]) - sys.disk_read_bytes[i - 1] : 0;
+    t.push_back(std::max(0.0, x));
+    cpu.push_back(total > 0 ? std::clamp(100 * busy / total, 0.0, 100.0) : 0);
+    disk.push_back(std::max(0.0, read) / 1e6 / dt);
+    cache.push_back(i < sys.page_cache_bytes.size() ? sys.page_cache_bytes[i] / 1073741824.0 : 0);
+  }
+  h += LineChart("Machine CPU busy", t, cpu, "%", kComputeColour);
+  h += LineChart("Disk read", t, disk, "MB/s", kIoColour);
+  h += LineChart("Page cache", t, cache, "GiB", kCpuColour);
+  const auto& s = a.system;
+  if (s.available)
+    h += fmt::format("<p class=\"note\">The job kept {:.2f} cores busy ({} of {}); machine CPU {} busy; disk read {} ({}/s); page cache {} &rarr; {}; memory available at least {} of {}.</p>",
+                     s.job_cpu_cores, Pct(s.job_cpu_fraction), a.usable_cores, Pct(s.machine_cpu_fraction), EscapeHtml(FormatBytes(s.disk_read_bytes)),
+                     EscapeHtml(FormatBytes(s.disk_read_bytes_per_s)), EscapeHtml(FormatBytes(s.page_cache_start)), EscapeHtml(FormatBytes(s.page_cache_end)),
+                     EscapeHtml(FormatBytes(s.mem_available_min)), EscapeHtml(FormatBytes(s.memory_bytes)));
+  if (s.dataset_fits_in_memory)
+    h += fmt::format("<p class=\"note\">The dataset ({}) fits in memory: caching it would remove fetch stalls.</p>",
+                     EscapeHtml(FormatBytes(static_cast<double>(s.dataset_bytes))));
+
+  h += "<h2>Data quality</h2>";
+  const auto& q = a.quality;
+  std::string clients;
+  for (const auto& c : q.clients) clients += (clients.empty() ? "" : ", ") + c;
+  h += fmt::format("<p class=\"note\">{} spans, {} dropped ({:.1f}%); {} lanes used of {}; clients: {}; clock {}.{}{}</p>", q.spans, q.dropped,
+                   q.dropped_share * 100, q.lanes_used, q.ring_lanes, EscapeHtml(clients.empty() ? "none" : clients), q.clock,
+                   q.truncated ? " The trace is truncated: analyzed up to its last complete chunk." : "",
+                   q.footer_present ? "" : " No footer: the run did not finish cleanly.");
+  h += "<p class=\"note\">Generated by stallprof report. Definitions: docs/analysis.md.</p>\n</body></html>\n";
+  return h;
+}
+
+}  // namespace stallprof::report
