@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Hook, num_workers=0: the main process fetches; train and val loaders, 2 epochs.
+# Recorded wait/fetch/getitem/epoch counts must equal the script's own counts.
+source "$(dirname "$0")/lib.sh"
+need_torch
+CAPTURE="$STALLPROF_BUILD_DIR/tests/tools/ring_capture"
+[ -x "$CAPTURE" ] || fail "$CAPTURE is not built"
+"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$WORKLOADS/synthetic.py" \
+  --workers 0 --batches 7 --batch-size 3 --epochs 2 --val > "$TMP/out.txt" || fail "workload failed under the hook"
+"$PY" "$STALLPROF_SOURCE_DIR/tests/tools/check_capture.py" "$TMP/capture.jsonl" "$TMP/out.txt" \
+  --workers 0 --epochs 2 || fail "capture does not match the workload"

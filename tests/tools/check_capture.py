@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Checks a ring_capture JSONL file against the WORKLOAD line the workload
+script printed (scripts/workloads/synthetic.py). Exits 1 with one line per
+failed expectation.
+
+usage: check_capture.py CAPTURE.jsonl WORKLOAD_OUTPUT --workers N --epochs N
+                        [--client cext|ctypes] [--persistent]
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("capture")
+    p.add_argument("workload_output")
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--epochs", type=int, required=True)
+    p.add_argument("--client", default="cext")
+    p.add_argument("--persistent", action="store_true")
+    a = p.parse_args()
+
+    failures = []
+
+    def expect(ok, what):
+        if not ok:
+            failures.append(what)
+
+    workload = None
+    for line in open(a.workload_output):
+        if line.startswith("WORKLOAD "):
+            workload = json.loads(line[len("WORKLOAD "):])
+    if workload is None:
+        print("FAIL: no WORKLOAD line in %s" % a.workload_output)
+        return 1
+    records = [json.loads(line) for line in open(a.capture)]
+    summary = [r for r in records if r["type"] == "summary"]
+    expect(len(summary) == 1, "one summary line")
+    if summary:
+        expect(summary[0]["dropped"] == 0, "no drops (got %d)" % summary[0]["dropped"])
+        expect(summary[0]["invalid"] == 0, "no invalid records (got %d)" % summary[0]["invalid"])
+
+    configs = collections.defaultdict(dict)
+    for r in records:
+        if r["type"] == "config":
+            configs[r["scope"]][r["key"]] = r.get("u64", r.get("str", r.get("f64")))
+    scope_of = {cfg.get("name"): scope for scope, cfg in configs.items()}
+    by = collections.defaultdict(list)  # (name, scope) -> records
+    for r in records:
+        if r["type"] in ("span", "instant"):
+            by[(r["name"], r["scope"])].append(r)
+
+    waits_all = [r for r in records if r.get("name") == "dataloader.wait"]
+    main_pids = {r["pid"] for r in waits_all}
+    expect(len(main_pids) == 1, "wait spans come from one (main) process, got %s" % main_pids)
+
+    expect(set(scope_of) == set(workload["iterations"]),
+           "loaders named %s, expected %s" % (sorted(map(str, scope_of)), sorted(workload["iterations"])))
+    for loader, iterations in workload["iterations"].items():
+        scope = scope_of.get(loader)
+        if scope is None:
+            continue
+        cfg = configs[scope]
+        expect(cfg.get("client") == a.client, "%s: client %r, expected %r" % (loader, cfg.get("client"), a.client))
+        expect(cfg.get("num_workers") == a.workers, "%s: num_workers config %r" % (loader, cfg.get("num_workers")))
+        expect(cfg.get("batch_size") == workload["batch_size"], "%s: batch_size config" % loader)
+        for key in ("prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last", "dataset_len",
+                    "multiprocessing_context"):
+            expect(key in cfg, "%s: config %s recorded" % (loader, key))
+        waits = by[("dataloader.wait", scope)]
+        expect(len(waits) == iterations, "%s: %d wait spans, script counted %d" % (loader, len(waits), iterations))
+        per_epoch = workload["per_epoch"][loader]
+        expected_args = [i for n in per_epoch for i in range(n)]
+        expect([w["arg"] for w in waits] == expected_args, "%s: wait args are the iteration indices" % loader)
+        epochs = by[("dataloader.epoch", scope)]
+        expect([e["arg"] for e in epochs] == list(range(a.epochs)), "%s: epoch instants %s" % (loader, [e["arg"] for e in epochs]))
+        ends = by[("dataloader.epoch_end", scope)]
+        expect([e["arg"] for e in ends] == per_epoch, "%s: epoch_end args %s, expected %s" % (loader, [e["arg"] for e in ends], per_epoch))
+        fetches = by[("dataloader.fetch", scope)]
+        expect(len(fetches) == iterations, "%s: %d fetch spans for %d iterations" % (loader, len(fetches), iterations))
+        expect(all(f["has_cpu"] and f["cpu"] > 0 for f in fetches), "%s: every fetch span carries CPU time" % loader)
+        expect(all(f["cpu"] <= f["dur"] + 2_000_000 for f in fetches), "%s: fetch CPU <= wall" % loader)
+        getitems = by[("dataloader.getitem", scope)]
+        expect(len(getitems) == cfg.get("dataset_len", -1) * a.epochs,
+               "%s: %d getitem spans, expected dataset_len x epochs" % (loader, len(getitems)))
+        expect(len(by[("dataloader.collate", scope)]) == iterations, "%s: one collate span per batch" % loader)
+        fetch_pids = {f["pid"] for f in fetches}
+        starts = by[("dataloader.worker_start", scope)]
+        if a.workers == 0:
+            expect(fetch_pids <= main_pids, "%s: num_workers=0 fetches in the main process" % loader)
+            expect(not starts, "%s: no worker_start without workers" % loader)
+        else:
+            expect(not (fetch_pids & main_pids), "%s: fetches happen in workers, not the main process" % loader)
+            launches = 1 if a.persistent else a.epochs
+            expect(len(starts) == a.workers * launches,
+                   "%s: %d worker_start instants, expected %d" % (loader, len(starts), a.workers * launches))
+            expect(sorted(s["arg"] for s in starts) == sorted(list(range(a.workers)) * launches),
+                   "%s: worker_start args are worker ids" % loader)
+            expect(fetch_pids <= {s["pid"] for s in starts}, "%s: fetching workers announced themselves" % loader)
+            expect(len({s["pid"] for s in starts}) == a.workers * launches, "%s: one process per worker start" % loader)
+    if len(scope_of) > 1:
+        expect(len(set(scope_of.values())) == len(scope_of), "distinct loaders get distinct scopes")
+    flag = {"cext": 1, "ctypes": 2}[a.client]
+    threads = [r for r in records if r["type"] == "thread"]
+    expect(threads and all(t["flags"] == flag for t in threads), "every lane says client %s" % a.client)
+
+    for f in failures:
+        print("FAIL: " + f)
+    if not failures:
+        print("OK: %d records, loaders %s" % (len(records), {k: v for k, v in scope_of.items()}))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
