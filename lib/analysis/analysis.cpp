@@ -708,7 +708,7 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
   split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s);
   double sum = split.prep_stall_s + split.fetch_stall_s;
-  if (sum > split.measured_stall_s && sum > 0) {
+  if (sum > split.measured_stall_s * (1 + 1e-9) + 1e-12) {
     double scale = split.measured_stall_s / sum;
     split.prep_stall_s *= scale;
     split.fetch_stall_s *= scale;
