@@ -1,0 +1,70 @@
+// /proc readers against this very process and a child of it.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "collect/procfs.h"
+
+using namespace stallprof::collect;
+
+TEST_CASE("our own stat shows CPU time, RSS, threads and the right parent") {
+  // Burn a little CPU so utime is non-zero at tick resolution.
+  const clock_t until = clock() + CLOCKS_PER_SEC / 20;
+  volatile uint64_t x = 0;
+  while (clock() < until) x = x + 1;
+  auto st = procfs::ReadStat(getpid());
+  REQUIRE(st.has_value());
+  CHECK(st->ppid == static_cast<uint32_t>(getppid()));
+  CHECK(st->cpu_ns > 0);
+  CHECK(st->rss_bytes > 1u << 20);
+  CHECK(st->threads >= 1);
+  CHECK_FALSE(st->comm.empty());
+  CHECK_FALSE(procfs::ReadStat(999999999).has_value());
+}
+
+TEST_CASE("a forked child and its child are descendants, and vanish once reaped") {
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    pid_t grandchild = fork();
+    if (grandchild == 0) {
+      pause();
+      _exit(0);
+    }
+    char c = 'x';
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  auto tree = procfs::Descendants(getpid());
+  CHECK(tree.size() == 2);
+  CHECK(std::find(tree.begin(), tree.end(), child) != tree.end());
+  CHECK(procfs::ReadEnvVar(child, "PATH").has_value());
+  CHECK_FALSE(procfs::ReadCmdline(child).empty());
+  for (pid_t p : tree) kill(p, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST_CASE("system counters are plausible") {
+  auto s = procfs::ReadSystem();
+  CHECK(s.cpu_total_ns > 0);
+  CHECK(s.cpu_busy_ns <= s.cpu_total_ns);
+  CHECK(s.mem_total_bytes > 0);
+  CHECK(s.mem_available_bytes <= s.mem_total_bytes);
+  CHECK(procfs::MeminfoBytes("MemTotal:  100 kB\nCached:   3 kB\nSwapCached: 9 kB\n", "Cached") == 3 * 1024);
+  CHECK(procfs::MeminfoBytes("SwapCached: 9 kB\n", "Cached") == 0);
+}
+
+TEST_CASE("our thread name and run-queue delay are readable") {
+  CHECK_FALSE(procfs::ReadThreadName(getpid(), getpid()).empty());
+  CHECK(procfs::ReadThreadName(getpid(), 999999999).empty());
+  (void)procfs::ReadRunQueueDelay(getpid());  // 0 is legitimate on an idle machine
+}
