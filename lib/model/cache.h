@@ -17,6 +17,13 @@ namespace stallprof::model {
 double SimulateLruRandomHitRatio(const std::vector<uint64_t>& item_bytes, uint64_t cache_bytes, uint32_t epochs,
                                  uint64_t seed);
 
+// The same for large datasets in bounded time: simulates a seeded uniform
+// sample of at most `max_items` items with the cache scaled by the sampled
+// share of bytes (spatial sampling, as SHARDS does for miss-ratio curves).
+// Exact (no sampling) when the dataset has at most `max_items` items.
+double SampledLruRandomHitRatio(const std::vector<uint64_t>& item_bytes, uint64_t cache_bytes, size_t max_items,
+                                uint64_t seed);
+
 // The closed form for equal item sizes (docs/model.md derives it): with
 // c = cache / dataset, hit = c + (1 - c) ln(1 - c) for c < 1, else 1.
 double DerivedLruRandomHitRatio(double cache_fraction);
