@@ -6,11 +6,19 @@ namespace stallprof::collect {
 
 // Buffered rows are written about this often: small chunks, little loss on a crash.
 constexpr uint64_t kFlushEveryNs = 1'000'000'000ull;
+constexpr uint64_t kScanEveryNs = 1'000'000'000ull;
 
 void Sampler::Tick(uint64_t now_ns) {
-  for (pid_t pid : procfs::Descendants(root_)) {
+  if (last_scan_ns_ == 0 || now_ns - last_scan_ns_ >= kScanEveryNs) {
+    known_ = procfs::Descendants(root_);
+    last_scan_ns_ = now_ns;
+  }
+  std::vector<pid_t> alive;
+  alive.reserve(known_.size());
+  for (pid_t pid : known_) {
     auto st = procfs::ReadStat(pid);
-    if (!st) continue;  // exited between the scan and the read
+    if (!st) continue;  // exited since the scan
+    alive.push_back(pid);
     sink_.NoteProcess(pid, now_ns);
     auto io = procfs::ReadIo(pid).value_or(procfs::ProcIo{});
     auto& p = processes_[pid];
@@ -23,6 +31,7 @@ void Sampler::Tick(uint64_t now_ns) {
     p.add_delay_ns(procfs::ReadRunQueueDelay(pid));
     p.add_threads(st->threads);
   }
+  known_.swap(alive);
   const auto sys = procfs::ReadSystem();
   system_.add_t_ns(now_ns);
   system_.add_cpu_busy_ns(sys.cpu_busy_ns);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "sink.h"
 #include "trace.pb.h"
@@ -29,6 +30,10 @@ class Sampler {
   std::map<pid_t, pb::ProcessSamples> processes_;
   pb::SystemSamples system_;
   uint64_t last_flush_ns_ = 0;
+  // The full /proc scan for new descendants costs a read of every process's
+  // stat, so it runs about once a second; ticks in between sample the known set.
+  std::vector<pid_t> known_;
+  uint64_t last_scan_ns_ = 0;
 };
 
 }  // namespace stallprof::collect
