@@ -706,7 +706,9 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   split.available = true;
   split.cached_s = prediction->step_s * steady_count;
   split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
-  split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s);
+  for (const auto& it : loader.iterations)
+    if ((it.steady || loader.steady_fallback) && it.ready_batches > 0) split.handoff_s += it.wait_s;
+  split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s - split.handoff_s);
   double sum = split.prep_stall_s + split.fetch_stall_s;
   if (sum > split.measured_stall_s * (1 + 1e-9) + 1e-12) {
     double scale = split.measured_stall_s / sum;
@@ -714,10 +716,12 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
     split.fetch_stall_s *= scale;
     split.scaled = true;
   }
+  // The main process's own transfer work counts as CPU prep when it dominates.
+  const double prep_like = std::max(split.prep_stall_s, split.handoff_s);
   if (loader.verdict == Verdict::kNotInputBound)
     loader.bottleneck = model::Bottleneck::kCompute;
-  else if (split.fetch_stall_s > 0 || split.prep_stall_s > 0)
-    loader.bottleneck = split.fetch_stall_s >= split.prep_stall_s ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
+  else if (split.fetch_stall_s > 0 || prep_like > 0)
+    loader.bottleneck = split.fetch_stall_s >= prep_like ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
   else
     loader.bottleneck = fallback;
 }

@@ -99,6 +99,10 @@ struct StallSplit {
   double measured_stall_s = 0;     // sum(wait)
   double prep_stall_s = 0, fetch_stall_s = 0;
   bool scaled = false;             // prep + fetch exceeded the measured stall and were scaled to it
+  // Waits at next() calls that found a batch already produced by a worker: the
+  // main process receiving it (IPC, unpickling, pinning), not storage or worker
+  // CPU. Taken out of the fetch stall, which would otherwise absorb it.
+  double handoff_s = 0;
   double contention_s = 0;         // sum(delay_b) of the loader's fetch spans
 };
 

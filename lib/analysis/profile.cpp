@@ -48,7 +48,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   uint64_t to = loader.iterations.empty() ? 0 : loader.iterations.back().return_ns;
   double worker_rss_sum = 0;
   uint32_t worker_rss_count = 0;
-  double worker_read_bytes = 0, worker_rchar = 0;
+  double worker_read_bytes = 0;
   for (const auto& series : trace.process_series) {
     if (series.t_ns.size() < 2) continue;
     if (series.pid == loader.pid && to > from && series.cpu_ns.size() == series.t_ns.size()) {
@@ -64,7 +64,6 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
         worker_rss_count++;
       }
       if (series.read_bytes.size() >= 2) worker_read_bytes += static_cast<double>(series.read_bytes.back()) - series.read_bytes.front();
-      if (series.rchar.size() >= 2) worker_rchar += static_cast<double>(series.rchar.back()) - series.rchar.front();
     }
   }
   if (worker_rss_count) p.worker_rss_bytes = worker_rss_sum / worker_rss_count;
@@ -74,10 +73,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   p.dataset_items = loader.config.dataset_len;
   if (p.dataset_bytes > 0 && p.dataset_items > 0) {
     p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true, "dataset_bytes / dataset_len"};
-  } else if (worker_rchar > 0 && samples > 0) {
-    p.bytes_per_sample = {worker_rchar / samples, true, "worker read() bytes (/proc io rchar) per sample"};
   } else {
-    p.bytes_per_sample = {0, false, "unknown: the dataset exposes no files and workers read nothing through read()"};
+    // Worker rchar is not used: it counts the pipe reads of the index queue too.
+    p.bytes_per_sample = {0, false, "unknown: the loader reported no dataset_bytes (not a file-backed dataset)"};
   }
 
   // Storage bandwidth: the fastest disk read rate the sampler saw.
@@ -96,8 +94,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   const std::string& sampler = loader.config.sampler;
   p.order = sampler.find("Sequential") != std::string::npos ? model::AccessOrder::kSequential : model::AccessOrder::kRandom;
 
-  // Share of the bytes the loader needed that came from the page cache.
-  double needed = p.bytes_per_sample.value * samples;
+  // Share of the bytes the loader needed that came from the page cache; only
+  // known for file-backed datasets (otherwise 0: io is taken as storage misses).
+  double needed = p.bytes_per_sample.measured ? p.bytes_per_sample.value * samples : 0;
   double from_disk = worker_read_bytes;
   if (from_disk <= 0 && sys.t_ns.size() >= 2 && to > from)
     from_disk = SeriesAt(sys.t_ns, sys.disk_read_bytes, to) - SeriesAt(sys.t_ns, sys.disk_read_bytes, from);

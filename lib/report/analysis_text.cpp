@@ -83,6 +83,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   if (s.available) {
     row("  fetch stall (storage) = T - T_prep", s.fetch_stall_s);
     row("  prep stall (CPU) = T_prep - T_ingest", s.prep_stall_s);
+    if (s.handoff_s > 0) row("  handoff (a batch was ready: main-process transfer)", s.handoff_s);
     if (s.scaled) out += "    (fetch + prep exceeded the measured stall and were scaled down to it)\n";
   } else {
     out += "    fetch/prep split unavailable: " + s.unavailable_reason + "\n";
@@ -152,7 +153,8 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
 std::string VerdictLine(const LoaderAnalysis& l) {
   std::string split;
   if (l.split.available && l.split.step_s > 0)
-    split = fmt::format(" (fetch {}, prep {})", Pct(l.split.fetch_stall_s / l.split.step_s), Pct(l.split.prep_stall_s / l.split.step_s));
+    split = fmt::format(" (fetch {}, prep {}{})", Pct(l.split.fetch_stall_s / l.split.step_s), Pct(l.split.prep_stall_s / l.split.step_s),
+                        l.split.handoff_s >= 0.005 * l.split.step_s ? ", handoff " + Pct(l.split.handoff_s / l.split.step_s) : "");
   return fmt::format("{}: {}: {} of step time waiting for data{}; bottleneck: {}", l.config.name, ToString(l.verdict),
                      Pct(l.stall_fraction), split, model::ToString(l.bottleneck));
 }

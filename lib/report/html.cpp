@@ -277,9 +277,11 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
     std::vector<Segment> segments{{"compute (ingestion)", s.ingest_s, kComputeColour}};
     std::string note;
     if (s.available) {
-      double other = std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s);
+      double handoff = std::min(s.handoff_s, std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s));
+      double other = std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s - handoff);
       segments.push_back({"prep stall (CPU)", s.prep_stall_s, kPrepColour});
       segments.push_back({"fetch stall (storage)", s.fetch_stall_s, kFetchColour});
+      segments.push_back({"handoff (batch ready, main-process transfer)", handoff, kRunqColour});
       segments.push_back({"other wait", other, kOtherColour});
       if (s.scaled) note = " (fetch + prep were scaled down to the measured stall)";
     } else {
