@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Two ranks of one job, one made slower by a 10x fetch cost: analyze rank*.pb
+# gives per-rank stall and throughput, the global throughput and scaling
+# efficiency, and names the slow rank as the straggler because it is input-bound.
+# Then the same job recorded as one trace holding both processes.
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+FLAGS="--workers 1 --batches 30 --batch-size 4 --compute-ms 20"
+RANK=0 WORLD_SIZE=2 $SP run -q -o rank0.pb -- "$PY" "$WORKLOADS/synthetic.py" $FLAGS --fetch-sleep-ms 1 >/dev/null &
+RANK=1 WORLD_SIZE=2 $SP run -q -o rank1.pb -- "$PY" "$WORKLOADS/synthetic.py" $FLAGS --fetch-sleep-ms 10 >/dev/null
+wait
+$SP analyze rank0.pb rank1.pb --json >job.json || fail "analyze of two ranks failed"
+$SP analyze rank*.pb >job.txt || fail "analyze rank*.pb failed"
+grep -q "straggler: rank 1" job.txt || fail "text output does not name rank 1 the straggler: $(grep -A8 Ranks job.txt)"
+"$PY" - job.json <<'PY' || fail "per-rank results are wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))
+job = d["job"]
+assert job is not None, "no job section"
+ranks = {r["rank"]: r for r in job["ranks"]}
+assert sorted(ranks) == [0, 1], ranks.keys()
+print({k: (round(r["stall_fraction"], 3), round(r["samples_per_s"], 1)) for k, r in ranks.items()}, job["straggler_rank"], job["straggler_reason"])
+assert job["straggler_rank"] == 1
+assert "input-bound" in job["straggler_reason"]
+assert ranks[0]["stall_fraction"] < 0.2 and ranks[1]["stall_fraction"] > 0.35
+assert ranks[1]["fetch_stall_fraction"] > ranks[1]["prep_stall_fraction"]
+slowest = max(r["epoch_time_s"] for r in ranks.values())
+total = sum(r["samples"] for r in ranks.values())
+assert abs(job["global_samples_per_s"] - total / slowest) < 1e-6 * total / slowest
+assert abs(job["sum_local_samples_per_s"] - sum(r["samples_per_s"] for r in ranks.values())) < 1e-6 * job["sum_local_samples_per_s"]
+assert 0 < job["scaling_efficiency"] < 1
+# Both ran at the same time: aligned on realtime, their loops overlap.
+assert job["aligned_span_s"] < sum(r["epoch_time_s"] for r in ranks.values())
+PY
+
+# One trace, two training processes.
+$SP run -q -o both.pb -- bash -c "$PY $WORKLOADS/synthetic.py $FLAGS --fetch-sleep-ms 1 >/dev/null & $PY $WORKLOADS/synthetic.py $FLAGS --fetch-sleep-ms 10 >/dev/null; wait"
+$SP analyze both.pb --json | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+assert len(d["loaders"]) == 2, len(d["loaders"])
+job = d["job"]
+assert job is not None and len(job["ranks"]) == 2
+slow = max(job["ranks"], key=lambda r: r["epoch_time_s"])
+assert slow["stall_fraction"] > 0.35 and "input-bound" in job["straggler_reason"], job
+' || fail "one trace with two training processes was not analyzed as two ranks"
+echo PASS
