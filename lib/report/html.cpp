@@ -194,14 +194,14 @@ std::string EpochTable(const LoaderAnalysis& l) {
 
 std::string StageTable(const LoaderAnalysis& l) {
   if (l.stages.empty()) return "<p class=\"note\">No stage spans (getitem, collate, pin, stallprof.stage) were recorded for this loader.</p>";
-  std::string s = "<table><tr><th>stage</th><th>count</th><th>wall</th><th>CPU</th><th>threads</th><th>per-core rate</th><th>parallel rate</th><th>observed rate</th><th>utilization</th><th></th></tr>";
+  std::string s = "<table><tr><th>stage</th><th>count</th><th>wall</th><th>CPU</th><th>threads</th><th>per-core rate</th><th>parallel rate</th><th>observed rate</th><th>utilization</th></tr>";
   bool attributed = false;
   for (const auto& st : l.stages) {
     attributed |= st.cpu_source == CpuSource::kAttributed;
-    s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.name) + Cell(std::to_string(st.count)) +
+    s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.bottleneck ? st.name + " (bottleneck)" : st.name) + Cell(std::to_string(st.count)) +
          Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : "")) +
          Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}/s", st.per_core_rate)) + Cell(fmt::format("{:.1f}/s", st.parallel_rate)) +
-         Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + Cell(st.bottleneck ? "bottleneck" : "") + "</tr>";
+         Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";
   }
   s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
   if (attributed) s += "* CPU attributed from wall time with the fetch spans' CPU/wall ratio (these spans carry no CPU time).";
@@ -225,7 +225,7 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bot
 .verdict{font-size:16px;font-weight:600;padding:10px 12px;border-radius:6px;margin:8px 0}
 .v-high{background:#fbe3e2;color:#8a1f1b} .v-moderate{background:#fdf1dc;color:#7a4d00} .v-not{background:#e3f4e3;color:#1d5e1d}
 .meta,.note{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:6px 0}
-td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:right;white-space:nowrap} th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
+td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:right;white-space:nowrap} th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
 tr.bottleneck td{background:#fdf1dc;font-weight:600}
 svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-weight:600;fill:#333} .tick{fill:#555} .unit{fill:#777;font-size:11px}
 .grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
