@@ -1,6 +1,7 @@
 // The consumer treats the segment as hostile: impossible indices, bogus name
 // records, unknown ids and kinds are counted as invalid and never crash it.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <random>
 
 #include "ring/consumer.h"
@@ -93,4 +94,28 @@ TEST_CASE("Random bytes in every lane never crash the consumer", "[ring][hostile
     for (auto& [id, text] : table) CHECK(text.size() <= SP_MAX_NAME);
   }
   SUCCEED("survived 200 rounds of garbage");
+}
+
+TEST_CASE("A name whose parts arrive in separate drains is still assembled", "[ring]") {
+  auto segment = MakeSegment();
+  TestProducer producer(segment->base(), 2);
+  const std::string name(90, 'p');  // NAME + 2 NAME_PART records
+  sp_record first = Raw(SP_KIND_NAME, 4, static_cast<uint16_t>(name.size()));
+  std::memcpy(&first, name.data(), SP_NAME_BYTES_PER_RECORD);
+  producer.Push(first);
+  RecordingVisitor visitor;
+  CHECK(segment->DrainOnce(visitor).names == 0);
+  for (uint32_t part = 1; part < 3; ++part) {
+    sp_record r = Raw(SP_KIND_NAME_PART, 4, static_cast<uint16_t>(part));
+    std::memcpy(&r, name.data() + part * SP_NAME_BYTES_PER_RECORD,
+                std::min<size_t>(SP_NAME_BYTES_PER_RECORD, name.size() - part * SP_NAME_BYTES_PER_RECORD));
+    producer.Push(r);
+    segment->DrainOnce(visitor);
+  }
+  producer.Push(Raw(SP_KIND_SPAN, 4));
+  auto stats = segment->DrainOnce(visitor);
+  CHECK(stats.records == 1);
+  CHECK(stats.invalid == 0);
+  REQUIRE(visitor.events.size() == 1);
+  CHECK(visitor.events[0].name == name);
 }
