@@ -43,8 +43,12 @@ def install():
     if _installed:
         return True
     from . import _backend
-    if _backend.ext is None or _backend.ext.attach() != _backend.ext.OK:
+    if _backend.ext is None:
+        _warn("neither the stallprof extension nor STALLPROF_CLIENT_LIB could be loaded by %s; not recording"
+              % sys.executable)
         return False
+    if _backend.ext.attach() != _backend.ext.OK:
+        return False  # the client already said why, once
     _ext, _client = _backend.ext, _backend.client
     _installed = True
     if _TARGET in sys.modules:
@@ -347,9 +351,14 @@ def _patch():
                 data = self.dataset[possibly_batched_index]
                 idx = possibly_batched_index
                 span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
-            return collate(self, data, scope, index)
-        finally:
+            batch = collate(self, data, scope, index)
+        except StopIteration:
+            raise  # no batch: not a fetch (keeps fetch spans == batches)
+        except BaseException:
             span.end(index)
+            raise
+        span.end(index)
+        return batch
 
     def iterable_fetch(self, possibly_batched_index):
         if self.ended:
@@ -375,9 +384,14 @@ def _patch():
                 start = now()
                 data = next(self.dataset_iter)
                 span_since(getitem_id, start, 0, scope)
-            return collate(self, data, scope, index)
-        finally:
+            batch = collate(self, data, scope, index)
+        except StopIteration:
+            raise  # the stream ended: no batch, no fetch span
+        except BaseException:
             span.end(index)
+            raise
+        span.end(index)
+        return batch
 
     fetch_mod._MapDatasetFetcher.fetch = map_fetch
     fetch_mod._IterableDatasetFetcher.fetch = iterable_fetch

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# IterableDataset loaders (2 workers with batches, and num_workers=0 without
+# batching): one wait, fetch and collate span per batch, none for the fetch
+# that ends the stream.
+source "$(dirname "$0")/lib.sh"
+need_torch
+CAPTURE="$STALLPROF_BUILD_DIR/tests/tools/ring_capture"
+[ -x "$CAPTURE" ] || fail "$CAPTURE is not built"
+cat > "$TMP/iterable.py" <<'PY'
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        wid, n = (info.id, info.num_workers) if info else (0, 1)
+        return iter(range(wid, 22, n))
+
+stream_loader = DataLoader(Stream(), batch_size=4, num_workers=2)
+single_loader = DataLoader(Stream(), batch_size=None, num_workers=0)
+print("stream", sum(1 for _ in stream_loader))
+print("single", sum(1 for _ in single_loader))
+PY
+"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$TMP/iterable.py" > "$TMP/out.txt" || fail "workload failed"
+"$PY" - "$TMP/capture.jsonl" "$TMP/out.txt" <<'PY' || fail "iterable records wrong"
+import collections, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+counts = dict(line.split() for line in open(sys.argv[2]))
+scope = {r["str"]: r["scope"] for r in recs if r.get("key") == "name"}
+assert set(scope) == {"stream", "single"}, scope
+c = collections.Counter((r.get("name"), r.get("scope")) for r in recs if r["type"] == "span")
+for loader in ("stream", "single"):
+    n = int(counts[loader])
+    for kind in ("wait", "fetch", "collate"):
+        got = c[("dataloader." + kind, scope[loader])]
+        assert got == n, "%s: %d %s spans for %d batches" % (loader, got, kind, n)
+    assert c[("dataloader.getitem", scope[loader])] == 22, loader
+PY
+echo OK
