@@ -165,17 +165,37 @@ TEST_CASE("The measured run-queue delay is used only for the profiled configurat
   auto other = Predict(p, On(8));
   REQUIRE(other.ok());
   CHECK_FALSE(other->delay_measured);
-  CHECK(other->delay_s == Approx(0));  // 4 busy workers on 8 cores: no queueing
+  // Compute bound, the workers need 10 batches/s x 0.1 s = 1 core of the 2: no own queueing,
+  // so the measured 0.05 s came from outside the job and stays on 8 cores.
+  CHECK(other->external_delay_stretch == Approx(0.5));
+  CHECK(other->delay_s == Approx(0.05));
   // 4 always-busy workers plus a main process using 1 core on 2 cores: bursts stretch by 5/2.
   p.main_cpu_cores = 1;
   p.compute_s_per_batch = 0.001;
   p.profiled_cores = 4;
+  p.delay_s_per_batch = 0.1 * (5.0 / 4 - 1);  // exactly the own queueing on 4 cores: nothing external
   auto over = Predict(p, On(2, 4));
   REQUIRE(over.ok());
   CHECK_FALSE(over->delay_measured);
   CHECK(over->delay_s == Approx(0.1 * (5.0 / 2 - 1)));
   CHECK(over->samples_per_s == Approx(1 * 10 / 0.1));  // capacity: 2 - 1 usable cores
   CHECK(over->bottleneck == Bottleneck::kPrep);
+}
+
+TEST_CASE("Run-queue delay from outside the job is carried over to other configurations") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = 0.02;  // 1 worker on 2 cores explains none of it: other processes
+  p.profiled_cores = 2;
+  auto one_core = Predict(p, On(1, 1));
+  REQUIRE(one_core.ok());
+  CHECK(one_core->external_delay_stretch == Approx(0.5));
+  CHECK(one_core->delay_s == Approx(0.02));  // own queueing 0 (1 worker, 1 core), external 0.5 x 0.04
+  auto two_workers = Predict(p, On(2, 2));
+  REQUIRE(two_workers.ok());
+  CHECK(two_workers->delay_s == Approx(0.02));
+  CHECK(two_workers->r_workers == Approx(2 * 10 / 0.06));
 }
 
 TEST_CASE("Predict refuses missing measurements and bad scenarios with a message") {

@@ -104,8 +104,21 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   const bool as_profiled = workers == p.workers && (p.profiled_cores <= 0 || std::abs(cores - p.profiled_cores) < 1e-9);
   out.delay_measured = as_profiled;
+  // Contention from outside the job (other processes on the machine) is what
+  // the measured delay has beyond the delay predicted for the profiled
+  // configuration; it is carried over as the same stretch of CPU bursts.
+  double external_stretch = 0;
+  if (!as_profiled && p.profiled_cores > 0 && p.cpu_s_per_batch > 0) {
+    const double profiled_bw = p.storage_bandwidth.value;
+    const double own = PredictedDelay(p, p.compute_s_per_batch, p.profiled_cores, p.workers, p.io_s_per_batch,
+                                      profiled_bw, profiled_miss);
+    external_stretch = std::max(0.0, p.delay_s_per_batch - own) / p.cpu_s_per_batch;
+  }
+  out.external_delay_stretch = external_stretch;
   auto delay_for = [&](double io_used, double miss_used) {
-    return as_profiled ? p.delay_s_per_batch : PredictedDelay(p, compute, cores, workers, io_used, bandwidth, miss_used);
+    return as_profiled ? p.delay_s_per_batch
+                       : PredictedDelay(p, compute, cores, workers, io_used, bandwidth, miss_used) +
+                             p.cpu_s_per_batch * external_stretch;
   };
   const double delay = delay_for(io, miss);
   out.delay_s = delay;

@@ -103,6 +103,7 @@ struct Prediction {
   double io_s = 0;                // io per batch used (scaled by the miss ratio)
   double delay_s = 0;             // run-queue delay per batch used
   bool delay_measured = false;    // true: the measured delay (scenario = profile); false: predicted
+  double external_delay_stretch = 0;  // delay per CPU second from outside the job, carried over from the profile
 };
 
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a
