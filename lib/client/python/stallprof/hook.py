@@ -67,7 +67,10 @@ class _Finder:
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
-            spec = finder.find_spec(fullname, path, target)
+            try:
+                spec = finder.find_spec(fullname, path, target)
+            except Exception:
+                continue  # someone else's finder failing is not ours to report
             if spec is not None:
                 break
         else:
@@ -78,6 +81,10 @@ class _Finder:
         original_exec = loader.exec_module
 
         def exec_module(module):
+            # Put the real loader back so nothing downstream sees our wrapper.
+            module.__loader__ = loader
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.loader = loader
             original_exec(module)
             try:
                 sys.meta_path.remove(self)
