@@ -165,14 +165,14 @@ int RunRecommend(const RecommendFlags& f) {
                "workers -> prefetch_factor={}\n",
                rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
                r->prefetch_concurrency, r->workers, r->prefetch_factor);
-    fmt::print("constraints:  ");
+    fmt::print("shadow prices: ");
     bool first = true;
     for (const auto& row : r->lp.rows) {
-      if (row.dual <= 1e-9 && row.activity < row.bound * (1 - 1e-6)) continue;
+      if (row.dual <= 1e-6) continue;  // slack, or only the LP's tiny cost per core and worker
       fmt::print("{}{} (shadow price {:.4g})", first ? "" : ", ", row.name, row.dual);
       first = false;
     }
-    fmt::print("{}\n", first ? "none tight" : "");
+    fmt::print("{}\n", first ? "none" : "");
     for (const auto& a : r->assumptions) fmt::print("assumed:      {}\n", a);
   }
   if (f.output == Output::kJson) fmt::print("{}]}}\n", json);

@@ -73,6 +73,14 @@ double PredictedDelay(const LoaderProfile& p, double compute, double cores, doub
 }
 }  // namespace
 
+double ExternalDelayStretch(const LoaderProfile& p) {
+  if (p.profiled_cores <= 0 || p.cpu_s_per_batch <= 0) return 0;
+  const double profiled_miss = 1 - std::clamp(p.cold_hit_ratio, 0.0, 1.0);
+  const double own = PredictedDelay(p, p.compute_s_per_batch, p.profiled_cores, p.workers, p.io_s_per_batch,
+                                    p.storage_bandwidth.value, profiled_miss);
+  return std::max(0.0, p.delay_s_per_batch - own) / p.cpu_s_per_batch;
+}
+
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;
@@ -104,16 +112,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   const bool as_profiled = workers == p.workers && (p.profiled_cores <= 0 || std::abs(cores - p.profiled_cores) < 1e-9);
   out.delay_measured = as_profiled;
-  // Contention from outside the job (other processes on the machine) is what
-  // the measured delay has beyond the delay predicted for the profiled
-  // configuration; it is carried over as the same stretch of CPU bursts.
-  double external_stretch = 0;
-  if (!as_profiled && p.profiled_cores > 0 && p.cpu_s_per_batch > 0) {
-    const double profiled_bw = p.storage_bandwidth.value;
-    const double own = PredictedDelay(p, p.compute_s_per_batch, p.profiled_cores, p.workers, p.io_s_per_batch,
-                                      profiled_bw, profiled_miss);
-    external_stretch = std::max(0.0, p.delay_s_per_batch - own) / p.cpu_s_per_batch;
-  }
+  const double external_stretch = as_profiled ? 0 : ExternalDelayStretch(p);
   out.external_delay_stretch = external_stretch;
   auto delay_for = [&](double io_used, double miss_used) {
     return as_profiled ? p.delay_s_per_batch

@@ -106,6 +106,12 @@ struct Prediction {
   double external_delay_stretch = 0;  // delay per CPU second from outside the job, carried over from the profile
 };
 
+// Run-queue delay per CPU second that came from outside the job in the
+// profiled run: the measured delay beyond what the job's own oversubscription
+// explains (docs/model.md "Run-queue delay"). 0 when the profiled cores are
+// unknown. Predict carries it over to every other configuration.
+double ExternalDelayStretch(const LoaderProfile& profile);
+
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a
 // needed measurement is missing (the message names it and how to record it).
 Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& scenario);
