@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# whatif through the real binary on a real recorded run: a prep-bound loader
+# (1 worker burning CPU per sample, a sleeping step) predicts its own baseline,
+# more workers on more cores lift the prep bottleneck up to compute, the JSON
+# and the SVG plot are well formed, and bad flags fail with the flag named.
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+
+$SP run -q -o prep.pb -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 --batches 50 --batch-size 4 \
+  --prep-cpu-ms 10 --compute-ms 10 >prep.out || fail "run failed"
+
+$SP whatif prep.pb --cores 1,2,4 --workers 1,auto --plot sweep.svg >text.out || fail "whatif text failed"
+cat text.out
+grep -q "model error" text.out || fail "no model error against the measured baseline"
+grep -q "cpu prep" text.out || fail "the 1-worker prep-bound loader is not reported as cpu prep bound"
+grep -q "<svg" sweep.svg || fail "no SVG written"
+grep -q "bound</title>" sweep.svg || fail "the SVG marks no bottleneck region"
+
+$SP whatif prep.pb --cores 1,4 --workers 1,3 --json >sweep.json || fail "whatif --json failed"
+"$PY" - sweep.json <<'PY' || fail "whatif JSON is off (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+l = d["loaders"][0]
+assert l["loader"] == "train", l["loader"]
+base, measured = l["baseline"], l["measured_samples_per_s"]
+print(f"baseline predicted {base['samples_per_s']:.1f}, measured {measured:.1f}, error {l['model_error']:+.3f}")
+# The profiled configuration reuses the measured costs: a loose bound against noise on a shared machine.
+assert abs(l["model_error"]) < 0.25, l["model_error"]
+rows = {(s["cores"], s["workers"]): s["prediction"] for s in l["scenarios"]}
+assert len(rows) == 4, rows.keys()
+# 40 ms of CPU per batch in one worker vs a 10 ms step: prep bound; 3 workers on 4 cores are faster.
+assert rows[(1, 1)]["bottleneck"] == "cpu prep", rows[(1, 1)]
+assert rows[(4, 3)]["samples_per_s"] > 2 * rows[(4, 1)]["samples_per_s"], (rows[(4, 3)], rows[(4, 1)])
+for p in rows.values():
+    assert abs(p["fetch_stall_fraction"] + p["prep_stall_fraction"] - p["stall_fraction"]) < 1e-6, p
+PY
+
+expect_usage() {  # expect_usage <flag> <args...>: exit 2 and the flag in the message
+  local flag=$1
+  shift
+  set +e
+  $SP whatif prep.pb "$@" 2>err.txt
+  local rc=$?
+  set -e
+  [ "$rc" = 2 ] || fail "whatif $* exited $rc, not 2"
+  grep -q -- "$flag" err.txt || fail "whatif $*: the error does not name $flag: $(cat err.txt)"
+  grep -q "^stallprof: error: " err.txt || fail "whatif $*: not one error line"
+}
+expect_usage --cores --cores 0
+expect_usage --cache --cache -5G
+expect_usage --cache --cache 10Q
+expect_usage --disk-bw --disk-bw 2G
+expect_usage --workers --workers lots
+expect_usage --loader --loader nosuch
+set +e
+$SP whatif prep.pb --cache 1G 2>err.txt
+rc=$?
+set -e
+[ "$rc" = 5 ] || fail "--cache on a dataset without files exited $rc, not 5 (unsupported)"
+grep -q "dataset size" err.txt || fail "the error does not name the missing dataset size: $(cat err.txt)"
+echo "PASS"
