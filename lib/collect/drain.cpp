@@ -89,8 +89,14 @@ uint32_t Drainer::NameOf(ThreadState& t, uint64_t lane_name) const {
   return 0;
 }
 
-void Drainer::OnRecord(const ring::LaneOwner& owner, const sp_record& r) {
+void Drainer::OnRecord(const ring::LaneOwner& owner, const sp_record& r) { Record(StateOf(owner), r); }
+
+void Drainer::OnRecords(const ring::LaneOwner& owner, const sp_record* records, size_t count) {
   ThreadState& t = StateOf(owner);
+  for (size_t i = 0; i < count; ++i) Record(t, records[i]);
+}
+
+void Drainer::Record(ThreadState& t, const sp_record& r) {
   switch (r.kind) {
     case SP_KIND_SPAN:
     case SP_KIND_INSTANT:
@@ -109,7 +115,7 @@ void Drainer::OnRecord(const ring::LaneOwner& owner, const sp_record& r) {
       }
       t.batch.Add(row);
       ++spans_;
-      live_.records.fetch_add(1, std::memory_order_relaxed);
+      live_.records.store(spans_, std::memory_order_relaxed);
       if (row.name == wait_name_ && r.kind == SP_KIND_SPAN) {
         live_.iterations.fetch_add(1, std::memory_order_relaxed);
         live_.AddWait(t.pid, r.start_ns + r.duration_ns, r.duration_ns);
@@ -165,9 +171,9 @@ void Drainer::OnLaneReleased(const ring::LaneOwner& owner, uint64_t dropped) {
 
 void Drainer::Flush(ThreadState& t) {
   if (t.batch.empty()) return;
-  pb::Chunk c;
-  t.batch.TakeInto(c);
-  sink_.Write(c);
+  encoded_.clear();
+  t.batch.TakeEncoded(encoded_);
+  sink_.WriteEncoded(encoded_);
 }
 
 void Drainer::FlushAll() {

@@ -43,6 +43,7 @@ class Drainer : public ring::Visitor {
   void OnLaneOwner(const ring::LaneOwner& owner) override;
   void OnName(const ring::LaneOwner& owner, uint32_t id, std::string_view text) override;
   void OnRecord(const ring::LaneOwner& owner, const sp_record& record) override;
+  void OnRecords(const ring::LaneOwner& owner, const sp_record* records, size_t count) override;
   void OnLaneReleased(const ring::LaneOwner& owner, uint64_t dropped) override;
 
   // Writes every non-empty batch.
@@ -59,6 +60,7 @@ class Drainer : public ring::Visitor {
   };
   ThreadState& StateOf(const ring::LaneOwner& owner);
   void Flush(ThreadState& t);
+  void Record(ThreadState& t, const sp_record& record);
   uint32_t NameOf(ThreadState& t, uint64_t lane_name) const;
 
   TraceSink& sink_;
@@ -68,6 +70,7 @@ class Drainer : public ring::Visitor {
   uint32_t next_thread_id_ = 0;
   uint64_t spans_ = 0;
   uint32_t wait_name_ = UINT32_MAX;
+  std::string encoded_;  // reused buffer for span batch chunks
 };
 
 }  // namespace stallprof::collect

@@ -11,6 +11,13 @@ void TraceSink::Write(const pb::Chunk& chunk) {
   WriteLocked(chunk);
 }
 
+void TraceSink::WriteEncoded(std::string_view chunk_bytes) {
+  std::lock_guard lock(mu_);
+  FlushStringsLocked();
+  if (!status_.ok()) return;
+  if (auto s = writer_->WriteEncoded(chunk_bytes); !s.ok()) status_ = s;
+}
+
 void TraceSink::WriteLocked(const pb::Chunk& chunk) {
   FlushStringsLocked();
   if (!status_.ok()) return;

@@ -23,6 +23,8 @@ class TraceSink {
   // Writes `chunk` after any strings interned since the last write. The first
   // write error is kept (see status()) and later writes are skipped.
   void Write(const pb::Chunk& chunk);
+  // Same, for a chunk given as its protobuf encoding.
+  void WriteEncoded(std::string_view chunk_bytes);
   // Trace-global id of `text`; new strings are written before the next chunk.
   uint32_t Intern(const std::string& text);
   // Writes a ProcessInfo chunk for `pid` the first time it is seen.

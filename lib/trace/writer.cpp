@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "reader.h"
 
@@ -47,19 +48,27 @@ TraceWriter::~TraceWriter() {
 }
 
 Status TraceWriter::Write(const pb::Chunk& chunk) {
-  if (!file_) return RuntimeError(fmt::format("cannot write trace '{}', it is already closed, this is a bug", path_));
   std::string body;
   if (!chunk.SerializeToString(&body))
     return RuntimeError(fmt::format("cannot write trace '{}', a chunk failed to serialize, this is a bug", path_));
+  return WriteEncoded(body);
+}
+
+Status TraceWriter::WriteEncoded(std::string_view body) {
+  if (!file_) return RuntimeError(fmt::format("cannot write trace '{}', it is already closed, this is a bug", path_));
   buffer_.clear();
   AppendVarint32(buffer_, static_cast<uint32_t>(body.size()));
-  buffer_ += body;
+  const size_t prefix = buffer_.size();
   uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size()));
-  for (int i = 0; i < 4; ++i) buffer_.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
-  // One fwrite per chunk and a flush: a killed launcher leaves whole chunks.
-  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() || std::fflush(file_) != 0)
+  char crc_bytes[4];
+  for (int i = 0; i < 4; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  // The whole chunk, then a flush: a killed launcher leaves whole chunks
+  // (and at worst a partial last one, which readers report as truncated).
+  if (std::fwrite(buffer_.data(), 1, prefix, file_) != prefix ||
+      std::fwrite(body.data(), 1, body.size(), file_) != body.size() || std::fwrite(crc_bytes, 1, 4, file_) != 4 ||
+      std::fflush(file_) != 0)
     return WriteError(path_);
-  bytes_ += buffer_.size();
+  bytes_ += prefix + body.size() + 4;
   return Status::Ok();
 }
 
@@ -72,55 +81,110 @@ Status TraceWriter::Close() {
   return Status::Ok();
 }
 
+void SpanBatchBuilder::Collapsible::Put(size_t index, uint64_t v) {
+  if (index == 0) {
+    first = v;
+    return;
+  }
+  if (!varies && v == first) return;
+  if (!varies) {
+    // First differing span: expand to one entry per span so far.
+    varies = true;
+    for (size_t k = 0; k < index; ++k) column.Put(first);
+  }
+  column.Put(v);
+}
+
 void SpanBatchBuilder::Add(const SpanRow& row) {
-  const size_t i = size();
+  const size_t i = count_++;
   if (i == 0) {
-    batch_.set_thread_id(thread_id_);
-    batch_.set_base_ns(row.start_ns);
+    base_ns_ = row.start_ns;
     prev_end_ = row.start_ns;
   }
-  batch_.add_start_delta_ns(static_cast<int64_t>(row.start_ns - prev_end_));
+  const int64_t delta = static_cast<int64_t>(row.start_ns - prev_end_);
+  start_delta_.Put((static_cast<uint64_t>(delta) << 1) ^ static_cast<uint64_t>(delta >> 63));  // zigzag
   prev_end_ = row.start_ns + row.duration_ns;
-  batch_.add_duration_ns(row.duration_ns);
-  batch_.add_arg(row.arg);
-
-  // A column stays a single entry while every span shares its value; the
-  // first differing span expands it to one entry per span.
-  auto add_collapsible = [i](google::protobuf::RepeatedField<uint32_t>* col, bool& varies, uint32_t v) {
-    if (i == 0) {
-      col->Add(v);
-    } else if (varies) {
-      col->Add(v);
-    } else if (col->Get(0) != v) {
-      varies = true;
-      const uint32_t first = col->Get(0);
-      col->Reserve(static_cast<int>(i + 1));
-      for (size_t k = 1; k < i; ++k) col->Add(first);
-      col->Add(v);
-    }
-  };
-  add_collapsible(batch_.mutable_name(), name_varies_, row.name);
-  add_collapsible(batch_.mutable_scope(), scope_varies_, row.scope);
-  add_collapsible(batch_.mutable_kind(), kind_varies_, row.kind);
-
-  if (i % 64 == 0) batch_.add_has_cpu_bits(0);
+  duration_.Put(row.duration_ns);
+  arg_.Put(row.arg);
+  name_.Put(i, row.name);
+  scope_.Put(i, row.scope);
+  kind_.Put(i, row.kind);
+  if (i % 64 == 0) has_cpu_bits_.push_back(0);
   if (row.has_cpu == CpuMeasured::kYes) {
-    batch_.set_has_cpu_bits(static_cast<int>(i / 64), batch_.has_cpu_bits(static_cast<int>(i / 64)) | (1ull << (i % 64)));
-    batch_.add_cpu_ns(row.cpu_ns);
-    batch_.add_delay_ns(row.delay_ns);
+    has_cpu_bits_.back() |= 1ull << (i % 64);
+    cpu_.Put(row.cpu_ns);
+    delay_.Put(row.delay_ns);
+    any_cpu_ = true;
   }
 }
 
+void SpanBatchBuilder::Reset() {
+  count_ = 0;
+  base_ns_ = prev_end_ = 0;
+  for (Column* c : {&start_delta_, &duration_, &arg_, &cpu_, &delay_}) c->clear();
+  for (Collapsible* c : {&name_, &scope_, &kind_}) {
+    c->column.clear();
+    c->varies = false;
+    c->first = 0;
+  }
+  has_cpu_bits_.clear();
+  any_cpu_ = false;
+}
+
+void SpanBatchBuilder::TakeEncoded(std::string& out) {
+  if (count_ == 0) return;
+  // Columns that collapsed to one value: a single entry, or none when it is
+  // the default (scope 0, kind 1).
+  auto finish = [](Collapsible& c, std::optional<uint64_t> default_value) {
+    if (c.varies) return;
+    c.column.clear();
+    if (!default_value || c.first != *default_value) c.column.Put(c.first);
+  };
+  finish(name_, std::nullopt);
+  finish(scope_, 0);
+  finish(kind_, 1);
+  Column bits;
+  if (any_cpu_)
+    for (uint64_t w : has_cpu_bits_) bits.Put(w);
+
+  Column& body = body_;  // SpanBatch fields, in field order
+  body.clear();
+  auto varint_field = [&body](uint32_t field, uint64_t v) {
+    if (v == 0) return;
+    body.Put(field << 3);
+    body.Put(v);
+  };
+  auto packed_field = [&body](uint32_t field, const Column& c) {
+    if (c.empty()) return;
+    body.Put((field << 3) | 2);
+    body.Put(c.used);
+    body.Append(c);
+  };
+  varint_field(1, thread_id_);
+  varint_field(2, base_ns_);
+  packed_field(3, start_delta_);
+  packed_field(4, duration_);
+  packed_field(5, name_.column);
+  packed_field(6, arg_);
+  packed_field(7, scope_.column);
+  packed_field(8, kind_.column);
+  packed_field(9, bits);
+  packed_field(10, cpu_);
+  packed_field(11, delay_);
+  Column head;  // Chunk field 5 (spans), length-delimited
+  head.Put((5u << 3) | 2);
+  head.Put(body.used);
+  out.append(reinterpret_cast<const char*>(head.buf.data()), head.used);
+  out.append(reinterpret_cast<const char*>(body.buf.data()), body.used);
+  Reset();
+}
+
 void SpanBatchBuilder::TakeInto(pb::Chunk& chunk) {
-  // Defaults need no bytes: scope 0 and kind 1 (span) for the whole batch.
-  if (!scope_varies_ && batch_.scope_size() == 1 && batch_.scope(0) == 0) batch_.clear_scope();
-  if (!kind_varies_ && batch_.kind_size() == 1 && batch_.kind(0) == 1) batch_.clear_kind();
-  bool any_cpu = batch_.cpu_ns_size() > 0;
-  if (!any_cpu) batch_.clear_has_cpu_bits();
-  chunk.mutable_spans()->Swap(&batch_);
-  batch_.Clear();
-  name_varies_ = scope_varies_ = kind_varies_ = false;
-  prev_end_ = 0;
+  std::string bytes;
+  TakeEncoded(bytes);
+  chunk.Clear();
+  chunk.mutable_spans();  // an empty batch is still a spans chunk
+  if (!bytes.empty()) chunk.ParseFromString(bytes);
 }
 
 }  // namespace stallprof

@@ -2,9 +2,12 @@
 // CRC) before the next begins, so a crash loses at most the chunk being written.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "trace.pb.h"
@@ -18,6 +21,8 @@ class TraceWriter {
   ~TraceWriter();
   // Appends one chunk and flushes it to the kernel (not fsync'd).
   Status Write(const pb::Chunk& chunk);
+  // Appends one chunk given as its protobuf encoding (SpanBatchBuilder output).
+  Status WriteEncoded(std::string_view chunk_bytes);
   // fsyncs and closes; Write after Close is an error.
   Status Close();
   uint64_t bytes_written() const { return bytes_; }
@@ -48,22 +53,62 @@ struct SpanRow {
 // Accumulates the spans of one thread into a compact SpanBatch chunk
 // (docs/trace-format.md): start_ns delta-encoded against the previous span's
 // end, and scope/kind/name columns collapsed to one entry when every span of
-// the batch shares the value. Spans may come in any order.
+// the batch shares the value. Spans may come in any order. Encodes varints
+// straight into column buffers (no protobuf objects per span): the drain
+// thread must keep up with tens of millions of spans per second.
 class SpanBatchBuilder {
  public:
   explicit SpanBatchBuilder(uint32_t thread_id) : thread_id_(thread_id) {}
   void Add(const SpanRow& row);
-  size_t size() const { return batch_.duration_ns_size(); }
-  bool empty() const { return size() == 0; }
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
   // Moves the batch into `chunk` (as its spans body) and starts a new one.
   void TakeInto(pb::Chunk& chunk);
+  // Appends the batch's Chunk encoding to `out` (for TraceWriter::WriteEncoded)
+  // and starts a new one.
+  void TakeEncoded(std::string& out);
 
  private:
+  // A packed varint column being built.
+  struct Column {
+    std::vector<uint8_t> buf;  // buf[0, used) is the column; the rest is headroom
+    size_t used = 0;
+    void Put(uint64_t v) {
+      if (buf.size() - used < 10) buf.resize(std::max<size_t>(256, buf.size() * 2));
+      uint8_t* p = buf.data() + used;
+      while (v >= 0x80) {
+        *p++ = static_cast<uint8_t>(v | 0x80);
+        v >>= 7;
+      }
+      *p++ = static_cast<uint8_t>(v);
+      used = static_cast<size_t>(p - buf.data());
+    }
+    void Append(const Column& other) {
+      if (buf.size() - used < other.used) buf.resize(used + other.used);
+      std::copy(other.buf.data(), other.buf.data() + other.used, buf.data() + used);
+      used += other.used;
+    }
+    bool empty() const { return used == 0; }
+    void clear() { used = 0; }
+  };
+  // A column kept as one value while every span shares it.
+  struct Collapsible {
+    Column column;
+    uint64_t first = 0;
+    bool varies = false;
+    void Put(size_t index, uint64_t v);
+  };
+  void Reset();
+
   uint32_t thread_id_;
-  pb::SpanBatch batch_;
+  size_t count_ = 0;
+  uint64_t base_ns_ = 0;
   uint64_t prev_end_ = 0;
-  // Constant-column tracking: a column is kept as one entry while all equal.
-  bool name_varies_ = false, scope_varies_ = false, kind_varies_ = false;
+  Column start_delta_, duration_, arg_, cpu_, delay_;
+  Collapsible name_, scope_, kind_;
+  std::vector<uint64_t> has_cpu_bits_;
+  bool any_cpu_ = false;
+  Column body_;  // encoding scratch, kept to avoid a fresh allocation per batch
 };
 
 }  // namespace stallprof

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <map>
 
@@ -25,8 +26,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  const clock_t c0 = clock();
   auto trace = stallprof::LoadTrace(path);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_seconds = static_cast<double>(clock() - c0) / CLOCKS_PER_SEC;
   if (!trace.ok()) {
     fmt::print(stderr, "trace_check: error: {}\n", trace.error().message);
     return 3;
@@ -61,6 +64,8 @@ int main(int argc, char** argv) {
   if (timing) {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    fmt::print("load_cpu_seconds={:.3f}\nspans_per_cpu_second={:.0f}\n", cpu_seconds,
+               static_cast<double>(t.spans.size()) / cpu_seconds);
     fmt::print("load_seconds={:.3f}\nspans_per_second={:.0f}\nbytes_per_span={:.2f}\npeak_rss_bytes={}\n", seconds,
                static_cast<double>(t.spans.size()) / seconds,
                t.spans.size() ? static_cast<double>(t.bytes) / static_cast<double>(t.spans.size()) : 0.0,
