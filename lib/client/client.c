@@ -308,8 +308,8 @@ static void write_name(thread_state* t, uint32_t id) {
 }
 
 /* Writes `r` (after the definitions of the names it uses), all or nothing. */
-static inline void emit(const sp_record* r, uint32_t extra_name) {
-  thread_state* t = &t_state;
+static inline __attribute__((always_inline)) void emit(const sp_record* r, uint32_t extra_name) {
+  thread_state* const t = &t_state; /* one TLS lookup per record */
   if (__builtin_expect(t->lane == NULL, 0) && !claim_lane(t)) {
     atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
     return;
