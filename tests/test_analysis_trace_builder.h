@@ -62,7 +62,7 @@ class TraceBuilder {
     ConfigValue c;
     c.pid = pid;
     c.scope = scope;
-    c.key = key;
+    c.key = trace.strings[Str(key)];
     c.type = ConfigValue::Type::kU64;
     c.u64 = value;
     trace.configs.push_back(c);
@@ -72,7 +72,7 @@ class TraceBuilder {
     ConfigValue c;
     c.pid = pid;
     c.scope = scope;
-    c.key = key;
+    c.key = trace.strings[Str(key)];
     c.type = ConfigValue::Type::kStr;
     c.str = value;
     trace.configs.push_back(c);

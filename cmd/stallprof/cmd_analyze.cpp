@@ -28,9 +28,9 @@ int RunAnalyze(const AnalyzeOptions& options) {
   analysis_options.warmup = options.warmup;
   std::vector<analysis::TraceAnalysis> analyses;
   for (const auto& path : paths) {
-    auto trace = LoadTrace(path);
-    if (!trace.ok()) return ReportError(trace.error());
-    auto result = analysis::Analyze(*trace, analysis_options);
+    auto digest = analysis::LoadForAnalysis(path);
+    if (!digest.ok()) return ReportError(digest.error());
+    auto result = analysis::Analyze(*digest, analysis_options);
     if (!result.ok()) return ReportError(result.error());
     analyses.push_back(std::move(*result));
   }

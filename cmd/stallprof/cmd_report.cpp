@@ -21,13 +21,13 @@ struct ReportOptions {
 };
 
 int RunReport(const ReportOptions& options) {
-  auto trace = LoadTrace(options.trace);
-  if (!trace.ok()) return ReportError(trace.error());
+  auto digest = analysis::LoadForAnalysis(options.trace);
+  if (!digest.ok()) return ReportError(digest.error());
   analysis::AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
-  auto result = analysis::Analyze(*trace, analysis_options);
+  auto result = analysis::Analyze(*digest, analysis_options);
   if (!result.ok()) return ReportError(result.error());
-  std::string page = report::ReportHtml(*trace, *result);
+  std::string page = report::ReportHtml(digest->trace, *result);
   std::FILE* file = std::fopen(options.output.c_str(), "wb");
   if (!file)
     return ReportError(RuntimeError("cannot create '" + options.output + "', " + std::strerror(errno) + ", choose a writable path with -o"));

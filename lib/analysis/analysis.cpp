@@ -25,18 +25,7 @@ uint32_t NameId(const Trace& trace, const char* name) {
 
 uint64_t LoaderKey(uint32_t pid, uint16_t scope) { return (uint64_t{pid} << 16) | scope; }
 
-// Per (thread, name) totals of the spans that may be pipeline stages.
-struct StageAccumulator {
-  uint32_t thread = 0;
-  uint32_t name = 0;
-  uint16_t scope = 0;
-  uint64_t count = 0;
-  uint64_t count_with_cpu = 0;
-  uint64_t wall_ns = 0;
-  uint64_t cpu_ns = 0;
-  uint64_t first_start = std::numeric_limits<uint64_t>::max();
-  uint64_t last_end = 0;
-};
+using StageAccumulator = StageTotals;
 
 // Spans of one loader gathered in the single pass over the span table.
 struct LoaderSpans {
@@ -524,7 +513,8 @@ double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& 
   return values[lo] + (static_cast<double>(values[hi]) - values[lo]) * frac;
 }
 
-Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options) {
+Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options,
+                                  const std::vector<StageTotals>& extra_stages) {
   const auto& s = trace.spans;
   const uint32_t wait_name = NameId(trace, names::kWait);
   const uint32_t epoch_name = NameId(trace, names::kEpoch);
@@ -588,13 +578,17 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     acc.last_end = std::max(acc.last_end, s.start_ns[i] + s.duration_ns[i]);
   }
 
+  accumulators.insert(accumulators.end(), extra_stages.begin(), extra_stages.end());
+
   // A loader is a (process, scope) whose next() was observed at least once.
   std::vector<LoaderSpans> loaders_seen;
   for (auto& l : loader_spans)
     if (!l.waits.empty()) loaders_seen.push_back(std::move(l));
   if (loaders_seen.empty()) {
     std::string base = trace.path.empty() ? std::string("the trace") : trace.path;
-    return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(n) +
+    uint64_t total = n;
+    for (const auto& st : extra_stages) total += st.count;
+    return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(total) +
                             " spans but no '" + names::kWait +
                             "' iterations, so there are no steps to analyze; record a PyTorch training script with "
                             "'stallprof run -- python3 train.py' (or emit dataloader.* spans from the C API)");
@@ -732,6 +726,19 @@ Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options
   auto core = internal::AnalyzeCore(trace, options);
   if (!core.ok()) return core;
   for (auto& loader : core->loaders) FillSplit(trace, loader);
+  return core;
+}
+
+Result<TraceAnalysis> Analyze(const TraceDigest& digest, const AnalysisOptions& options) {
+  auto core = internal::AnalyzeCore(digest.trace, options, digest.stages);
+  if (!core.ok()) return core;
+  for (auto& loader : core->loaders) FillSplit(digest.trace, loader);
+  // The quality figures count every span read, not only those kept.
+  uint64_t folded = 0;
+  for (const auto& st : digest.stages) folded += st.count;
+  auto& q = core->quality;
+  q.spans += folded;
+  q.dropped_share = q.spans + q.dropped ? static_cast<double>(q.dropped) / (q.spans + q.dropped) : 0;
   return core;
 }
 

@@ -200,6 +200,37 @@ struct TraceAnalysis {
 // DataLoader iterations (e.g. a plain C program traced with spans only).
 Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options);
 
+// Totals of the spans of one name on one thread: what stage statistics need
+// of the spans analysis does not look at one by one.
+struct StageTotals {
+  uint32_t thread = 0;           // index into Trace::threads
+  uint32_t name = 0;             // string id
+  uint16_t scope = 0;            // first non-zero scope seen
+  uint64_t count = 0;
+  uint64_t count_with_cpu = 0;
+  uint64_t wall_ns = 0;
+  uint64_t cpu_ns = 0;
+  uint64_t first_start = UINT64_MAX;
+  uint64_t last_end = 0;
+};
+
+// A trace read for analysis only: `trace` holds every table and series but, of
+// the spans, only those analysis reads one by one (waits, epoch instants,
+// fetches); the others are folded into `stages` while streaming.
+struct TraceDigest {
+  Trace trace;
+  std::vector<StageTotals> stages;
+};
+
+// Streams `path` chunk by chunk into a TraceDigest, so memory grows with
+// iterations and batches, not with the span count. Same InputErrors as
+// LoadTrace (missing, empty, not a trace, corrupt, newer major version); a
+// truncated file loads up to its last complete chunk with trace.truncated set.
+Result<TraceDigest> LoadForAnalysis(const std::string& path);
+
+// Analyze over a digest: the same results as Analyze over the full trace.
+Result<TraceAnalysis> Analyze(const TraceDigest& digest, const AnalysisOptions& options);
+
 // One rank of a job: its main (most iterated) loader.
 struct RankStats {
   int32_t rank = -1;

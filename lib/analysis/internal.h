@@ -11,7 +11,9 @@ namespace stallprof::analysis::internal {
 
 // Everything except the DS-Analyzer split (which needs the model, which needs
 // the profiles built from this). Same failure as Analyze.
-Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options);
+// `extra_stages`: totals of spans already folded away (LoadForAnalysis).
+Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options,
+                                  const std::vector<StageTotals>& extra_stages = {});
 
 // The model's view of one analyzed loader.
 model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader);

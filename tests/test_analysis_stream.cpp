@@ -1,0 +1,153 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <unistd.h>
+
+#include "analysis/analysis.h"
+#include "test_analysis_trace_builder.h"
+#include "trace/reader.h"
+#include "trace/writer.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+namespace {
+
+// Writes a hand-built Trace to a trace.pb file through the real writer.
+std::string WriteTrace(const Trace& t, const std::string& name) {
+  std::string path = "/tmp/stallprof-test-" + std::to_string(getpid()) + "-" + name + ".pb";
+  pb::TraceHeader h;
+  h.set_version_major(kTraceVersionMajor);
+  h.set_version_minor(kTraceVersionMinor);
+  h.set_usable_cores(t.header.usable_cores);
+  h.set_memory_bytes(t.header.memory_bytes);
+  h.set_start_monotonic_ns(t.header.start_monotonic_ns);
+  h.set_start_realtime_ns(t.header.start_realtime_ns);
+  auto writer = TraceWriter::Create(path, h);
+  REQUIRE(writer.ok());
+  pb::Chunk c;
+  auto* strings = c.mutable_strings();
+  strings->set_first_id(1);
+  for (size_t i = 1; i < t.strings.size(); ++i) strings->add_value(t.strings[i]);
+  REQUIRE((*writer)->Write(c).ok());
+  for (const auto& p : t.processes) {
+    pb::Chunk pc;
+    pc.mutable_process()->set_pid(p.pid);
+    pc.mutable_process()->set_ppid(p.ppid);
+    pc.mutable_process()->set_rank(p.rank);
+    REQUIRE((*writer)->Write(pc).ok());
+  }
+  for (size_t i = 0; i < t.threads.size(); ++i) {
+    pb::Chunk tc;
+    auto* th = tc.mutable_thread();
+    th->set_thread_id(static_cast<uint32_t>(i));
+    th->set_pid(t.threads[i].pid);
+    th->set_tid(t.threads[i].tid);
+    th->set_lane(t.threads[i].lane);
+    th->set_client(static_cast<uint32_t>(t.threads[i].client));
+    REQUIRE((*writer)->Write(tc).ok());
+  }
+  for (const auto& cv : t.configs) {
+    pb::Chunk cc;
+    auto* config = cc.mutable_config();
+    config->set_pid(cv.pid);
+    config->set_scope(cv.scope);
+    config->set_key(*t.FindString(cv.key));
+    if (cv.type == ConfigValue::Type::kStr) config->set_str(cv.str); else config->set_u64(cv.u64);
+    REQUIRE((*writer)->Write(cc).ok());
+  }
+  for (size_t thread = 0; thread < t.threads.size(); ++thread) {
+    SpanBatchBuilder batch(static_cast<uint32_t>(thread));
+    const auto& s = t.spans;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s.thread[i] != thread) continue;
+      SpanRow row;
+      row.start_ns = s.start_ns[i];
+      row.duration_ns = s.duration_ns[i];
+      row.name = s.name[i];
+      row.arg = s.arg[i];
+      row.scope = s.scope[i];
+      row.kind = static_cast<uint32_t>(s.kind[i]);
+      row.has_cpu = s.has_cpu[i] ? CpuMeasured::kYes : CpuMeasured::kNo;
+      row.cpu_ns = s.cpu_ns[i];
+      row.delay_ns = s.delay_ns[i];
+      batch.Add(row);
+    }
+    if (batch.empty()) continue;
+    pb::Chunk sc;
+    batch.TakeInto(sc);
+    REQUIRE((*writer)->Write(sc).ok());
+  }
+  REQUIRE((*writer)->Close().ok());
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("Streaming a trace for analysis gives the same results as loading it whole") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "batch_size", 2);
+  b.Config(100, 1, "num_workers", 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 12;
+  spec.epochs = 2;
+  AddLoop(b, spec);
+  uint32_t w = b.Thread(201, 201);
+  for (int i = 0; i < 24; ++i) {
+    uint64_t s0 = spec.start + i * 20 * kMs;
+    b.Span(w, names::kGetitem, s0, 4 * kMs, 1, 2 * i);
+    b.Span(w, names::kGetitem, s0 + 4 * kMs, 4 * kMs, 1, 2 * i + 1);
+    b.Span(w, names::kCollate, s0 + 8 * kMs, 2 * kMs, 1, i, 2 * kMs, 0);
+    b.Span(w, names::kFetch, s0, 10 * kMs, 1, i, 6 * kMs, 1 * kMs);
+  }
+  const std::string path = WriteTrace(b.trace, "stream");
+  auto whole = LoadTrace(path);
+  INFO((whole.ok() ? std::string() : whole.error().message));
+  REQUIRE(whole.ok());
+  auto digest = LoadForAnalysis(path);
+  INFO((digest.ok() ? std::string() : digest.error().message));
+  REQUIRE(digest.ok());
+  CHECK(digest->trace.spans.size() < whole->spans.size());  // getitem/collate were folded
+  auto a = Analyze(*whole, {});
+  auto d = Analyze(*digest, {});
+  REQUIRE(a.ok());
+  REQUIRE(d.ok());
+  REQUIRE(a->loaders.size() == 1);
+  REQUIRE(d->loaders.size() == 1);
+  const auto& la = a->loaders[0];
+  const auto& ld = d->loaders[0];
+  CHECK(ld.stall_fraction == Approx(la.stall_fraction));
+  CHECK(ld.step_all.p99 == Approx(la.step_all.p99));
+  CHECK(ld.epochs.size() == la.epochs.size());
+  CHECK(ld.workers.size() == la.workers.size());
+  CHECK(ld.workers[0].io_s == Approx(la.workers[0].io_s));
+  CHECK(ld.split.fetch_stall_s == Approx(la.split.fetch_stall_s).margin(1e-12));
+  REQUIRE(ld.stages.size() == 2);
+  REQUIRE(la.stages.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(ld.stages[i].name == la.stages[i].name);
+    CHECK(ld.stages[i].count == la.stages[i].count);
+    CHECK(ld.stages[i].cpu_s == Approx(la.stages[i].cpu_s));
+    CHECK(ld.stages[i].parallel_rate == Approx(la.stages[i].parallel_rate));
+    CHECK(ld.stages[i].bottleneck == la.stages[i].bottleneck);
+  }
+  CHECK(d->quality.spans == a->quality.spans);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("Streaming a file that is not a trace fails with an input error naming it") {
+  const std::string path = "/tmp/stallprof-test-" + std::to_string(getpid()) + "-junk.pb";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fputs("definitely not a trace", f);
+  std::fclose(f);
+  auto digest = LoadForAnalysis(path);
+  REQUIRE_FALSE(digest.ok());
+  CHECK(digest.error().kind == ErrorKind::kInput);
+  CHECK_THAT(digest.error().message, Catch::Contains(path));
+  std::remove(path.c_str());
+}
