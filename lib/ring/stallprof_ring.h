@@ -128,7 +128,9 @@ enum sp_record_kind {
   SP_KIND_SPAN = 1,
   /* Defines per-lane name id `name`: `scope` = byte length, bytes follow in the
    * 40 payload bytes (start_ns..arg) of this record and of the next
-   * ceil(len/40)-1 SP_KIND_NAME_PART records. Sent before the first use. */
+   * ceil(len/40)-1 SP_KIND_NAME_PART records. Sent before the first use.
+   * A NAME_PART carries the same `name` id (the consumer rejects a part for
+   * another id) and its part index 1, 2, ... in `scope` (informational). */
   SP_KIND_NAME = 2,
   SP_KIND_NAME_PART = 3,
   /* Instant event: start_ns, name, arg, scope (epoch starts, marks). */
