@@ -198,6 +198,23 @@ TEST_CASE("Run-queue delay from outside the job is carried over to other configu
   CHECK(two_workers->r_workers == Approx(2 * 10 / 0.06));
 }
 
+TEST_CASE("Receiving batches in the main process is serial with compute and counts as prep stall") {
+  LoaderProfile p = BaseProfile();
+  p.compute_s_per_batch = 0.002;
+  p.cpu_s_per_batch = 0.0005;
+  p.handoff_s_per_batch = 0.003;  // more than the step itself: the main loop, not the workers, binds
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->r_main == Approx(10 / 0.005));
+  CHECK(r->samples_per_s == Approx(2000));
+  CHECK(r->bottleneck == Bottleneck::kPrep);
+  CHECK(r->prep_stall_fraction == Approx(0.6));  // caching cannot remove it
+  CHECK(r->fetch_stall_fraction == Approx(0).margin(1e-12));
+  Scenario faster = On(4);
+  faster.accel_speedup = 2;  // only the compute part shrinks
+  CHECK(Predict(p, faster)->samples_per_s == Approx(10 / 0.004));
+}
+
 TEST_CASE("Predict refuses missing measurements and bad scenarios with a message") {
   LoaderProfile p = BaseProfile();
   CHECK(Predict(p, On(0)).error().kind == stallprof::ErrorKind::kUsage);

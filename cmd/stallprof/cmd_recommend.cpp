@@ -50,6 +50,7 @@ Result<std::vector<model::LoaderProfile>> LoadLoaders(const RecommendFlags& f, m
         if (l.config.name == p.name && l.step_steady.count > 0) {
           p.measured_step_s_per_batch = l.step_steady.mean;
           p.measured_wait_s_per_batch = l.wait_steady.mean;
+          if (p.handoff_s_per_batch <= 0) p.handoff_s_per_batch = l.split.handoff_s / static_cast<double>(l.step_steady.count);
         }
     names += (names.empty() ? "" : ", ") + p.name;
     if (f.loader.empty() ? p.name == "train" : p.name == f.loader) chosen.push_back(p);

@@ -55,6 +55,7 @@ Result<Profiled> LoadProfiled(const std::string& path, uint32_t warmup, const st
         if (l.config.name == p.name && l.step_steady.count > 0) {
           p.measured_step_s_per_batch = l.step_steady.mean;
           p.measured_wait_s_per_batch = l.wait_steady.mean;
+          if (p.handoff_s_per_batch <= 0) p.handoff_s_per_batch = l.split.handoff_s / static_cast<double>(l.step_steady.count);
         }
   }
   std::string names;

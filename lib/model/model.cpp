@@ -39,7 +39,7 @@ Status Validate(const LoaderProfile& p, const Scenario& s) {
 }
 
 struct Terms {
-  double r_compute, r_prep, r_workers, r_fetch, samples_per_s;
+  double r_compute, r_main, r_prep, r_workers, r_fetch, samples_per_s;
 };
 
 // Rates of a pipelined loader (W >= 1) for given per-batch io and delay.
@@ -49,11 +49,12 @@ Terms Pipelined(const LoaderProfile& p, double compute, double cores, double wor
   const double usable = std::max(kMinUsableCores, cores - p.main_cpu_cores);
   Terms t{};
   t.r_compute = Rate(b, compute);
+  t.r_main = Rate(b, compute + p.handoff_s_per_batch);
   t.r_prep = p.cpu_s_per_batch > 0 ? std::min(workers, usable) * b / p.cpu_s_per_batch : kInf;
   t.r_workers = workers * Rate(b, p.cpu_s_per_batch + io + delay);
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
-  t.samples_per_s = std::min({t.r_compute, t.r_prep, t.r_workers, t.r_fetch});
+  t.samples_per_s = std::min({t.r_main, t.r_prep, t.r_workers, t.r_fetch});
   return t;
 }
 
@@ -67,7 +68,7 @@ double PredictedDelay(const LoaderProfile& p, double compute, double cores, doub
   if (cpu <= 0) return 0;
   if (workers == 0) return cpu * std::max(0.0, (1.0 + 0.0) / cores - 1);  // one serial thread
   const Terms free = Pipelined(p, compute, kInf, workers, io, 0, bandwidth, miss);
-  const double rate_batches = std::min({free.r_compute, free.r_workers, free.r_fetch}) / p.batch_size;
+  const double rate_batches = std::min({free.r_main, free.r_workers, free.r_fetch}) / p.batch_size;
   const double demand = std::min(workers * cpu / (cpu + io), rate_batches * cpu);
   return cpu * std::max(0.0, (demand + p.main_cpu_cores) / cores - 1);
 }
@@ -138,6 +139,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   } else {
     const Terms t = Pipelined(p, compute, cores, workers, io, delay, bandwidth, miss);
     out.r_compute = t.r_compute;
+    out.r_main = t.r_main;
+    out.handoff_s = p.handoff_s_per_batch;
     out.r_prep = t.r_prep;
     out.r_workers = t.r_workers;
     out.r_fetch = t.r_fetch;
@@ -145,7 +148,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     if (std::isinf(out.samples_per_s))
       return UnsupportedError("loader '" + p.name + "' has no measured cost per batch (compute, CPU and io are all 0)");
     out.step_s = b / out.samples_per_s;
-    if (t.r_compute <= t.samples_per_s) out.bottleneck = Bottleneck::kCompute;
+    // The main loop binds: compute, unless receiving batches (IPC) costs it more than computing.
+    if (t.r_main <= t.samples_per_s)
+      out.bottleneck = compute >= p.handoff_s_per_batch ? Bottleneck::kCompute : Bottleneck::kPrep;
     else if (t.r_fetch <= t.samples_per_s) out.bottleneck = Bottleneck::kFetch;
     else if (t.r_workers <= t.samples_per_s && io > p.cpu_s_per_batch + delay) out.bottleneck = Bottleneck::kFetch;
     else out.bottleneck = Bottleneck::kPrep;

@@ -63,6 +63,8 @@ struct LoaderProfile {
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
                                          // measured run-queue delay applies as is)
+  double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
+                                         // main process's serial cost of receiving a batch (IPC)
 };
 
 // The machine the profile was taken on, or the one to predict for.
@@ -101,6 +103,8 @@ struct Prediction {
   double compute_s = 0;           // compute per batch after --accel-speedup (T_ingest per batch)
   double prep_step_s = 0;         // predicted step with io = 0 (DS-Analyzer T_prep per batch)
   double io_s = 0;                // io per batch used (scaled by the miss ratio)
+  double handoff_s = 0;           // main-process receive cost per batch (serial with compute)
+  double r_main = 0;              // samples/s the main loop allows: B / (compute + handoff)
   double delay_s = 0;             // run-queue delay per batch used
   bool delay_measured = false;    // true: the measured delay (scenario = profile); false: predicted
   double external_delay_stretch = 0;  // delay per CPU second from outside the job, carried over from the profile

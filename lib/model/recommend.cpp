@@ -71,7 +71,7 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   PipelineLp lp;
   lp.cores = usable_cores;
   const double compute = p.compute_s_per_batch / accel_speedup;
-  if (compute > 0) lp.max_samples_per_s = b / compute;
+  if (compute + p.handoff_s_per_batch > 0) lp.max_samples_per_s = b / (compute + p.handoff_s_per_batch);
   lp.storage_bandwidth = p.storage_bandwidth.value;
   lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
   double staged_cpu = 0, cpu_per_sample = 0;

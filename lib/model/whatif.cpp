@@ -102,6 +102,8 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                            FormatSeconds(p.cpu_s_per_batch), FormatSeconds(p.io_s_per_batch),
                            FormatSeconds(p.delay_s_per_batch)));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
+  in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
+                           FormatSeconds(p.handoff_s_per_batch)));
   in.push_back(fmt::format("profiled machine: {:g} usable cores, {} memory (measured, trace header)", m.cores,
                            FormatBytes(static_cast<double>(m.memory_bytes))));
   in.push_back(Described("bytes read per sample", p.bytes_per_sample.value, FormatBytes(p.bytes_per_sample.value),
