@@ -703,9 +703,11 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   for (const auto& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.ready_batches > 0) split.handoff_s += it.wait_s;
   split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s - split.handoff_s);
+  // prep + fetch + handoff never exceed the measured stall (handoff is part of it).
   double sum = split.prep_stall_s + split.fetch_stall_s;
-  if (sum > split.measured_stall_s * (1 + 1e-9) + 1e-12) {
-    double scale = split.measured_stall_s / sum;
+  double budget = std::max(0.0, split.measured_stall_s - split.handoff_s);
+  if (sum > budget * (1 + 1e-9) + 1e-12) {
+    double scale = budget / sum;
     split.prep_stall_s *= scale;
     split.fetch_stall_s *= scale;
     split.scaled = true;

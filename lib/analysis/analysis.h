@@ -98,7 +98,7 @@ struct StallSplit {
   double cached_s = 0;             // T_prep = model-predicted fully-cached time
   double measured_stall_s = 0;     // sum(wait)
   double prep_stall_s = 0, fetch_stall_s = 0;
-  bool scaled = false;             // prep + fetch exceeded the measured stall and were scaled to it
+  bool scaled = false;             // prep + fetch exceeded the measured stall minus handoff and were scaled to it
   // Waits at next() calls that found a batch already produced by a worker: the
   // main process receiving it (IPC, unpickling, pinning), not storage or worker
   // CPU. Taken out of the fetch stall, which would otherwise absorb it.

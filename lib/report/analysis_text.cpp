@@ -84,7 +84,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     row("  fetch stall (storage) = T - T_prep", s.fetch_stall_s);
     row("  prep stall (CPU) = T_prep - T_ingest", s.prep_stall_s);
     if (s.handoff_s > 0) row("  handoff (a batch was ready: main-process transfer)", s.handoff_s);
-    if (s.scaled) out += "    (fetch + prep exceeded the measured stall and were scaled down to it)\n";
+    if (s.scaled) out += "    (fetch + prep exceeded the measured stall less the handoff and were scaled down to it)\n";
   } else {
     out += "    fetch/prep split unavailable: " + s.unavailable_reason + "\n";
   }
