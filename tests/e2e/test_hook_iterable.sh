@@ -15,12 +15,17 @@ class Stream(IterableDataset):
         wid, n = (info.id, info.num_workers) if info else (0, 1)
         return iter(range(wid, 22, n))
 
-stream_loader = DataLoader(Stream(), batch_size=4, num_workers=2)
+import os, sys
+def mark_worker(worker_id):  # the user's own worker_init_fn must still run
+    open(os.path.join(sys.argv[1], "init%d" % worker_id), "w").close()
+
+stream_loader = DataLoader(Stream(), batch_size=4, num_workers=2, worker_init_fn=mark_worker)
 single_loader = DataLoader(Stream(), batch_size=None, num_workers=0)
 print("stream", sum(1 for _ in stream_loader))
 print("single", sum(1 for _ in single_loader))
 PY
-"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$TMP/iterable.py" > "$TMP/out.txt" || fail "workload failed"
+"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$TMP/iterable.py" "$TMP" > "$TMP/out.txt" || fail "workload failed"
+[ -f "$TMP/init0" ] && [ -f "$TMP/init1" ] || fail "the user's worker_init_fn did not run in both workers"
 "$PY" - "$TMP/capture.jsonl" "$TMP/out.txt" <<'PY' || fail "iterable records wrong"
 import collections, json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
