@@ -1,0 +1,92 @@
+#include <catch2/catch.hpp>
+
+#include "analysis/analysis.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+namespace {
+// num_workers = 0: each next() waits for the main process to fetch the batch
+// itself (cpu + io), then the step computes for 20 ms.
+Trace SerialLoader(uint64_t cpu, uint64_t io) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "batch_size", 4);
+  b.Config(100, 1, "num_workers", 0);
+  uint32_t main = b.Thread(100, 100);
+  LoopSpec spec;
+  spec.thread = main;
+  spec.iterations = 25;
+  spec.wait = cpu + io;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  uint64_t t = spec.start;
+  for (uint32_t i = 0; i < spec.iterations; ++i) {
+    b.Span(main, names::kFetch, t, cpu + io, 1, i, static_cast<int64_t>(cpu), 0);
+    t += cpu + io + spec.compute;
+  }
+  return b.trace;
+}
+}  // namespace
+
+TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the rest in fetch stall") {
+  const Trace trace = SerialLoader(10 * kMs, 30 * kMs);
+  const auto result = Analyze(trace, {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  const auto& s = l.split;
+  REQUIRE(s.available);
+  // 20 steady steps of 20 ms compute + 10 ms CPU + 30 ms I/O.
+  CHECK(s.step_s == Approx(20 * 0.060));
+  CHECK(s.ingest_s == Approx(20 * 0.020));
+  CHECK(s.cached_s == Approx(20 * 0.030));
+  CHECK(s.prep_stall_s == Approx(20 * 0.010));
+  CHECK(s.fetch_stall_s == Approx(20 * 0.030));
+  CHECK(s.handoff_s == 0);
+  CHECK_FALSE(s.scaled);
+  CHECK(l.verdict == Verdict::kHighlyInputBound);
+  CHECK(l.bottleneck == model::Bottleneck::kFetch);
+}
+
+TEST_CASE("A CPU-heavy serial loader is named prep-bound") {
+  const auto result = Analyze(SerialLoader(30 * kMs, 5 * kMs), {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  CHECK(l.split.prep_stall_s == Approx(20 * 0.030));
+  CHECK(l.split.fetch_stall_s == Approx(20 * 0.005));
+  CHECK(l.bottleneck == model::Bottleneck::kPrep);
+}
+
+TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
+  const auto result = Analyze(SerialLoader(0, 500000), {});  // 0.5 ms of I/O per 20.5 ms step
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  CHECK(l.verdict == Verdict::kNotInputBound);
+  CHECK(l.bottleneck == model::Bottleneck::kCompute);
+}
+
+TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch stall") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  spec.wait = 5 * kMs;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  // The worker finished every batch long before it was asked for.
+  uint32_t w = b.Thread(201, 201);
+  for (int i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * kMs / 10, kMs / 20, 1, i, kMs / 20, 0);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& s = result->loaders.at(0).split;
+  REQUIRE(s.available);
+  CHECK(s.handoff_s == Approx(s.measured_stall_s));
+  CHECK(s.fetch_stall_s == Approx(0).margin(1e-12));
+  CHECK(s.prep_stall_s + s.fetch_stall_s + s.handoff_s <= Approx(s.measured_stall_s));
+}
