@@ -11,6 +11,36 @@ namespace stallprof::analysis {
 
 namespace {
 
+inline bool ReadVarint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  if (p < end && *p < 0x80) {
+    v = *p++;
+    return true;
+  }
+  uint64_t r = 0;
+  for (int shift = 0; p < end && shift < 64; shift += 7) {
+    uint8_t b = *p++;
+    r |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A packed column of a SpanBatch encoding.
+struct Column {
+  const uint8_t* begin = nullptr;
+  const uint8_t* end = nullptr;
+  // Number of varints; -1 when the last one is unterminated.
+  int64_t Count() const {
+    int64_t n = 0;
+    for (const uint8_t* p = begin; p < end; ++p) n += (*p < 0x80);
+    if (begin < end && end[-1] >= 0x80) return -1;
+    return n;
+  }
+};
+
 class DigestBuilder {
  public:
   DigestBuilder(TraceDigest& digest, const ChunkReader& reader) : d_(digest), t_(digest.trace), r_(reader) {}
@@ -34,6 +64,20 @@ class DigestBuilder {
   }
 
   bool seen_header() const { return seen_header_; }
+
+  // A chunk as read from the file: span batches are decoded straight from
+  // their encoding (no protobuf objects), everything else through pb::Chunk.
+  Status RawChunk(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+    const auto* end = p + bytes.size();
+    if (p < end && *p == 0x2A && seen_header_) {  // field 5 (spans), length-delimited
+      const uint8_t* q = p + 1;
+      uint64_t len = 0;
+      if (ReadVarint(q, end, len) && len == static_cast<uint64_t>(end - q)) return RawSpans(q, end);
+    }
+    if (!chunk_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return Corrupt("a chunk does not parse");
+    return Chunk(chunk_);
+  }
 
  private:
   Error Corrupt(const std::string& why) const { return CorruptTraceError(t_.path, r_.chunk_offset(), why); }
@@ -172,30 +216,137 @@ class DigestBuilder {
         s.has_cpu.push_back(has_cpu);
         continue;
       }
-      if (kind != 1) continue;  // instants and counters of other names are not stages
-      const uint64_t key = (uint64_t{thread} << 32) | name;
-      if (key != last_key_) {
-        auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(d_.stages.size()));
-        if (inserted) {
-          d_.stages.emplace_back();
-          d_.stages.back().thread = thread;
-          d_.stages.back().name = name;
-        }
-        last_key_ = key;
-        last_index_ = it->second;
-      }
-      auto& st = d_.stages[last_index_];
-      if (st.scope == 0) st.scope = scope;
-      st.count++;
-      st.wall_ns += duration;
-      if (has_cpu) {
-        st.count_with_cpu++;
-        st.cpu_ns += cpu;
-      }
-      st.first_start = std::min(st.first_start, start);
-      st.last_end = std::max(st.last_end, start + duration);
+      if (kind == 1) Fold(thread, name, scope, start, duration, has_cpu, cpu);
     }
     return Status::Ok();
+  }
+
+  Status RawSpans(const uint8_t* p, const uint8_t* end) {
+    uint64_t thread_id = 0, base_ns = 0;
+    Column col[12];
+    bool seen[12] = {};
+    while (p < end) {
+      uint64_t tag = 0;
+      if (!ReadVarint(p, end, tag)) return Corrupt("a span batch has a bad field tag");
+      const uint64_t field = tag >> 3;
+      switch (tag & 7) {
+        case 0: {
+          uint64_t v = 0;
+          if (!ReadVarint(p, end, v)) return Corrupt("a span batch has a bad varint");
+          if (field == 1) thread_id = v;
+          else if (field == 2) base_ns = v;
+          else if (field >= 3 && field <= 11) return Corrupt("a span batch column is not packed");
+          break;
+        }
+        case 2: {
+          uint64_t len = 0;
+          if (!ReadVarint(p, end, len) || len > static_cast<uint64_t>(end - p)) return Corrupt("a span batch field overruns the chunk");
+          if (field >= 3 && field <= 11) {
+            if (seen[field]) return Corrupt("a span batch column appears twice");
+            seen[field] = true;
+            col[field] = {p, p + len};
+          }
+          p += len;
+          break;
+        }
+        case 1:
+          if (end - p < 8) return Corrupt("a span batch field overruns the chunk");
+          p += 8;
+          break;
+        case 5:
+          if (end - p < 4) return Corrupt("a span batch field overruns the chunk");
+          p += 4;
+          break;
+        default: return Corrupt("a span batch has an unknown wire type");
+      }
+    }
+    enum { kStart = 3, kDuration = 4, kName = 5, kArg = 6, kScope = 7, kKind = 8, kCpuBits = 9, kCpu = 10, kDelay = 11 };
+    const int64_t n = col[kDuration].Count();
+    if (n < 0) return Corrupt("a span batch column ends inside a number");
+    if (n == 0) return Status::Ok();
+    if (thread_id >= t_.threads.size()) return Corrupt(fmt::format("spans of undefined thread {}", thread_id));
+    const int64_t n_name = col[kName].Count(), n_scope = col[kScope].Count(), n_kind = col[kKind].Count();
+    const int64_t n_bits = col[kCpuBits].Count(), n_cpu = col[kCpu].Count(), n_delay = col[kDelay].Count();
+    auto counts_ok = [n](int64_t c, bool may_omit) { return c == n || c == 1 || (may_omit && c == 0); };
+    if (col[kStart].Count() != n || col[kArg].Count() != n || !counts_ok(n_name, false) || !counts_ok(n_scope, true) ||
+        !counts_ok(n_kind, true) || n_cpu < 0 || n_delay != n_cpu || (n_bits != 0 && n_bits != (n + 63) / 64))
+      return Corrupt("span batch columns differ in length");
+    const uint32_t thread = static_cast<uint32_t>(thread_id);
+    const uint32_t strings = static_cast<uint32_t>(t_.strings.size());
+    const uint8_t *q_start = col[kStart].begin, *q_dur = col[kDuration].begin, *q_name = col[kName].begin;
+    const uint8_t *q_arg = col[kArg].begin, *q_scope = col[kScope].begin, *q_kind = col[kKind].begin;
+    const uint8_t *q_bits = col[kCpuBits].begin, *q_cpu = col[kCpu].begin, *q_delay = col[kDelay].begin;
+    uint64_t name = 0, scope = 0, kind = 1, bits = 0, cpu_left = static_cast<uint64_t>(n_cpu);
+    uint64_t prev_end = base_ns;
+    auto& s = t_.spans;
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t z = 0, duration = 0, arg = 0;
+      ReadVarint(q_start, col[kStart].end, z);  // counts were verified above
+      ReadVarint(q_dur, col[kDuration].end, duration);
+      ReadVarint(q_arg, col[kArg].end, arg);
+      const uint64_t start = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
+      prev_end = start + duration;
+      if (i < n_name) {
+        ReadVarint(q_name, col[kName].end, name);
+        if (name >= strings) return Corrupt(fmt::format("a span names undefined string {}", name));
+      }
+      if (i < n_scope) {
+        ReadVarint(q_scope, col[kScope].end, scope);
+        if (scope > UINT16_MAX) return Corrupt(fmt::format("a span scope {} is out of range", scope));
+      }
+      if (i < n_kind) {
+        ReadVarint(q_kind, col[kKind].end, kind);
+        if (kind != 1 && kind != 4 && kind != 5) return Corrupt(fmt::format("a span has unknown kind {}", kind));
+      }
+      if (n_bits && i % 64 == 0) ReadVarint(q_bits, col[kCpuBits].end, bits);
+      const bool has_cpu = n_bits && (bits >> (i % 64) & 1);
+      uint64_t cpu = 0, delay = 0;
+      if (has_cpu) {
+        if (cpu_left == 0) return Corrupt("a span batch has fewer CPU entries than has_cpu bits");
+        ReadVarint(q_cpu, col[kCpu].end, cpu);
+        ReadVarint(q_delay, col[kDelay].end, delay);
+        cpu_left--;
+      }
+      if (keep_[name]) {
+        s.start_ns.push_back(start);
+        s.duration_ns.push_back(duration);
+        s.cpu_ns.push_back(cpu);
+        s.delay_ns.push_back(delay);
+        s.arg.push_back(arg);
+        s.name.push_back(static_cast<uint32_t>(name));
+        s.thread.push_back(thread);
+        s.scope.push_back(static_cast<uint16_t>(scope));
+        s.kind.push_back(static_cast<SpanKind>(kind));
+        s.has_cpu.push_back(has_cpu);
+        continue;
+      }
+      if (kind == 1) Fold(thread, static_cast<uint32_t>(name), static_cast<uint16_t>(scope), start, duration, has_cpu, cpu);
+    }
+    return Status::Ok();
+  }
+
+  void Fold(uint32_t thread, uint32_t name, uint16_t scope, uint64_t start, uint64_t duration, bool has_cpu, uint64_t cpu) {
+    const uint64_t key = (uint64_t{thread} << 32) | name;
+    if (key != last_key_) {
+      auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(d_.stages.size()));
+      if (inserted) {
+        d_.stages.emplace_back();
+        d_.stages.back().thread = thread;
+        d_.stages.back().name = name;
+      }
+      last_key_ = key;
+      last_index_ = it->second;
+    }
+    auto& st = d_.stages[last_index_];
+    if (st.scope == 0) st.scope = scope;
+    st.count++;
+    st.wall_ns += duration;
+    if (has_cpu) {
+      st.count_with_cpu++;
+      st.cpu_ns += cpu;
+    }
+    st.first_start = std::min(st.first_start, start);
+    st.last_end = std::max(st.last_end, start + duration);
   }
 
   Status ProcessSamples(const pb::ProcessSamples& s) {
@@ -263,6 +414,7 @@ class DigestBuilder {
   std::unordered_map<uint64_t, uint32_t> index_;
   uint64_t last_key_ = UINT64_MAX;
   uint32_t last_index_ = 0;
+  pb::Chunk chunk_;
 };
 
 }  // namespace
@@ -275,12 +427,12 @@ Result<TraceDigest> LoadForAnalysis(const std::string& path) {
   digest.trace.bytes = (*reader)->file_size();
   digest.trace.strings.push_back("");
   DigestBuilder builder(digest, **reader);
-  pb::Chunk chunk;
+  std::string_view bytes;
   for (;;) {
-    auto more = (*reader)->Next(chunk);
+    auto more = (*reader)->NextRaw(bytes);
     if (!more.ok()) return more.error();
     if (!*more) break;
-    if (Status s = builder.Chunk(chunk); !s.ok()) return s.error();
+    if (Status s = builder.RawChunk(bytes); !s.ok()) return s.error();
   }
   if (!builder.seen_header())
     return InputError(fmt::format("trace '{}' has no header chunk, the run stopped before it started recording "
