@@ -61,6 +61,19 @@ TEST_CASE("The segment is private to its user and reachable through its STALLPRO
   munmap(other, segment->size());
 }
 
+TEST_CASE("The segment is an anonymous memfd that a producer cannot shrink or grow", "[ring]") {
+  auto segment = MakeSegment();
+  char target[256] = {0};
+  const std::string link = "/proc/self/fd/" + std::to_string(segment->fd());
+  REQUIRE(readlink(link.c_str(), target, sizeof target - 1) > 0);
+  CHECK(std::string(target).rfind("/memfd:stallprof-ring", 0) == 0);  // nothing in /dev/shm
+  int fd = open(segment->EnvValue().c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  CHECK(ftruncate(fd, 4096) != 0);
+  CHECK(ftruncate(fd, static_cast<off_t>(segment->size() * 2)) != 0);
+  close(fd);
+}
+
 TEST_CASE("A ring too small for its lanes is refused with an error, not created", "[ring]") {
   auto tiny = Segment::Create(8192, 128);
   REQUIRE_FALSE(tiny.ok());
