@@ -11,7 +11,8 @@
 #          limit leaves (cold: drop_caches) -> predict the cache that holds it
 #          all and a larger partial one (400M -> 650M limits), run both (partial: cache size read
 #          from the cgroup's memory.stat, LRU under shuffling).
-# Prints one line per case: predicted, measured, error. Exits 1 when an error
+# Cores and compute alternate profile and target runs REPEAT times (default 3)
+# and compare medians. Prints one line per case: predicted, measured, error. Exits 1 when an error
 # exceeds MAX_ERROR (default 0.25), 77 when a case cannot run here (no second
 # core, cgroups or drop_caches not permitted), with the reason.
 set -euo pipefail
@@ -34,6 +35,7 @@ trap cleanup EXIT
 [ -x "$SP" ] || { echo "validate: no stallprof binary at $SP (build first or set STALLPROF_BIN)" >&2; exit 2; }
 "$PY" -c 'import torch' 2>/dev/null || { echo "SKIP: $PY cannot import torch"; exit 77; }
 
+echo "validate: load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 FAILED=0
 SKIPPED=0
 skip() { echo "SKIP $1: $2"; SKIPPED=$((SKIPPED + 1)); }
@@ -54,25 +56,39 @@ sys.exit(0 if abs(error) <= limit else 1)
 PY
 }
 
+median() { "$PY" -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+# The machine may be shared: each case alternates profile and target runs
+# REPEAT times (default 3) and compares the medians.
+REPEAT="${REPEAT:-3}"
+
 validate_cores() {
   if [ "$(nproc --all)" -lt 2 ] || ! taskset -c 0,1 true 2>/dev/null; then skip cores "needs 2 cores usable with taskset"; return; fi
   local flags=(--batches 60 --batch-size 4 --prep-cpu-ms 5 --compute-ms 5)
-  taskset -c 0 "$SP" run -q -o "$WORK/c1.pb" -- "$PY" "$WORKLOAD" --workers 1 "${flags[@]}" >/dev/null
-  "$SP" whatif "$WORK/c1.pb" --cores 2 --workers 2 --json >"$WORK/c1.json"
-  local predicted
-  predicted=$(json_get "$WORK/c1.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')
-  taskset -c 0,1 "$SP" run -q -o "$WORK/c2.pb" -- "$PY" "$WORKLOAD" --workers 2 "${flags[@]}" >/dev/null
-  compare "cores: 1c/1w -> 2c/2w" "$predicted" "$(measured_of "$WORK/c2.pb")"
+  local predicted=() measured=() i
+  for i in $(seq "$REPEAT"); do
+    taskset -c 0 "$SP" run -q -o "$WORK/c1.pb" -- "$PY" "$WORKLOAD" --workers 1 "${flags[@]}" >/dev/null
+    "$SP" whatif "$WORK/c1.pb" --cores 2 --workers 2 --json >"$WORK/c1.json"
+    predicted+=("$(json_get "$WORK/c1.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')")
+    taskset -c 0,1 "$SP" run -q -o "$WORK/c2.pb" -- "$PY" "$WORKLOAD" --workers 2 "${flags[@]}" >/dev/null
+    measured+=("$(measured_of "$WORK/c2.pb")")
+  done
+  echo "cores: predicted ${predicted[*]}; measured ${measured[*]}"
+  compare "cores: 1c/1w -> 2c/2w" "$(median "${predicted[@]}")" "$(median "${measured[@]}")"
 }
 
 validate_compute() {
   local flags=(--workers 1 --batches 60 --batch-size 4 --fetch-sleep-ms 3 --prep-cpu-ms 1)
-  "$SP" run -q -o "$WORK/s1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --compute-ms 20 >/dev/null
-  "$SP" whatif "$WORK/s1.pb" --accel-speedup 2 --json >"$WORK/s1.json"
-  local predicted
-  predicted=$(json_get "$WORK/s1.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')
-  "$SP" run -q -o "$WORK/s2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --compute-ms 10 >/dev/null
-  compare "compute: 20 ms step -> 2x faster" "$predicted" "$(measured_of "$WORK/s2.pb")"
+  local predicted=() measured=() i
+  for i in $(seq "$REPEAT"); do
+    "$SP" run -q -o "$WORK/s1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --compute-ms 20 >/dev/null
+    "$SP" whatif "$WORK/s1.pb" --accel-speedup 2 --json >"$WORK/s1.json"
+    predicted+=("$(json_get "$WORK/s1.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')")
+    "$SP" run -q -o "$WORK/s2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --compute-ms 10 >/dev/null
+    measured+=("$(measured_of "$WORK/s2.pb")")
+  done
+  echo "compute: predicted ${predicted[*]}; measured ${measured[*]}"
+  compare "compute: 20 ms step -> 2x faster" "$(median "${predicted[@]}")" "$(median "${measured[@]}")"
 }
 
 # run_in_cgroup <limit bytes> <command...>: runs the command inside a fresh memory cgroup.
