@@ -371,7 +371,18 @@ Result<RunSummary> Run(const RunOptions& options) {
   // Wait for the command; reap adopted orphans on the way.
   int wstatus = 0;
   for (;;) {
-    pid_t r = waitpid(-1, &wstatus, 0);
+    pid_t r = waitpid(-1, &wstatus, take_terminal ? WUNTRACED : 0);
+    if (r == child.pid && WIFSTOPPED(wstatus)) {
+      // Ctrl-Z stopped the command: stop ourselves too, as a shell job would,
+      // so the user's shell gets the terminal back; on `fg`, hand it on again.
+      signal(SIGTTOU, SIG_IGN);
+      tcsetpgrp(STDIN_FILENO, getpgrp());
+      raise(SIGSTOP);
+      tcsetpgrp(STDIN_FILENO, child.pid);
+      signal(SIGTTOU, SIG_DFL);
+      kill(-child.pid, SIGCONT);
+      continue;
+    }
     if (r == child.pid) break;
     if (r < 0 && errno != EINTR) break;  // ECHILD: cannot happen while the child lives
   }
