@@ -47,6 +47,17 @@ ls "$TMP"/p[0-9]*.pb >/dev/null || fail "%p not expanded"
 set +e; "$SP" run -q -o "$TMP/x%q.pb" -- true 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q "unknown placeholder" "$TMP/err" || fail "bad placeholder accepted (rc $rc)"
 
+# An orphaned grandchild that outlives the command gets a short grace period,
+# not an endless wait: stallprof returns the command's status within seconds.
+start=$(date +%s)
+set +e
+"$SP" run -q -o "$TMP/t.pb" -- sh -c "sleep 30 & echo \$! > '$TMP/orphan'; exit 5" </dev/null >/dev/null 2>&1
+rc=$?
+set -e
+kill "$(cat "$TMP/orphan")" 2>/dev/null || true
+[ "$rc" = 5 ] || fail "with an orphan left behind: expected 5, got $rc"
+[ $(( $(date +%s) - start )) -le 8 ] || fail "stallprof waited for the orphaned grandchild"
+
 # No command at all is a usage error.
 set +e; "$SP" run -q -o "$TMP/t.pb" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 2 ] || fail "run without a command returned $rc"
