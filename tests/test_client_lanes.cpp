@@ -152,3 +152,38 @@ TEST_CASE("A forked child claims its own lane and never writes into its parent's
   CHECK(by_arg[2].lane != by_arg[1].lane);
   CHECK(by_arg[2].pid != by_arg[1].pid);
 }
+
+TEST_CASE("A record whose name does not fit is dropped whole and its name is sent with the next one", "[client]") {
+  auto segment = MakeSegment(1 << 20, 1);
+  const uint64_t capacity = segment->header()->lane_capacity;
+  int to_parent[2], to_child[2];
+  REQUIRE(pipe(to_parent) == 0);
+  REQUIRE(pipe(to_child) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    setenv("STALLPROF_RING", segment->EnvValue().c_str(), 1);
+    const uint32_t a = stallprof_name("a");
+    const uint32_t b = stallprof_name("b");
+    for (uint64_t i = 0; i + 2 < capacity; ++i) stallprof_span_complete(a, i, 1, i, 0);  // 1 slot left
+    stallprof_span_complete(b, 0, 1, 111, 0);  // needs NAME + span: dropped whole
+    char c = 1;
+    if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1) _exit(11);
+    stallprof_span_complete(b, 0, 1, 222, 0);  // after the drain: name sent now
+    _exit(stallprof_dropped() == 1 ? 0 : 12);
+  }
+  char c;
+  REQUIRE(read(to_parent[0], &c, 1) == 1);
+  RecordingVisitor visitor;
+  auto stats = segment->DrainOnce(visitor);
+  CHECK(stats.records == capacity - 2);
+  CHECK(stats.invalid == 0);
+  REQUIRE(write(to_child[1], &c, 1) == 1);
+  CHECK(stallprof::testing::WaitExit(child) == 0);
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.events.size() == capacity - 1);
+  CHECK(visitor.events.back().name == "b");
+  CHECK(visitor.events.back().record.arg == 222);
+  CHECK(segment->TotalInvalid() == 0);
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+}
