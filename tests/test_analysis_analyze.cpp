@@ -284,3 +284,38 @@ TEST_CASE("Data quality reports drops, truncation and the client kind") {
   REQUIRE(result->quality.clients.size() == 1);
   CHECK(result->quality.clients[0] == "python-cext");
 }
+
+TEST_CASE("Two loaders fetching on the same main thread keep their own stages") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 2, "name", "val");
+  b.Config(100, 1, "batch_size", 2);
+  b.Config(100, 2, "batch_size", 2);
+  uint32_t main = b.Thread(100, 100);
+  LoopSpec train;
+  train.thread = main;
+  train.iterations = 6;
+  uint64_t end = AddLoop(b, train);
+  LoopSpec val = train;
+  val.scope = 2;
+  val.iterations = 3;
+  val.start = end;
+  AddLoop(b, val);
+  for (const LoopSpec* spec : {&train, &val})
+    for (uint32_t i = 0; i < spec->iterations; ++i) {
+      uint64_t t = spec->start + i * (spec->wait + spec->compute);
+      b.Span(main, names::kGetitem, t, 4 * kMs, spec->scope, 2 * i);
+      b.Span(main, names::kGetitem, t + 4 * kMs, 4 * kMs, spec->scope, 2 * i + 1);
+      b.Span(main, names::kFetch, t, 10 * kMs, spec->scope, i, 5 * kMs, 0);
+    }
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 2);
+  for (const auto& l : result->loaders) {
+    REQUIRE(l.stages.size() == 1);
+    CHECK(l.stages[0].count == (l.config.name == "train" ? 12u : 6u));
+    CHECK(l.workers.size() == 1);
+    CHECK(l.workers[0].in_main_process);
+  }
+}

@@ -345,8 +345,10 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
   for (const auto& acc : accumulators) {
     if (acc.name == fetch_name) continue;
     uint32_t pid = trace.threads[acc.thread].pid;
-    bool mine = worker_threads.count(acc.thread) ||
-                (acc.scope == loader.scope && (pid == loader.pid || worker_pids.count(pid)));
+    // A span with a scope belongs to that loader only; an unscoped one (a user
+    // stage) to the loader whose worker thread ran it.
+    bool mine = acc.scope != 0 ? acc.scope == loader.scope && (pid == loader.pid || worker_pids.count(pid))
+                               : worker_threads.count(acc.thread) > 0;
     if (!mine) continue;
     const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
     auto& m = merged[name];
@@ -535,8 +537,8 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   };
   std::unordered_map<uint16_t, std::vector<uint32_t>> fetches_of_scope;
   std::vector<StageAccumulator> accumulators;
-  std::unordered_map<uint64_t, uint32_t> accumulator_of;
-  uint64_t last_key = std::numeric_limits<uint64_t>::max();
+  std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> accumulator_of;
+  internal::StageKey last_key{std::numeric_limits<uint64_t>::max(), 0};
   uint32_t last_accumulator = 0;
 
   const size_t n = s.size();
@@ -555,19 +557,19 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     }
     if (kind != SpanKind::kSpan || name == epoch_end_name || name == worker_start_name || name == wait_name) continue;
     if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
-    uint64_t key = (uint64_t{thread} << 32) | name;
-    if (key != last_key) {
+    const internal::StageKey key{(uint64_t{thread} << 32) | name, s.scope[i]};
+    if (!(key == last_key)) {
       auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));
       if (inserted) {
         accumulators.emplace_back();
         accumulators.back().thread = thread;
         accumulators.back().name = name;
+        accumulators.back().scope = s.scope[i];
       }
       last_key = key;
       last_accumulator = it->second;
     }
     auto& acc = accumulators[last_accumulator];
-    if (acc.scope == 0) acc.scope = s.scope[i];
     acc.count++;
     acc.wall_ns += s.duration_ns[i];
     if (s.has_cpu[i]) {

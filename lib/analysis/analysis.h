@@ -205,7 +205,7 @@ Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options
 struct StageTotals {
   uint32_t thread = 0;           // index into Trace::threads
   uint32_t name = 0;             // string id
-  uint16_t scope = 0;            // first non-zero scope seen
+  uint16_t scope = 0;            // loader id of these spans, 0 = none
   uint64_t count = 0;
   uint64_t count_with_cpu = 0;
   uint64_t wall_ns = 0;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "analysis.h"
+#include "internal.h"
 #include "trace/reader.h"
 
 namespace stallprof::analysis {
@@ -326,19 +327,19 @@ class DigestBuilder {
   }
 
   void Fold(uint32_t thread, uint32_t name, uint16_t scope, uint64_t start, uint64_t duration, bool has_cpu, uint64_t cpu) {
-    const uint64_t key = (uint64_t{thread} << 32) | name;
-    if (key != last_key_) {
+    const internal::StageKey key{(uint64_t{thread} << 32) | name, scope};
+    if (!(key == last_key_)) {
       auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(d_.stages.size()));
       if (inserted) {
         d_.stages.emplace_back();
         d_.stages.back().thread = thread;
         d_.stages.back().name = name;
+        d_.stages.back().scope = scope;
       }
       last_key_ = key;
       last_index_ = it->second;
     }
     auto& st = d_.stages[last_index_];
-    if (st.scope == 0) st.scope = scope;
     st.count++;
     st.wall_ns += duration;
     if (has_cpu) {
@@ -411,8 +412,8 @@ class DigestBuilder {
   const ChunkReader& r_;
   bool seen_header_ = false;
   std::vector<bool> keep_{false};  // per string id
-  std::unordered_map<uint64_t, uint32_t> index_;
-  uint64_t last_key_ = UINT64_MAX;
+  std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> index_;
+  internal::StageKey last_key_{UINT64_MAX, 0};
   uint32_t last_index_ = 0;
   pb::Chunk chunk_;
 };
