@@ -92,11 +92,12 @@ std::string PredictionJson(const model::Prediction& p) {
       "{{\"samples_per_s\": {:.6g}, \"step_s\": {:.6g}, \"stall_fraction\": {:.6g}, \"fetch_stall_fraction\": {:.6g}, "
       "\"prep_stall_fraction\": {:.6g}, \"bottleneck\": {}, \"workers\": {}, \"hit_ratio\": {:.6g}, "
       "\"r_compute\": {:.6g}, \"r_prep\": {:.6g}, \"r_workers\": {:.6g}, \"r_fetch\": {:.6g}, \"delay_s\": {:.6g}, "
-      "\"delay_measured\": {}}}",
+      "\"delay_measured\": {}, \"handoff_s\": {:.6g}, \"r_main\": {:.6g}}}",
       p.samples_per_s, p.step_s, p.stall_fraction, p.fetch_stall_fraction, p.prep_stall_fraction,
       Json(model::ToString(p.bottleneck)), p.workers, p.hit_ratio, std::isinf(p.r_compute) ? -1 : p.r_compute,
       std::isinf(p.r_prep) ? -1 : p.r_prep, std::isinf(p.r_workers) ? -1 : p.r_workers,
-      std::isinf(p.r_fetch) ? -1 : p.r_fetch, p.delay_s, p.delay_measured ? "true" : "false");
+      std::isinf(p.r_fetch) ? -1 : p.r_fetch, p.delay_s, p.delay_measured ? "true" : "false", p.handoff_s,
+      std::isinf(p.r_main) ? -1 : p.r_main);
 }
 
 void PrintText(const model::WhatIfResult& r, const model::Sweep& sweep, const std::string& path) {
