@@ -1,0 +1,43 @@
+#include <catch2/catch.hpp>
+
+#include "analysis/analysis.h"
+#include "report/analysis_report.h"
+#include "report/html.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::report;
+using namespace stallprof::testing;
+
+TEST_CASE("HTML escaping covers text and attribute metacharacters") {
+  CHECK(EscapeHtml("<a href=\"x\">&'</a>") == "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+}
+
+TEST_CASE("The report page is self-contained and shows the verdict, the charts and the tables") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "<train>");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 2000;  // more iterations than bars: the timeline buckets them
+  AddLoop(b, spec);
+  b.trace.system.t_ns = {1000 * kMs, 2000 * kMs, 3000 * kMs};
+  b.trace.system.cpu_busy_ns = {0, 500, 1500};
+  b.trace.system.cpu_total_ns = {0, 1000, 2000};
+  b.trace.system.page_cache_bytes = {1 << 30, 1 << 30, 1 << 30};
+  b.trace.system.disk_read_bytes = {0, 1000000, 3000000};
+  b.trace.system.mem_available_bytes = {1 << 30, 1 << 30, 1 << 30};
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::StartsWith("<!DOCTYPE html>"));
+  CHECK_THAT(page, Catch::Contains(EscapeHtml(VerdictLine(analysis->loaders[0]))));
+  CHECK(page.find("<train>") == std::string::npos);  // names are escaped
+  CHECK_THAT(page, Catch::Contains("mean of every 4 iterations"));
+  CHECK_THAT(page, Catch::Contains("Machine CPU busy"));
+  CHECK_THAT(page, Catch::Contains("<polyline"));
+  CHECK(page.find("src=") == std::string::npos);
+  CHECK(page.find("http://") == std::string::npos);
+  CHECK(page.find("https://") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("<h3>Epochs</h3><table>"));
+}

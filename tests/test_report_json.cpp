@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include "analysis/analysis.h"
+#include "report/analysis_report.h"
+#include "report/json_writer.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::report;
+using namespace stallprof::testing;
+
+TEST_CASE("JSON strings escape quotes, backslashes, control characters and invalid UTF-8") {
+  std::string out;
+  AppendJsonString(out, std::string("a\"b\\c\nd\te\x01 \xc3\xa9 \xff", 15));
+  CHECK(out == "\"a\\\"b\\\\c\\nd\\te\\u0001 \xc3\xa9 \\ufffd\"");
+}
+
+TEST_CASE("The JSON writer separates members and elements with commas at every depth") {
+  std::string out;
+  JsonWriter w(out);
+  w.BeginObject().Field("a", 1).Key("b").BeginArray().Int(1).BeginObject().Field("c", true).EndObject().Null().EndArray();
+  w.Field("d", 0.5).Field("e", std::numeric_limits<double>::infinity()).Field("f", "x").EndObject();
+  CHECK(out == R"({"a":1,"b":[1,{"c":true},null],"d":0.5,"e":null,"f":"x"})");
+}
+
+namespace {
+analysis::TraceAnalysis Analyzed() {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train \"main\"");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 20;
+  AddLoop(b, spec);
+  auto result = analysis::Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  return *result;
+}
+}  // namespace
+
+TEST_CASE("The verdict line names the loader, the class, the stall and the bottleneck") {
+  const auto a = Analyzed();
+  const std::string line = VerdictLine(a.loaders[0]);
+  CHECK_THAT(line, Catch::StartsWith("train \"main\": HIGHLY input-bound: 25% of step time waiting for data"));
+  CHECK_THAT(line, Catch::Contains("; bottleneck: "));
+}
+
+TEST_CASE("The analysis JSON carries the schema id and the loader's figures") {
+  const auto a = Analyzed();
+  const std::string json = AnalysisJson({a}, nullptr, 5);
+  CHECK_THAT(json, Catch::StartsWith("{\"schema\":\"stallprof.analysis/1\",\"warmup\":5,"));
+  CHECK_THAT(json, Catch::Contains("\"name\":\"train \\\"main\\\"\""));
+  CHECK_THAT(json, Catch::Contains("\"stall_fraction\":0.25"));
+  CHECK_THAT(json, Catch::Contains("\"verdict\":\"highly_input_bound\""));
+  CHECK_THAT(json, Catch::Contains("\"job\":null}"));
+}
+
+TEST_CASE("The text report starts with the verdict and uses colour only when asked") {
+  const auto a = Analyzed();
+  const std::string plain = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  CHECK_THAT(plain, Catch::StartsWith(VerdictLine(a.loaders[0]) + "\n"));
+  CHECK(plain.find('\x1b') == std::string::npos);
+  const std::string coloured = AnalysisText({a}, nullptr, 5, Colour::kOn);
+  CHECK(coloured.find("\x1b[") != std::string::npos);
+}
