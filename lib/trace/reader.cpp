@@ -135,14 +135,20 @@ Result<bool> ChunkReader::NextRaw(std::string_view& bytes) {
   }
   if (length > kMaxChunkBytes)
     return CorruptTraceError(path_, chunk_offset_, fmt::format("a chunk claims {} bytes", length));
-  buffer_.resize(length + 4);
-  size_t got = std::fread(buffer_.data(), 1, buffer_.size(), file_);
-  if (got < buffer_.size()) {
+  offset_ += length_bytes;
+  if (static_cast<uint64_t>(length) + 4 > file_size_ - std::min(file_size_, offset_)) {
+    // The file ends inside this chunk: no need to read (or allocate) it.
     truncated_ = true;
-    offset_ += length_bytes + got;
     return false;
   }
-  offset_ += length_bytes + buffer_.size();
+  buffer_.resize(length + 4);
+  size_t got = std::fread(buffer_.data(), 1, buffer_.size(), file_);
+  if (got < buffer_.size()) {  // the file shrank under us
+    truncated_ = true;
+    offset_ += got;
+    return false;
+  }
+  offset_ += buffer_.size();
   const auto* crc_bytes = reinterpret_cast<const uint8_t*>(buffer_.data() + length);
   uint32_t stored = crc_bytes[0] | crc_bytes[1] << 8 | crc_bytes[2] << 16 | static_cast<uint32_t>(crc_bytes[3]) << 24;
   uint32_t actual = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(buffer_.data()), length));
