@@ -104,3 +104,32 @@ TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
   CHECK(profiles->front().storage_bandwidth.measured);
   CHECK(profiles->front().storage_bandwidth.value == Approx(400.0));
 }
+
+TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 2);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  AddLoop(b, spec);
+  for (uint32_t i = 0; i < 10; ++i) b.Span(spec.thread, names::kFetch, spec.start + i * 40 * kMs, 10 * kMs, 1, i, 4 * kMs, 0);
+  TraceDigest digest;
+  digest.trace = b.trace;
+  StageTotals getitem;
+  getitem.thread = 0;
+  getitem.name = b.Str(names::kGetitem);
+  digest.trace.strings = b.trace.strings;
+  getitem.scope = 1;
+  getitem.count = 20;
+  getitem.wall_ns = 200 * kMs;
+  getitem.first_start = spec.start;
+  getitem.last_end = spec.start + 400 * kMs;
+  digest.stages.push_back(getitem);
+  const auto profiles = MeasureProfiles(digest, {});
+  REQUIRE(profiles.ok());
+  REQUIRE(profiles->front().stages.size() == 1);
+  CHECK(profiles->front().stages[0].name == names::kGetitem);
+  CHECK(profiles->front().stages[0].wall_s_per_sample == Approx(0.2 / 20));
+  CHECK(profiles->front().stages[0].cpu_s_per_sample == Approx(0.2 * 0.4 / 20));  // attributed: fetch CPU/wall = 0.4
+}

@@ -114,10 +114,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
 
 }  // namespace internal
 
-Result<std::vector<model::LoaderProfile>> MeasureProfiles(const Trace& trace, const ProfileOptions& options) {
+namespace {
+Result<std::vector<model::LoaderProfile>> Measure(const Trace& trace, const std::vector<StageTotals>& folded,
+                                                  const ProfileOptions& options) {
   AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
-  auto analysis = internal::AnalyzeCore(trace, analysis_options);
+  auto analysis = internal::AnalyzeCore(trace, analysis_options, folded);
   if (!analysis.ok()) return analysis.error();
   std::vector<model::LoaderProfile> profiles;
   for (const auto& loader : analysis->loaders) {
@@ -128,6 +130,15 @@ Result<std::vector<model::LoaderProfile>> MeasureProfiles(const Trace& trace, co
     return UnsupportedError("no DataLoader in " + (trace.path.empty() ? std::string("the trace") : trace.path) +
                             " completed an iteration, so nothing can be measured; record a longer run");
   return profiles;
+}
+}  // namespace
+
+Result<std::vector<model::LoaderProfile>> MeasureProfiles(const Trace& trace, const ProfileOptions& options) {
+  return Measure(trace, {}, options);
+}
+
+Result<std::vector<model::LoaderProfile>> MeasureProfiles(const TraceDigest& digest, const ProfileOptions& options) {
+  return Measure(digest.trace, digest.stages, options);
 }
 
 model::Machine MeasuredMachine(const Trace& trace) {
