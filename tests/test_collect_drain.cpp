@@ -129,3 +129,13 @@ TEST_CASE("the drainer maps lanes, generations and per-lane names into one consi
   CHECK(t->configs[1].f64 == 0.5);
   std::remove(path.c_str());
 }
+
+TEST_CASE("the live stall percentage is the main process's wait over the recent window") {
+  LiveCounters live;
+  live.main_pid = 42;
+  CHECK(live.RecentStallPercent(1'000'000'000) < 0);  // no data yet
+  // Main process: 10 steps of 100 ms, each waiting 25 ms.
+  for (uint64_t i = 1; i <= 10; ++i) live.AddWait(42, i * 100'000'000, 25'000'000);
+  live.AddWait(7, 900'000'000, 90'000'000);  // another process: ignored
+  CHECK(live.RecentStallPercent(1'000'000'000) == Approx(250.0 / 925.0 * 100).epsilon(0.01));
+}
