@@ -133,3 +133,21 @@ TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
   CHECK(profiles->front().stages[0].wall_s_per_sample == Approx(0.2 / 20));
   CHECK(profiles->front().stages[0].cpu_s_per_sample == Approx(0.2 * 0.4 / 20));  // attributed: fetch CPU/wall = 0.4
 }
+
+TEST_CASE("A profile's handoff is the mean steady wait at next() calls that found a batch ready") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  spec.wait = 2 * kMs;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  uint32_t w = b.Thread(201, 201);
+  for (int i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * kMs / 10, kMs / 20, 1, i, kMs / 20, 0);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().handoff_s_per_batch == Approx(0.002));
+}

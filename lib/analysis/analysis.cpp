@@ -688,6 +688,8 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
 
   TraceAnalysis view;  // BuildProfile reads only the loader and the trace
   model::LoaderProfile profile = internal::BuildProfile(trace, view, loader);
+  // The split keeps handoff apart (fetch = T - T_prep - handoff): T_prep without it.
+  profile.handoff_s_per_batch = 0;
   model::Scenario cached;
   cached.machine = MeasuredMachine(trace);
   cached.cache_bytes = model::kCacheAll;  // the DS-Analyzer fully-cached run: no io at all

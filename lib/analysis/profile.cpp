@@ -18,6 +18,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   p.compute_s_per_batch = loader.compute_steady.mean;
+  // Waits at next() calls that found a batch ready: the main process receiving it.
+  double handoff = 0;
+  for (const auto& it : loader.iterations)
+    if ((it.steady || loader.steady_fallback) && it.ready_batches > 0) handoff += it.wait_s;
+  p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
   p.profiled_cores = MeasuredMachine(trace).cores;
 
   uint64_t batches = 0, batches_with_cpu = 0;
