@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/utf8.h"
 #include "procfs.h"
 #include "trace/trace.h"
 
@@ -57,7 +58,7 @@ void Drainer::OnLaneOwner(const ring::LaneOwner& owner) {
   t.pid = static_cast<pid_t>(owner.pid);
   t.batch = SpanBatchBuilder(t.thread_id);
   const uint64_t now = NowNs();
-  sink_.NoteProcess(t.pid, now);
+  sink_.NoteProcess(t.pid, now, TraceSink::Seen::kOnRing);
   pb::Chunk c;
   auto* info = c.mutable_thread();
   info->set_thread_id(t.thread_id);
@@ -139,7 +140,7 @@ void Drainer::Record(ThreadState& t, const sp_record& r) {
         cfg->set_f64(v);
       } else {
         // The value is a per-lane name the consumer already validated.
-        if (r.arg < t.texts.size()) cfg->set_str(t.texts[r.arg]);
+        if (r.arg < t.texts.size()) cfg->set_str(ValidUtf8(t.texts[r.arg]));
       }
       // Configs reference the thread's process, not its spans: keep ordering
       // simple by writing the thread's pending spans first.

@@ -8,6 +8,7 @@
 
 #include <climits>
 
+#include "common/utf8.h"
 #include "procfs.h"
 #include "trace/reader.h"
 
@@ -35,7 +36,7 @@ pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeo
   h.set_version_major(kTraceVersionMajor);
   h.set_version_minor(kTraceVersionMinor);
   h.set_tool_version(STALLPROF_VERSION);
-  for (const auto& arg : command) h.add_command(arg);
+  for (const auto& arg : command) h.add_command(ValidUtf8(arg));
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) h.set_hostname(host);
   utsname u{};

@@ -19,7 +19,7 @@ void Sampler::Tick(uint64_t now_ns) {
     auto st = procfs::ReadStat(pid);
     if (!st) continue;  // exited since the scan
     alive.push_back(pid);
-    sink_.NoteProcess(pid, now_ns);
+    sink_.NoteProcess(pid, now_ns, TraceSink::Seen::kBySampler);
     auto io = procfs::ReadIo(pid).value_or(procfs::ProcIo{});
     auto& p = processes_[pid];
     p.set_pid(static_cast<uint32_t>(pid));

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/utf8.h"
 #include "procfs.h"
 
 namespace stallprof::collect {
@@ -40,16 +41,18 @@ uint32_t TraceSink::Intern(const std::string& text) {
   auto [it, inserted] = ids_.try_emplace(text, next_id_);
   if (inserted) {
     if (pending_.empty()) pending_first_ = next_id_;
-    pending_.push_back(text);
+    pending_.push_back(ValidUtf8(text));
     ++next_id_;
   }
   return it->second;
 }
 
-void TraceSink::NoteProcess(pid_t pid, uint64_t now_ns) {
+void TraceSink::NoteProcess(pid_t pid, uint64_t now_ns, Seen seen) {
   {
     std::lock_guard lock(mu_);
-    if (!processes_.insert(pid).second) return;
+    const bool first = described_.insert(pid).second;
+    const bool first_on_ring = seen == Seen::kOnRing && described_from_ring_.insert(pid).second;
+    if (!first && !first_on_ring) return;
   }
   pb::Chunk c;
   auto* p = c.mutable_process();
@@ -57,9 +60,9 @@ void TraceSink::NoteProcess(pid_t pid, uint64_t now_ns) {
   p->set_first_seen_ns(now_ns);
   if (auto st = procfs::ReadStat(pid)) {
     p->set_ppid(st->ppid);
-    p->set_comm(st->comm);
+    p->set_comm(ValidUtf8(st->comm));
   }
-  for (auto& arg : procfs::ReadCmdline(pid)) p->add_cmdline(arg);
+  for (auto& arg : procfs::ReadCmdline(pid)) p->add_cmdline(ValidUtf8(arg));
   auto int_env = [pid](const char* name, int fallback) {
     auto v = procfs::ReadEnvVar(pid, name);
     if (!v || v->empty()) return fallback;

@@ -27,8 +27,14 @@ class TraceSink {
   void WriteEncoded(std::string_view chunk_bytes);
   // Trace-global id of `text`; new strings are written before the next chunk.
   uint32_t Intern(const std::string& text);
-  // Writes a ProcessInfo chunk for `pid` the first time it is seen.
-  void NoteProcess(pid_t pid, uint64_t now_ns);
+  // Who saw a process: the sampler may see it between fork and exec, before
+  // its environment (RANK, ...) and command line are final; a process that
+  // attached to the ring has exec'd for good.
+  enum class Seen { kBySampler, kOnRing };
+  // Writes a ProcessInfo chunk for `pid` the first time it is seen, and once
+  // more when it first shows up on the ring after the sampler described it
+  // (readers keep the last description).
+  void NoteProcess(pid_t pid, uint64_t now_ns, Seen seen);
   // Flushes pending strings, fsyncs and closes.
   Status Close();
   // The first write error, if any.
@@ -45,7 +51,8 @@ class TraceSink {
   uint32_t next_id_ = 1;  // 0 is ""
   std::vector<std::string> pending_;
   uint32_t pending_first_ = 1;
-  std::unordered_set<pid_t> processes_;
+  std::unordered_set<pid_t> described_;
+  std::unordered_set<pid_t> described_from_ring_;
 };
 
 }  // namespace stallprof::collect
