@@ -5,13 +5,12 @@
 #include <cmath>
 #include <memory>
 
-#include "analysis/analysis.h"
 #include "analysis/profile.h"
 #include "cli.h"
 #include "common/units.h"
 #include "model/cache.h"
 #include "model/lp.h"
-#include "trace/reader.h"
+#include "report/json_writer.h"
 
 namespace stallprof::cli {
 
@@ -28,47 +27,10 @@ struct RecommendFlags {
   uint32_t warmup = 5;
 };
 
-// The loaders to plan for, as the model sees them, plus the measured step
-// (analyze's steady-state mean) the speedup is reported against.
-Result<std::vector<model::LoaderProfile>> LoadLoaders(const RecommendFlags& f, model::Machine& machine) {
-  auto trace = LoadTrace(f.trace);
-  if (!trace.ok()) return trace.error();
-  analysis::ProfileOptions profile_options;
-  profile_options.warmup = f.warmup;
-  auto profiles = analysis::MeasureProfiles(*trace, profile_options);
-  if (!profiles.ok()) return profiles.error();
-  machine = analysis::MeasuredMachine(*trace);
-  analysis::AnalysisOptions analysis_options;
-  analysis_options.warmup = f.warmup;
-  auto analyzed = analysis::Analyze(*trace, analysis_options);
-  std::string names;
-  std::vector<model::LoaderProfile> chosen;
-  for (auto& p : *profiles) {
-    p.profiled_cores = machine.cores;
-    if (analyzed.ok())
-      for (const auto& l : analyzed->loaders)
-        if (l.config.name == p.name && l.step_steady.count > 0) {
-          p.measured_step_s_per_batch = l.step_steady.mean;
-          p.measured_wait_s_per_batch = l.wait_steady.mean;
-          if (p.handoff_s_per_batch <= 0) p.handoff_s_per_batch = l.split.handoff_s / static_cast<double>(l.step_steady.count);
-        }
-    names += (names.empty() ? "" : ", ") + p.name;
-    if (f.loader.empty() ? p.name == "train" : p.name == f.loader) chosen.push_back(p);
-  }
-  if (!f.loader.empty() && chosen.empty())
-    return UsageError("--loader " + f.loader + ": no such loader in " + f.trace + "; it has: " + names);
-  if (chosen.empty()) chosen = *profiles;
-  return chosen;
-}
-
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += {'\\', c};
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += c;
-  }
-  return out + "\"";
+std::string Json(std::string_view s) {
+  std::string out;
+  report::AppendJsonString(out, s);
+  return out;
 }
 
 std::string DataLoaderLine(const model::Recommendation& r) {
@@ -111,11 +73,13 @@ int RunRecommend(const RecommendFlags& f) {
     if (*bytes == 0) return ReportError(UsageError("--memory 0: a memory budget must be > 0, e.g. --memory 64G"));
     options.memory_bytes = *bytes;
   }
-  model::Machine machine;
-  auto loaders = LoadLoaders(f, machine);
-  if (!loaders.ok()) return ReportError(loaders.error());
-  if (f.cores.empty()) options.cores = machine.cores;
-  if (f.memory.empty()) options.memory_bytes = machine.memory_bytes;
+  analysis::ProfileOptions profile_options;
+  profile_options.warmup = f.warmup;
+  auto run = analysis::LoadProfiledRun(f.trace, profile_options, f.loader);
+  if (!run.ok()) return ReportError(run.error());
+  if (f.cores.empty()) options.cores = run->machine.cores;
+  if (f.memory.empty()) options.memory_bytes = run->machine.memory_bytes;
+  const auto* loaders = &run->loaders;
 
   std::string json = "{\"trace\": " + Json(f.trace) + fmt::format(", \"cores\": {:g}, \"memory_bytes\": {}, \"loaders\": [",
                                                                    options.cores, options.memory_bytes);

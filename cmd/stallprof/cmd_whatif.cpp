@@ -5,14 +5,13 @@
 #include <cstdio>
 #include <memory>
 
-#include "analysis/analysis.h"
 #include "analysis/profile.h"
 #include "cli.h"
 #include "common/units.h"
 #include "model/cache.h"
 #include "model/fit.h"
 #include "model/whatif.h"
-#include "trace/reader.h"
+#include "report/json_writer.h"
 
 namespace stallprof::cli {
 
@@ -29,58 +28,10 @@ struct WhatifOptions {
   uint32_t warmup = 5;
 };
 
-// The trace's loaders as the model sees them, with the measured step the
-// baseline compares to (from analyze's steady-state figures).
-struct Profiled {
-  std::vector<model::LoaderProfile> loaders;
-  model::Machine machine;
-};
-
-Result<Profiled> LoadProfiled(const std::string& path, uint32_t warmup, const std::string& only) {
-  auto trace = LoadTrace(path);
-  if (!trace.ok()) return trace.error();
-  analysis::ProfileOptions profile_options;
-  profile_options.warmup = warmup;
-  auto profiles = analysis::MeasureProfiles(*trace, profile_options);
-  if (!profiles.ok()) return profiles.error();
-  Profiled out;
-  out.machine = analysis::MeasuredMachine(*trace);
-  analysis::AnalysisOptions analysis_options;
-  analysis_options.warmup = warmup;
-  auto analyzed = analysis::Analyze(*trace, analysis_options);
-  for (auto& p : *profiles) {
-    p.profiled_cores = out.machine.cores;
-    if (analyzed.ok())
-      for (const auto& l : analyzed->loaders)
-        if (l.config.name == p.name && l.step_steady.count > 0) {
-          p.measured_step_s_per_batch = l.step_steady.mean;
-          p.measured_wait_s_per_batch = l.wait_steady.mean;
-          if (p.handoff_s_per_batch <= 0) p.handoff_s_per_batch = l.split.handoff_s / static_cast<double>(l.step_steady.count);
-        }
-  }
-  std::string names;
-  for (const auto& p : *profiles) names += (names.empty() ? "" : ", ") + p.name;
-  if (!only.empty()) {
-    for (const auto& p : *profiles)
-      if (p.name == only) out.loaders.push_back(p);
-    if (out.loaders.empty())
-      return UsageError("--loader " + only + ": no such loader in " + path + "; it has: " + names);
-  } else {
-    for (const auto& p : *profiles)
-      if (p.name == "train") out.loaders.push_back(p);
-    if (out.loaders.empty()) out.loaders = *profiles;
-  }
+std::string Json(std::string_view s) {
+  std::string out;
+  report::AppendJsonString(out, s);
   return out;
-}
-
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += {'\\', c};
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += c;
-  }
-  return out + "\"";
 }
 
 std::string CacheText(const model::Scenario& s) {
@@ -133,7 +84,9 @@ void PrintText(const model::WhatIfResult& r, const model::Sweep& sweep, const st
 int RunWhatif(const WhatifOptions& o) {
   auto sweep = model::ParseSweep(o.flags);
   if (!sweep.ok()) return ReportError(sweep.error());
-  auto profiled = LoadProfiled(o.trace, o.warmup, o.loader);
+  analysis::ProfileOptions profile_options;
+  profile_options.warmup = o.warmup;
+  auto profiled = analysis::LoadProfiledRun(o.trace, profile_options, o.loader);
   if (!profiled.ok()) return ReportError(profiled.error());
   std::vector<model::WhatIfResult> results;
   for (const auto& loader : profiled->loaders) {

@@ -18,6 +18,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   p.compute_s_per_batch = loader.compute_steady.mean;
+  p.measured_step_s_per_batch = loader.step_steady.mean;
+  p.measured_wait_s_per_batch = loader.wait_steady.mean;
   // Waits at next() calls that found a batch ready: the main process receiving it.
   double handoff = 0;
   for (const auto& it : loader.iterations)
@@ -156,6 +158,28 @@ model::Machine MeasuredMachine(const Trace& trace) {
   uint64_t available = trace.system.mem_available_bytes.empty() ? 0 : trace.system.mem_available_bytes.front();
   m.page_cache_bytes = std::max(trace.header.page_cache_bytes, available);
   return m;
+}
+
+}  // namespace stallprof::analysis
+
+namespace stallprof::analysis {
+
+Result<ProfiledRun> LoadProfiledRun(const std::string& path, const ProfileOptions& options, const std::string& only) {
+  auto digest = LoadForAnalysis(path);
+  if (!digest.ok()) return digest.error();
+  auto profiles = MeasureProfiles(*digest, options);
+  if (!profiles.ok()) return profiles.error();
+  ProfiledRun run;
+  run.machine = MeasuredMachine(digest->trace);
+  std::string names;
+  for (auto& p : *profiles) {
+    names += (names.empty() ? "" : ", ") + p.name;
+    if (only.empty() ? p.name == "train" : p.name == only) run.loaders.push_back(p);
+  }
+  if (!only.empty() && run.loaders.empty())
+    return UsageError("--loader " + only + ": no such loader in " + path + ", it has: " + names);
+  if (run.loaders.empty()) run.loaders = std::move(*profiles);
+  return run;
 }
 
 }  // namespace stallprof::analysis

@@ -2,6 +2,7 @@
 // and the machine it ran on. The only bridge from analysis to the model.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "analysis.h"
@@ -25,5 +26,17 @@ Result<std::vector<model::LoaderProfile>> MeasureProfiles(const TraceDigest& dig
 
 // The profiled machine: usable cores, memory, page cache at start.
 model::Machine MeasuredMachine(const Trace& trace);
+
+// A recorded run as whatif and recommend plan from it.
+struct ProfiledRun {
+  std::vector<model::LoaderProfile> loaders;  // the chosen loaders
+  model::Machine machine;                     // the machine it ran on
+};
+
+// Streams `path` (memory grows with iterations, not spans) and measures its
+// loaders. Keeps the loader named `only` when given (UsageError listing the
+// loaders the trace has when there is none), else the "train" loader when
+// there is one, else all. Load and measurement errors pass through.
+Result<ProfiledRun> LoadProfiledRun(const std::string& path, const ProfileOptions& options, const std::string& only);
 
 }  // namespace stallprof::analysis
