@@ -89,4 +89,5 @@ TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch
   CHECK(s.handoff_s == Approx(s.measured_stall_s));
   CHECK(s.fetch_stall_s == Approx(0).margin(1e-12));
   CHECK(s.prep_stall_s + s.fetch_stall_s + s.handoff_s <= Approx(s.measured_stall_s));
+  CHECK(result->loaders.at(0).bottleneck == model::Bottleneck::kHandoff);
 }

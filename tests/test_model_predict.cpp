@@ -198,7 +198,7 @@ TEST_CASE("Run-queue delay from outside the job is carried over to other configu
   CHECK(two_workers->r_workers == Approx(2 * 10 / 0.06));
 }
 
-TEST_CASE("Receiving batches in the main process is serial with compute and counts as prep stall") {
+TEST_CASE("Receiving batches in the main process is serial with compute and is named the handoff bottleneck") {
   LoaderProfile p = BaseProfile();
   p.compute_s_per_batch = 0.002;
   p.cpu_s_per_batch = 0.0005;
@@ -207,7 +207,7 @@ TEST_CASE("Receiving batches in the main process is serial with compute and coun
   REQUIRE(r.ok());
   CHECK(r->r_main == Approx(10 / 0.005));
   CHECK(r->samples_per_s == Approx(2000));
-  CHECK(r->bottleneck == Bottleneck::kPrep);
+  CHECK(r->bottleneck == Bottleneck::kHandoff);
   CHECK(r->prep_stall_fraction == Approx(0.6));  // caching cannot remove it
   CHECK(r->fetch_stall_fraction == Approx(0).margin(1e-12));
   Scenario faster = On(4);

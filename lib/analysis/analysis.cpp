@@ -716,14 +716,18 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
     split.fetch_stall_s *= scale;
     split.scaled = true;
   }
-  // The main process's own transfer work counts as CPU prep when it dominates.
-  const double prep_like = std::max(split.prep_stall_s, split.handoff_s);
+  // The largest part of the stall names the bottleneck.
+  const double largest = std::max({split.fetch_stall_s, split.prep_stall_s, split.handoff_s});
   if (loader.verdict == Verdict::kNotInputBound)
     loader.bottleneck = model::Bottleneck::kCompute;
-  else if (split.fetch_stall_s > 0 || prep_like > 0)
-    loader.bottleneck = split.fetch_stall_s >= prep_like ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
-  else
+  else if (largest <= 0)
     loader.bottleneck = fallback;
+  else if (split.fetch_stall_s == largest)
+    loader.bottleneck = model::Bottleneck::kFetch;
+  else if (split.prep_stall_s == largest)
+    loader.bottleneck = model::Bottleneck::kPrep;
+  else
+    loader.bottleneck = model::Bottleneck::kHandoff;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ const char* ToString(Bottleneck b) {
     case Bottleneck::kCompute: return "compute";
     case Bottleneck::kPrep: return "cpu prep";
     case Bottleneck::kFetch: return "storage";
+    case Bottleneck::kHandoff: return "main-process handoff";
   }
   return "?";
 }
@@ -150,7 +151,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.step_s = b / out.samples_per_s;
     // The main loop binds: compute, unless receiving batches (IPC) costs it more than computing.
     if (t.r_main <= t.samples_per_s)
-      out.bottleneck = compute >= p.handoff_s_per_batch ? Bottleneck::kCompute : Bottleneck::kPrep;
+      out.bottleneck = compute >= p.handoff_s_per_batch ? Bottleneck::kCompute : Bottleneck::kHandoff;
     else if (t.r_fetch <= t.samples_per_s) out.bottleneck = Bottleneck::kFetch;
     else if (t.r_workers <= t.samples_per_s && io > p.cpu_s_per_batch + delay) out.bottleneck = Bottleneck::kFetch;
     else out.bottleneck = Bottleneck::kPrep;

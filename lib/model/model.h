@@ -14,9 +14,12 @@ namespace stallprof::model {
 
 enum class AccessOrder { kRandom, kSequential };
 enum class CachePolicy { kLru, kStatic };
-enum class Bottleneck { kCompute, kPrep, kFetch };
+// kHandoff: the main process receiving batches from the workers (IPC,
+// unpickling) costs more per step than computing: neither more workers nor
+// faster storage helps; fewer, larger or cheaper-to-transfer batches do.
+enum class Bottleneck { kCompute, kPrep, kFetch, kHandoff };
 
-const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage"
+const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage", "main-process handoff"
 
 // A measured quantity or an assumption the user should know about.
 struct Input {

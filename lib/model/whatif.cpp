@@ -208,6 +208,7 @@ std::string RenderWhatIfSvg(const WhatIfResult& r) {
       case Bottleneck::kCompute: return "#d9ead3";
       case Bottleneck::kPrep: return "#fce5cd";
       case Bottleneck::kFetch: return "#cfe2f3";
+      case Bottleneck::kHandoff: return "#d9d2e9";
     }
     return "#eeeeee";
   };
@@ -254,7 +255,7 @@ std::string RenderWhatIfSvg(const WhatIfResult& r) {
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2, kH - 30,
                      r.swept.empty() ? "scenario" : r.swept);
   double lx = kLeft;
-  for (Bottleneck b : {Bottleneck::kCompute, Bottleneck::kPrep, Bottleneck::kFetch}) {
+  for (Bottleneck b : {Bottleneck::kCompute, Bottleneck::kPrep, Bottleneck::kFetch, Bottleneck::kHandoff}) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#999\"/>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\">{} bound</text>\n",
                        lx, kH - 18, color(b), lx + 18, kH - 6, ToString(b));

@@ -21,6 +21,7 @@ const char* BottleneckId(model::Bottleneck b) {
     case model::Bottleneck::kCompute: return "compute";
     case model::Bottleneck::kPrep: return "cpu_prep";
     case model::Bottleneck::kFetch: return "storage";
+    case model::Bottleneck::kHandoff: return "handoff";
   }
   return "?";
 }
