@@ -2,13 +2,16 @@
 # Ring and client benchmark: prints figures, asserts nothing.
 #   scripts/bench_ring.sh [build-dir]
 # C: ns per span (1 and 2 threads), drain throughput (bench/bench_ring).
-# Python: ns per span through the C extension and through the ctypes fallback,
-# and the cost the DataLoader hook adds per next() (wait span).
+# Python (under `stallprof run`): ns per span through the C extension and
+# through the ctypes fallback, and the cost the DataLoader hook adds per next()
+# (wait span).
 set -euo pipefail
 BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
 PY=/usr/bin/python3
-[ -x "$BUILD/bench/bench_ring" ] || { echo "bench_ring: build first (cmake --build $BUILD)" >&2; exit 1; }
+for tool in bench/bench_ring stallprof trace_check; do
+  [ -x "$BUILD/$tool" ] || { echo "bench_ring: $BUILD/$tool missing, build first (cmake --build $BUILD)" >&2; exit 1; }
+done
 echo "== C client and drain ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 "$BUILD/bench/bench_ring" "${SPANS:-5000000}"
 
@@ -69,10 +72,17 @@ if "--dataloader" in sys.argv:
     print("DataLoader next() (num_workers=0, per sample incl. fetch/getitem/collate spans): %6.0f ns" % best(loop_next, 3))
 print("dropped by this process: %d" % ext.dropped())
 PY
+# Recorded by the real `stallprof run` (a ring large enough that nothing drops);
+# trace_check then says how many records reached the trace and how many dropped.
+TRACE=/tmp/stallprof_bench_py.$$.pb
+summary() { "$BUILD/trace_check" "$TRACE" | grep -E '^(spans|thread_dropped|footer_dropped|invalid)=' | paste -sd' '; }
 echo "== Python (extension)"
-"$BUILD/tests/tools/ring_capture" --ring-bytes 268435456 --lanes 8 -o /dev/null -- "$PY" /tmp/stallprof_bench_py.$$.py --dataloader
+"$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py --dataloader
+echo "trace: $(summary)"
 echo "== Python (ctypes fallback)"
-STALLPROF_FORCE_CTYPES=1 "$BUILD/tests/tools/ring_capture" --ring-bytes 268435456 --lanes 8 -o /dev/null -- "$PY" /tmp/stallprof_bench_py.$$.py
+STALLPROF_FORCE_CTYPES=1 "$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
+echo "trace: $(summary)"
+rm -f "$TRACE"
 echo "== DataLoader next() without stallprof, for comparison"
 "$PY" - <<'PY'
 import time
@@ -85,4 +95,4 @@ def loop_next():
     return (time.perf_counter_ns() - t) / n
 print("DataLoader next() (num_workers=0, per sample, bare): %6.0f ns" % min(loop_next() for _ in range(3)))
 PY
-rm -f /tmp/stallprof_bench_py.$$.py
+rm -f /tmp/stallprof_bench_py.$$.py "$TRACE"

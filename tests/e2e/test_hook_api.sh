@@ -2,8 +2,7 @@
 # The explicit Python API: stallprof.stage as context manager and decorator
 # (spans with CPU time), instant, counter; and a silent no-op without a ring.
 source "$(dirname "$0")/lib.sh"
-CAPTURE="$STALLPROF_BUILD_DIR/tests/tools/ring_capture"
-[ -x "$CAPTURE" ] || fail "$CAPTURE is not built"
+source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
 cat > "$TMP/api.py" <<'PY'
 import time
 import stallprof
@@ -24,7 +23,7 @@ stallprof.instant("mark", arg=7)
 stallprof.counter("queue_depth", 5)
 print("enabled", stallprof.enabled(), stallprof.client_kind())
 PY
-"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$TMP/api.py" > "$TMP/out.txt" || fail "API script failed under capture"
+record "$TMP/capture.jsonl" "$PY" "$TMP/api.py" > "$TMP/out.txt" || fail "API script failed under capture"
 grep -q "enabled True cext" "$TMP/out.txt" || fail "not enabled under capture: $(cat "$TMP/out.txt")"
 "$PY" - "$TMP/capture.jsonl" <<'PY' || fail "API records wrong"
 import json, sys

@@ -4,8 +4,7 @@
 # that ends the stream.
 source "$(dirname "$0")/lib.sh"
 need_torch
-CAPTURE="$STALLPROF_BUILD_DIR/tests/tools/ring_capture"
-[ -x "$CAPTURE" ] || fail "$CAPTURE is not built"
+source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
 cat > "$TMP/iterable.py" <<'PY'
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -24,7 +23,7 @@ single_loader = DataLoader(Stream(), batch_size=None, num_workers=0)
 print("stream", sum(1 for _ in stream_loader))
 print("single", sum(1 for _ in single_loader))
 PY
-"$CAPTURE" -o "$TMP/capture.jsonl" -- "$PY" "$TMP/iterable.py" "$TMP" > "$TMP/out.txt" || fail "workload failed"
+record "$TMP/capture.jsonl" "$PY" "$TMP/iterable.py" "$TMP" > "$TMP/out.txt" || fail "workload failed"
 [ -f "$TMP/init0" ] && [ -f "$TMP/init1" ] || fail "the user's worker_init_fn did not run in both workers"
 "$PY" - "$TMP/capture.jsonl" "$TMP/out.txt" <<'PY' || fail "iterable records wrong"
 import collections, json, sys

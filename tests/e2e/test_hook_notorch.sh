@@ -3,8 +3,7 @@
 # stdout, stderr and exit code; torch never loaded), with both interpreters,
 # and STALLPROF_RING unset means the bootstrap does nothing at all.
 source "$(dirname "$0")/lib.sh"
-CAPTURE="$STALLPROF_BUILD_DIR/tests/tools/ring_capture"
-[ -x "$CAPTURE" ] || fail "$CAPTURE is not built"
+source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
 cat > "$TMP/plain.py" <<'PY'
 import sys
 print("args", sys.argv[1:])
@@ -17,7 +16,7 @@ for py in "$PY" python3; do
   command -v "$py" >/dev/null || continue
   set +e
   "$py" "$TMP/plain.py" a "b c" > "$TMP/bare.out" 2> "$TMP/bare.err"; bare_rc=$?
-  "$CAPTURE" -o "$TMP/capture.jsonl" -- "$py" "$TMP/plain.py" a "b c" > "$TMP/hook.out" 2> "$TMP/hook.err"; hook_rc=$?
+  "$SP" run -q -o "$TMP/t.pb" -- "$py" "$TMP/plain.py" a "b c" > "$TMP/hook.out" 2> "$TMP/hook.err"; hook_rc=$?
   # Bootstrap on the path but no ring: nothing of stallprof may load.
   PYTHONPATH="$BOOT" "$py" "$TMP/plain.py" a "b c" > "$TMP/off.out" 2> "$TMP/off.err"; off_rc=$?
   set -e
@@ -31,11 +30,13 @@ for py in "$PY" python3; do
   cmp -s "$TMP/hook.err" "$TMP/bare.err" || fail "$py: stderr differs under the hook: $(cat "$TMP/hook.err")"
   cmp -s "$TMP/off.out" "$TMP/bare.out" || fail "$py: stdout differs with the bootstrap but no ring"
   cmp -s "$TMP/off.err" "$TMP/bare.err" || fail "$py: stderr differs with the bootstrap but no ring"
-  grep -q '"type":"span"' "$TMP/capture.jsonl" && fail "$py: records from a script without torch"
+  "$TRACE_CHECK" --jsonl "$TMP/t.pb" > "$TMP/capture.jsonl" || fail "$py: trace_check cannot read the trace"
+  grep -q '"type":"summary".*"exit_code":3,' "$TMP/capture.jsonl" || fail "$py: the trace does not record exit code 3"
+  grep -q '"type":"\(span\|instant\|counter\|config\)"' "$TMP/capture.jsonl" && fail "$py: records from a script without torch"
   # The sitecustomize the bootstrap shadows still runs (chained, not replaced).
   mkdir -p "$TMP/chain"
   echo 'print("chained sitecustomize ran")' > "$TMP/chain/sitecustomize.py"
-  out=$(PYTHONPATH="$TMP/chain" "$CAPTURE" -o /dev/null -- "$py" -c 'print("main")')
+  out=$(PYTHONPATH="$TMP/chain" "$SP" run -q -o "$TMP/chain.pb" -- "$py" -c 'print("main")')
   [ "$out" = $'chained sitecustomize ran\nmain' ] || fail "$py: shadowed sitecustomize not chained: $out"
 done
 echo "OK"

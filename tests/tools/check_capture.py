@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks a ring_capture JSONL file against the WORKLOAD line the workload
-script printed (scripts/workloads/synthetic.py). Exits 1 with one line per
-failed expectation.
+"""Checks what `stallprof run` recorded of a workload against the WORKLOAD line
+the workload script printed (scripts/workloads/synthetic.py). The records are
+the trace as JSON lines (`trace_check --jsonl trace.pb`). Exits 1 with one line
+per failed expectation.
 
-usage: check_capture.py CAPTURE.jsonl WORKLOAD_OUTPUT --workers N --epochs N
+usage: check_capture.py TRACE.jsonl WORKLOAD_OUTPUT --workers N --epochs N
                         [--client cext|ctypes] [--persistent]
 """
 import argparse
@@ -41,6 +42,7 @@ def main():
     if summary:
         expect(summary[0]["dropped"] == 0, "no drops (got %d)" % summary[0]["dropped"])
         expect(summary[0]["invalid"] == 0, "no invalid records (got %d)" % summary[0]["invalid"])
+        expect(summary[0]["footer"] and not summary[0]["truncated"], "the trace is complete (footer, not truncated)")
 
     configs = collections.defaultdict(dict)
     for r in records:
