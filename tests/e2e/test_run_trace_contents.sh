@@ -75,4 +75,12 @@ spans=$(sed -n 's/^footer_spans=//p' "$TMP/sum")
 grep -q "^stallprof: warning: $dropped events dropped (ring full); use --ring-size" "$TMP/err" \
   || fail "no drop warning: $(cat "$TMP/err")"
 grep -qx "thread_dropped=$dropped" "$TMP/sum" || fail "per-thread drops do not add up"
+# Names are arbitrary bytes from the producer: invalid UTF-8 still gives a
+# trace that loads, analyzes and exports as valid JSON.
+"$SP" run -q -o "$TMP/u.pb" -- ./producer "$(printf 'bad\377name')" 10 >/dev/null
+"$CHECK" --names "$TMP/u.pb" >"$TMP/sum" || fail "a trace with an invalid UTF-8 name does not load"
+grep -q "^name bad.*name 10$" "$TMP/sum" || { cat "$TMP/sum"; fail "the invalid UTF-8 name is missing"; }
+"$SP" export "$TMP/u.pb" --format chrome -o "$TMP/u.json"
+"$PY" -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$TMP/u.json" \
+  || fail "the export of an invalid UTF-8 name is not valid JSON"
 echo PASS
