@@ -1,5 +1,5 @@
-// Reading trace.pb: a streaming chunk reader (for export, which must not hold
-// millions of spans in memory) and LoadTrace, which builds the in-memory Trace.
+// Reading trace.pb: the chunk reader (framing and CRC; decoder.h decodes the
+// chunks it returns) and LoadTrace, which builds the in-memory Trace.
 // Every failure names the file and what is wrong with it.
 #pragma once
 

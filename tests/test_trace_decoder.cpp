@@ -1,0 +1,156 @@
+// TraceDecoder and its SpanSink: every span reaches the sink once, in file
+// order, after the strings it names; everything else lands in the Trace.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <span>
+
+#include "trace/decoder.h"
+#include "trace/reader.h"
+#include "trace/writer.h"
+
+using namespace stallprof;
+
+namespace {
+
+std::string TempPath(const char* tag) {
+  return std::string("/tmp/stallprof-test-decoder-") + tag + "-" + std::to_string(getpid()) + ".pb";
+}
+
+pb::TraceHeader Header() {
+  pb::TraceHeader h;
+  h.set_version_major(kTraceVersionMajor);
+  h.set_version_minor(kTraceVersionMinor);
+  h.set_hostname("host");
+  return h;
+}
+
+void WriteStrings(TraceWriter& w, uint32_t first, std::initializer_list<const char*> values) {
+  pb::Chunk c;
+  c.mutable_strings()->set_first_id(first);
+  for (auto* v : values) c.mutable_strings()->add_value(v);
+  REQUIRE(w.Write(c).ok());
+}
+
+void WriteThread(TraceWriter& w, uint32_t id, uint32_t tid) {
+  pb::Chunk c;
+  c.mutable_thread()->set_thread_id(id);
+  c.mutable_thread()->set_pid(100);
+  c.mutable_thread()->set_tid(tid);
+  REQUIRE(w.Write(c).ok());
+}
+
+// Records every call, checking the ordering rules as it goes.
+class RecordingSink final : public SpanSink {
+ public:
+  void Strings(const Trace& trace, uint32_t first_id) override {
+    CHECK(first_id == defined);  // announced once each, in order
+    defined = static_cast<uint32_t>(trace.strings.size());
+    ++string_calls;
+  }
+  Status Spans(const Trace& trace, std::span<const DecodedSpan> spans) override {
+    CHECK(!spans.empty());
+    CHECK(spans.size() <= kSpanBlock);
+    for (const auto& s : spans) {
+      CHECK(s.name < defined);  // its string was announced before
+      CHECK(s.thread < trace.threads.size());
+      seen.push_back(s);
+    }
+    return Status::Ok();
+  }
+  uint32_t defined = 0;
+  int string_calls = 0;
+  std::vector<DecodedSpan> seen;
+};
+
+}  // namespace
+
+TEST_CASE("a sink sees every span of a written trace exactly once, after the strings it names") {
+  const std::string path = TempPath("sink");
+  std::vector<SpanRow> written;
+  {
+    auto w = TraceWriter::Create(path, Header());
+    REQUIRE(w.ok());
+    WriteStrings(**w, 1, {"dataloader.wait", "dataloader.fetch"});
+    WriteThread(**w, 0, 101);
+    WriteThread(**w, 1, 102);
+    uint64_t t = 1000;
+    for (uint32_t batch = 0; batch < 6; ++batch) {
+      if (batch == 3) WriteStrings(**w, 3, {"late.name"});  // names defined between batches
+      SpanBatchBuilder b(batch % 2);
+      const int rows = batch == 4 ? 1000 : 300;  // more than one block per batch
+      for (int i = 0; i < rows; ++i) {
+        SpanRow r{.start_ns = t, .duration_ns = static_cast<uint64_t>(i % 7), .name = batch >= 3 ? 3u : 1u + i % 2,
+                  .arg = static_cast<uint64_t>(i), .scope = static_cast<uint16_t>(i % 3),
+                  .kind = static_cast<uint32_t>(i % 5 == 0 ? 4 : 1)};
+        if (i % 4 == 0) {
+          r.has_cpu = CpuMeasured::kYes;
+          r.cpu_ns = i * 3;
+          r.delay_ns = i;
+        }
+        t += 10;
+        b.Add(r);
+        written.push_back(r);
+      }
+      pb::Chunk spans;
+      b.TakeInto(spans);
+      REQUIRE((*w)->Write(spans).ok());
+    }
+    REQUIRE((*w)->Close().ok());
+  }
+
+  Trace trace;
+  RecordingSink sink;
+  REQUIRE(DecodeTraceFile(path, trace, sink).ok());
+  CHECK(sink.string_calls == 3);  // "" at id 0, then the two Strings chunks
+  CHECK(sink.defined == 4);
+  CHECK(trace.strings.size() == 4);
+  CHECK(trace.threads.size() == 2);
+  CHECK(trace.spans.size() == 0);  // spans go to the sink only
+  REQUIRE(sink.seen.size() == written.size());
+  size_t i = 0;
+  for (uint32_t batch = 0; batch < 6; ++batch) {
+    const size_t rows = batch == 4 ? 1000 : 300;
+    for (size_t k = 0; k < rows; ++k, ++i) {
+      const auto& s = sink.seen[i];
+      const auto& r = written[i];
+      INFO("span " << i);
+      CHECK(s.thread == batch % 2);
+      CHECK(s.start_ns == r.start_ns);
+      CHECK(s.duration_ns == r.duration_ns);
+      CHECK(s.name == r.name);
+      CHECK(s.arg == r.arg);
+      CHECK(s.scope == r.scope);
+      CHECK(static_cast<uint32_t>(s.kind) == r.kind);
+      CHECK(s.has_cpu == (r.has_cpu == CpuMeasured::kYes));
+      CHECK(s.cpu_ns == (s.has_cpu ? r.cpu_ns : 0));
+      CHECK(s.delay_ns == (s.has_cpu ? r.delay_ns : 0));
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a sink's error stops the decoding and is returned") {
+  const std::string path = TempPath("sinkerror");
+  {
+    auto w = TraceWriter::Create(path, Header());
+    REQUIRE(w.ok());
+    WriteStrings(**w, 1, {"x"});
+    WriteThread(**w, 0, 101);
+    SpanBatchBuilder b(0);
+    b.Add({.start_ns = 1, .duration_ns = 1, .name = 1, .kind = 1});
+    pb::Chunk spans;
+    b.TakeInto(spans);
+    REQUIRE((*w)->Write(spans).ok());
+    REQUIRE((*w)->Close().ok());
+  }
+  struct FailingSink final : SpanSink {
+    Status Spans(const Trace&, std::span<const DecodedSpan>) override { return RuntimeError("disk full"); }
+  } sink;
+  Trace trace;
+  auto s = DecodeTraceFile(path, trace, sink);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message == "disk full");
+  std::remove(path.c_str());
+}
