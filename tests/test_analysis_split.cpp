@@ -91,3 +91,34 @@ TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch
   CHECK(s.prep_stall_s + s.fetch_stall_s + s.handoff_s <= Approx(s.measured_stall_s));
   CHECK(result->loaders.at(0).bottleneck == model::Bottleneck::kHandoff);
 }
+
+TEST_CASE("A batch finished by a worker that went straight on to the next is not handoff") {
+  // One worker, slower than the model: it finishes batch i just before next()
+  // asks for it but is already busy with batch i+1 (a CPU-bound Python worker
+  // then holds the GIL and the finished batch is not sent yet): prep, not handoff.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 12;
+  spec.wait = 30 * kMs;
+  spec.compute = 30 * kMs;
+  AddLoop(b, spec);
+  uint32_t w = b.Thread(201, 201);
+  b.Span(w, names::kFetch, spec.start, kMs, 1, 0, kMs, 0);
+  for (uint64_t i = 1; i < 12; ++i) {
+    const uint64_t next_call = spec.start + i * 60 * kMs;
+    b.Span(w, names::kFetch, next_call - 61 * kMs, 60 * kMs, 1, i, 60 * kMs, 0);
+  }
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  CHECK(l.iterations.at(6).ready_batches == 1);  // finished, by the span times...
+  CHECK_FALSE(l.iterations.at(6).batch_deliverable);  // ...but its worker was busy
+  // Only the last batch counts: after it the worker idles and can send it.
+  CHECK(l.iterations.back().batch_deliverable);
+  CHECK(l.split.handoff_s == Approx(0.030));
+  CHECK(l.bottleneck != model::Bottleneck::kHandoff);
+}

@@ -298,6 +298,35 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   for (uint32_t f : fetches)
     if (trace.threads[s.thread[f]].pid != loader.pid) ends.push_back(s.start_ns[f] + s.duration_ns[f]);
   std::sort(ends.begin(), ends.end());
+  // The fetch span of each batch (arg = the batch index in its epoch) and each
+  // worker thread's fetch intervals, to tell a batch that could be handed over
+  // from one still sitting in a busy worker: a worker that goes straight on to
+  // its next batch may hold the GIL and starve the thread that sends the
+  // finished one (CPU-bound Python transforms), so "finished" is not "sent".
+  std::unordered_map<uint64_t, std::vector<uint32_t>> fetch_of_batch;
+  std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> busy_of_thread;
+  for (uint32_t f : fetches) {
+    if (trace.threads[s.thread[f]].pid == loader.pid) continue;
+    fetch_of_batch[s.arg[f]].push_back(f);
+    busy_of_thread[s.thread[f]].emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
+  }
+  for (auto& [thread, intervals] : busy_of_thread) std::sort(intervals.begin(), intervals.end());
+  auto busy_at = [&](uint32_t thread, uint64_t t) {
+    const auto& iv = busy_of_thread[thread];
+    auto it = std::upper_bound(iv.begin(), iv.end(), std::make_pair(t, UINT64_MAX));
+    return it != iv.begin() && std::prev(it)->second > t;
+  };
+  auto deliverable = [&](const Iteration& it) {
+    const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+    auto found = fetch_of_batch.find(it.index_in_epoch);
+    if (found == fetch_of_batch.end()) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
+    int64_t best = -1;
+    for (uint32_t f : found->second)
+      if (s.start_ns[f] >= epoch_start && (best < 0 || s.start_ns[f] < s.start_ns[best])) best = f;
+    if (best < 0) return false;
+    const uint64_t end = s.start_ns[best] + s.duration_ns[best];
+    return end <= it.wait_start_ns && !busy_at(s.thread[best], it.wait_start_ns);
+  };
   uint64_t starved = 0, total = 0;
   double sum = 0;
   for (auto& it : loader.iterations) {
@@ -309,6 +338,7 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
       ready = std::max<int64_t>(0, static_cast<int64_t>(produced) - it.index_in_epoch);
     }
     it.ready_batches = static_cast<int32_t>(std::min<int64_t>(ready, std::numeric_limits<int32_t>::max()));
+    it.batch_deliverable = in_workers && deliverable(it);
     sum += static_cast<double>(ready);
     loader.prefetch.max_ready = std::max<uint32_t>(loader.prefetch.max_ready, static_cast<uint32_t>(it.ready_batches));
     starved += ready == 0;
@@ -705,7 +735,7 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   split.cached_s = prediction->step_s * steady_count;
   split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
   for (const auto& it : loader.iterations)
-    if ((it.steady || loader.steady_fallback) && it.ready_batches > 0) split.handoff_s += it.wait_s;
+    if ((it.steady || loader.steady_fallback) && it.batch_deliverable) split.handoff_s += it.wait_s;
   split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s - split.handoff_s);
   // prep + fetch + handoff never exceed the measured stall (handoff is part of it).
   double sum = split.prep_stall_s + split.fetch_stall_s;

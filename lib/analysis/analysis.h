@@ -44,6 +44,10 @@ struct Iteration {
   double step_s = 0, wait_s = 0, compute_s = 0;
   bool steady = false;           // index_in_epoch >= warmup
   int32_t ready_batches = -1;    // batches produced by workers and not yet consumed when next() was called; -1 unknown
+  // The batch this next() returns was finished by a worker that has gone idle
+  // since (so it could hand it over) before next() was called: the wait is the
+  // main process receiving it (handoff), not production. See docs/analysis.md.
+  bool batch_deliverable = false;
 };
 
 struct EpochStats {

@@ -23,7 +23,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   // Waits at next() calls that found a batch ready: the main process receiving it.
   double handoff = 0;
   for (const auto& it : loader.iterations)
-    if ((it.steady || loader.steady_fallback) && it.ready_batches > 0) handoff += it.wait_s;
+    if ((it.steady || loader.steady_fallback) && it.batch_deliverable) handoff += it.wait_s;
   p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
   p.profiled_cores = MeasuredMachine(trace).cores;
 
