@@ -154,3 +154,31 @@ TEST_CASE("a sink's error stops the decoding and is returned") {
   CHECK(s.error().message == "disk full");
   std::remove(path.c_str());
 }
+
+TEST_CASE("A process described again after exec keeps its last description and first sighting") {
+  const std::string path = TempPath("reexec");
+  {
+    auto w = TraceWriter::Create(path, Header());
+    REQUIRE(w.ok());
+    pb::Chunk before;  // seen by the sampler between fork and exec
+    before.mutable_process()->set_pid(300);
+    before.mutable_process()->set_rank(-1);
+    before.mutable_process()->set_comm("bash");
+    before.mutable_process()->set_first_seen_ns(10);
+    REQUIRE((*w)->Write(before).ok());
+    pb::Chunk after;  // seen on the ring once the training script runs
+    after.mutable_process()->set_pid(300);
+    after.mutable_process()->set_rank(1);
+    after.mutable_process()->set_comm("python3");
+    after.mutable_process()->set_first_seen_ns(20);
+    REQUIRE((*w)->Write(after).ok());
+    REQUIRE((*w)->Close().ok());
+  }
+  auto trace = LoadTrace(path);
+  std::remove(path.c_str());
+  REQUIRE(trace.ok());
+  REQUIRE(trace->processes.size() == 1);
+  CHECK(trace->processes[0].rank == 1);
+  CHECK(trace->processes[0].comm == "python3");
+  CHECK(trace->processes[0].first_seen_ns == 10);
+}

@@ -125,7 +125,9 @@ Status TraceDecoder::StringsChunk(const pb::Strings& s) {
 }
 
 Status TraceDecoder::Process(const pb::ProcessInfo& p) {
-  if (t_.FindProcess(p.pid())) return Status::Ok();  // seen again (e.g. after exec): first record wins
+  // A process is described again once it reaches the ring (after exec, when its
+  // RANK and command line are final): the last description wins, the first
+  // sighting time stays.
   ProcessInfo o;
   o.pid = p.pid();
   o.ppid = p.ppid();
@@ -135,6 +137,12 @@ Status TraceDecoder::Process(const pb::ProcessInfo& p) {
   o.comm = p.comm();
   o.cmdline.assign(p.cmdline().begin(), p.cmdline().end());
   o.first_seen_ns = p.first_seen_ns();
+  for (auto& known : t_.processes)
+    if (known.pid == o.pid) {
+      o.first_seen_ns = std::min(o.first_seen_ns, known.first_seen_ns);
+      known = std::move(o);
+      return Status::Ok();
+    }
   t_.processes.push_back(std::move(o));
   return Status::Ok();
 }
