@@ -10,7 +10,6 @@
 #include "common/units.h"
 #include "model/cache.h"
 #include "model/lp.h"
-#include "report/json_writer.h"
 
 namespace stallprof::cli {
 
@@ -26,12 +25,6 @@ struct RecommendFlags {
   Output output = Output::kText;
   uint32_t warmup = 5;
 };
-
-std::string Json(std::string_view s) {
-  std::string out;
-  report::AppendJsonString(out, s);
-  return out;
-}
 
 std::string DataLoaderLine(const model::Recommendation& r) {
   return fmt::format(
@@ -81,7 +74,7 @@ int RunRecommend(const RecommendFlags& f) {
   if (f.memory.empty()) options.memory_bytes = run->machine.memory_bytes;
   const auto* loaders = &run->loaders;
 
-  std::string json = "{\"trace\": " + Json(f.trace) + fmt::format(", \"cores\": {:g}, \"memory_bytes\": {}, \"loaders\": [",
+  std::string json = "{\"trace\": " + JsonString(f.trace) + fmt::format(", \"cores\": {:g}, \"memory_bytes\": {}, \"loaders\": [",
                                                                    options.cores, options.memory_bytes);
   for (size_t i = 0; i < loaders->size(); ++i) {
     const auto& p = (*loaders)[i];
@@ -95,20 +88,20 @@ int RunRecommend(const RecommendFlags& f) {
           "\"predicted_samples_per_s\": {:.6g}, \"lp_samples_per_s\": {:.6g}, \"measured_samples_per_s\": {}, "
           "\"speedup\": {}, \"bottleneck\": {}, \"binding\": {{\"constraint\": {}, \"kind\": {}, \"shadow_price\": {:.6g}}}, "
           "\"advice\": {}, \"prefetch_concurrency\": {:.6g}, \"constraints\": [",
-          i ? ", " : "", Json(p.name), r->workers, r->prefetch_factor, Json(DataLoaderLine(*r)),
-          Json(model::ToString(r->cache.point)), Json(model::ToString(r->cache.policy)), r->cache.bytes,
+          i ? ", " : "", JsonString(p.name), r->workers, r->prefetch_factor, JsonString(DataLoaderLine(*r)),
+          JsonString(model::ToString(r->cache.point)), JsonString(model::ToString(r->cache.policy)), r->cache.bytes,
           r->cache.hit_ratio, r->predicted.samples_per_s, r->lp_samples_per_s,
           r->measured_samples_per_s > 0 ? fmt::format("{:.6g}", r->measured_samples_per_s) : "null",
-          speedup > 0 ? fmt::format("{:.6g}", speedup) : "null", Json(model::ToString(r->predicted.bottleneck)),
-          Json(r->binding.name), Json(model::ToString(r->binding.kind)), r->binding.dual, Json(r->advice),
+          speedup > 0 ? fmt::format("{:.6g}", speedup) : "null", JsonString(model::ToString(r->predicted.bottleneck)),
+          JsonString(r->binding.name), JsonString(model::ToString(r->binding.kind)), r->binding.dual, JsonString(r->advice),
           r->prefetch_concurrency);
       for (size_t j = 0; j < r->lp.rows.size(); ++j) {
         const auto& row = r->lp.rows[j];
         json += fmt::format("{}{{\"name\": {}, \"activity\": {:.6g}, \"bound\": {:.6g}, \"shadow_price\": {:.6g}}}",
-                            j ? ", " : "", Json(row.name), row.activity, row.bound, row.dual);
+                            j ? ", " : "", JsonString(row.name), row.activity, row.bound, row.dual);
       }
       json += "], \"assumptions\": [";
-      for (size_t j = 0; j < r->assumptions.size(); ++j) json += (j ? ", " : "") + Json(r->assumptions[j]);
+      for (size_t j = 0; j < r->assumptions.size(); ++j) json += (j ? ", " : "") + JsonString(r->assumptions[j]);
       json += "]}";
       continue;
     }

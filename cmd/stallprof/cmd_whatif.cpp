@@ -11,7 +11,6 @@
 #include "model/cache.h"
 #include "model/fit.h"
 #include "model/whatif.h"
-#include "report/json_writer.h"
 
 namespace stallprof::cli {
 
@@ -28,12 +27,6 @@ struct WhatifOptions {
   uint32_t warmup = 5;
 };
 
-std::string Json(std::string_view s) {
-  std::string out;
-  report::AppendJsonString(out, s);
-  return out;
-}
-
 std::string CacheText(const model::Scenario& s) {
   return s.cache_bytes < 0 ? "as run" : FormatBytes(static_cast<double>(s.cache_bytes));
 }
@@ -45,7 +38,7 @@ std::string PredictionJson(const model::Prediction& p) {
       "\"r_compute\": {:.6g}, \"r_prep\": {:.6g}, \"r_workers\": {:.6g}, \"r_fetch\": {:.6g}, \"delay_s\": {:.6g}, "
       "\"delay_measured\": {}, \"handoff_s\": {:.6g}, \"r_main\": {:.6g}}}",
       p.samples_per_s, p.step_s, p.stall_fraction, p.fetch_stall_fraction, p.prep_stall_fraction,
-      Json(model::ToString(p.bottleneck)), p.workers, p.hit_ratio, std::isinf(p.r_compute) ? -1 : p.r_compute,
+      JsonString(model::ToString(p.bottleneck)), p.workers, p.hit_ratio, std::isinf(p.r_compute) ? -1 : p.r_compute,
       std::isinf(p.r_prep) ? -1 : p.r_prep, std::isinf(p.r_workers) ? -1 : p.r_workers,
       std::isinf(p.r_fetch) ? -1 : p.r_fetch, p.delay_s, p.delay_measured ? "true" : "false", p.handoff_s,
       std::isinf(p.r_main) ? -1 : p.r_main);
@@ -106,30 +99,30 @@ int RunWhatif(const WhatifOptions& o) {
     std::fclose(f);
   }
   if (o.output == Output::kJson) {
-    std::string out = fmt::format("{{\"trace\": {}, \"loaders\": [", Json(o.trace));
+    std::string out = fmt::format("{{\"trace\": {}, \"loaders\": [", JsonString(o.trace));
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& r = results[i];
       out += fmt::format("{}{{\"loader\": {}, \"profiled_cores\": {:g}, \"measured_samples_per_s\": {}, "
                          "\"baseline\": {}, \"model_error\": {}, \"swept\": {}, \"scenarios\": [",
-                         i ? ", " : "", Json(r.loader), r.profiled.cores,
+                         i ? ", " : "", JsonString(r.loader), r.profiled.cores,
                          r.measured_samples_per_s > 0 ? fmt::format("{:.6g}", r.measured_samples_per_s) : "null",
                          PredictionJson(r.baseline),
-                         r.measured_samples_per_s > 0 ? fmt::format("{:.6g}", r.model_error) : "null", Json(r.swept));
+                         r.measured_samples_per_s > 0 ? fmt::format("{:.6g}", r.model_error) : "null", JsonString(r.swept));
       for (size_t j = 0; j < r.rows.size(); ++j) {
         const auto& row = r.rows[j];
         out += fmt::format("{}{{\"cores\": {:g}, \"workers\": {}, \"cache_bytes\": {}, \"cache_policy\": {}, "
                            "\"accel_speedup\": {:g}, \"first_epoch\": {}, \"change\": {:.6g}, \"prediction\": {}{}}}",
                            j ? ", " : "", row.scenario.machine.cores, row.prediction.workers,
                            row.scenario.cache_bytes < 0 ? "null" : std::to_string(row.scenario.cache_bytes),
-                           Json(model::ToString(row.scenario.cache_policy)), row.scenario.accel_speedup,
+                           JsonString(model::ToString(row.scenario.cache_policy)), row.scenario.accel_speedup,
                            row.scenario.first_epoch ? "true" : "false", row.change, PredictionJson(row.prediction),
                            row.other_epoch ? ", \"other_epoch\": " + PredictionJson(*row.other_epoch) : "");
       }
       out += "], \"inputs\": [";
-      for (size_t j = 0; j < r.inputs.size(); ++j) out += (j ? ", " : "") + Json(r.inputs[j]);
+      for (size_t j = 0; j < r.inputs.size(); ++j) out += (j ? ", " : "") + JsonString(r.inputs[j]);
       out += "]}";
     }
-    out += fmt::format("], \"cpu_fit\": {}}}\n", fit_line.empty() ? "null" : Json(fit_line));
+    out += fmt::format("], \"cpu_fit\": {}}}\n", fit_line.empty() ? "null" : JsonString(fit_line));
     fmt::print("{}", out);
     return 0;
   }

@@ -28,16 +28,7 @@ class DigestSink final : public SpanSink {
     auto& s = d_.trace.spans;
     for (const DecodedSpan& d : spans) {
       if (keep_[d.name]) {
-        s.start_ns.push_back(d.start_ns);
-        s.duration_ns.push_back(d.duration_ns);
-        s.cpu_ns.push_back(d.cpu_ns);
-        s.delay_ns.push_back(d.delay_ns);
-        s.arg.push_back(d.arg);
-        s.name.push_back(d.name);
-        s.thread.push_back(d.thread);
-        s.scope.push_back(d.scope);
-        s.kind.push_back(d.kind);
-        s.has_cpu.push_back(d.has_cpu);
+        AppendSpan(s, d);
       } else if (d.kind == SpanKind::kSpan) {
         Fold(d.thread, d.name, d.scope, d.start_ns, d.duration_ns, d.has_cpu, d.cpu_ns);
       }

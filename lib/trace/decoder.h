@@ -41,6 +41,20 @@ struct DecodedSpan {
   bool has_cpu = false;
 };
 
+// Appends `span` as one row of `table`.
+inline void AppendSpan(SpanTable& table, const DecodedSpan& span) {
+  table.start_ns.push_back(span.start_ns);
+  table.duration_ns.push_back(span.duration_ns);
+  table.cpu_ns.push_back(span.cpu_ns);
+  table.delay_ns.push_back(span.delay_ns);
+  table.arg.push_back(span.arg);
+  table.name.push_back(span.name);
+  table.thread.push_back(span.thread);
+  table.scope.push_back(span.scope);
+  table.kind.push_back(span.kind);
+  table.has_cpu.push_back(span.has_cpu);
+}
+
 // Receives what the decoder does not keep in the Trace itself.
 class SpanSink {
  public:

@@ -164,18 +164,7 @@ class TableSink final : public SpanSink {
       ReserveHuge(s.has_cpu, guess);
       reserved_ = true;
     }
-    for (const DecodedSpan& d : spans) {
-      s.start_ns.push_back(d.start_ns);
-      s.duration_ns.push_back(d.duration_ns);
-      s.cpu_ns.push_back(d.cpu_ns);
-      s.delay_ns.push_back(d.delay_ns);
-      s.arg.push_back(d.arg);
-      s.name.push_back(d.name);
-      s.thread.push_back(d.thread);
-      s.scope.push_back(d.scope);
-      s.kind.push_back(d.kind);
-      s.has_cpu.push_back(d.has_cpu);
-    }
+    for (const DecodedSpan& d : spans) AppendSpan(s, d);
     return Status::Ok();
   }
 
