@@ -233,3 +233,20 @@ TEST_CASE("Predict refuses missing measurements and bad scenarios with a message
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message.find("dataset size") != std::string::npos);
 }
+
+TEST_CASE("A serial loader that stalls a quarter of each step is named by its stall, as analyze names it") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.compute_s_per_batch = 0.030;  // compute is still the largest single part...
+  p.cpu_s_per_batch = 0.010;      // ...but 25% of the step is CPU prep
+  p.io_s_per_batch = 0;
+  p.delay_s_per_batch = 0;
+  auto r = Predict(p, On(2));
+  REQUIRE(r.ok());
+  CHECK(r->stall_fraction == Approx(0.25));
+  CHECK(r->bottleneck == Bottleneck::kPrep);
+  p.cpu_s_per_batch = 0.001;  // 3% stall: not input-bound
+  auto quiet = Predict(p, On(2));
+  REQUIRE(quiet.ok());
+  CHECK(quiet->bottleneck == Bottleneck::kCompute);
+}

@@ -493,8 +493,8 @@ DataQuality MeasureQuality(const Trace& trace) {
 }  // namespace
 
 Verdict Classify(double stall_fraction) {
-  if (stall_fraction >= 0.20) return Verdict::kHighlyInputBound;
-  if (stall_fraction >= 0.05) return Verdict::kModeratelyInputBound;
+  if (stall_fraction >= model::kHighlyInputBound) return Verdict::kHighlyInputBound;
+  if (stall_fraction >= model::kModeratelyInputBound) return Verdict::kModeratelyInputBound;
   return Verdict::kNotInputBound;
 }
 

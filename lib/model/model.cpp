@@ -135,7 +135,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.r_workers = out.samples_per_s;
     const double bytes = p.bytes_per_sample.value * miss;
     out.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : Rate(b, io);
-    if (compute >= prep && compute >= io) out.bottleneck = Bottleneck::kCompute;
+    // As analyze names it: compute unless input-bound, else the larger stall.
+    if ((prep + io) / out.step_s < kModeratelyInputBound) out.bottleneck = Bottleneck::kCompute;
     else out.bottleneck = io > prep ? Bottleneck::kFetch : Bottleneck::kPrep;
   } else {
     const Terms t = Pipelined(p, compute, cores, workers, io, delay, bandwidth, miss);

@@ -19,6 +19,11 @@ enum class CachePolicy { kLru, kStatic };
 // faster storage helps; fewer, larger or cheaper-to-transfer batches do.
 enum class Bottleneck { kCompute, kPrep, kFetch, kHandoff };
 
+// Stall fractions that make a loader input-bound (the TensorFlow input-pipeline
+// analyzer's thresholds): analyze's verdict and the model's bottleneck agree on them.
+inline constexpr double kModeratelyInputBound = 0.05;
+inline constexpr double kHighlyInputBound = 0.20;
+
 const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage", "main-process handoff"
 
 // A measured quantity or an assumption the user should know about.
