@@ -10,17 +10,10 @@
 #include "tools/test_producer.h"
 
 using stallprof::ring::Segment;
+using stallprof::testing::MakeSegment;
 using stallprof::testing::RecordingVisitor;
 using stallprof::testing::RunInChild;
 using stallprof::testing::ToolPath;
-
-namespace {
-std::unique_ptr<Segment> MakeSegment(uint64_t bytes = 4 << 20, uint32_t lanes = 16) {
-  auto segment = Segment::Create(bytes, lanes);
-  REQUIRE(segment.ok());
-  return std::move(segment).value();
-}
-}  // namespace
 
 TEST_CASE("Without STALLPROF_RING attach says disabled and every call is a harmless no-op", "[client]") {
   auto result = RunInChild(nullptr, nullptr, "", [] {

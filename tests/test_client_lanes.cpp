@@ -13,15 +13,11 @@
 
 using stallprof::ring::LaneOwner;
 using stallprof::ring::Segment;
+using stallprof::testing::MakeSegment;
 using stallprof::testing::RecordingVisitor;
 using stallprof::testing::RunInChild;
 
 namespace {
-std::unique_ptr<Segment> MakeSegment(uint64_t bytes, uint32_t lanes) {
-  auto segment = Segment::Create(bytes, lanes);
-  REQUIRE(segment.ok());
-  return std::move(segment).value();
-}
 
 struct SequenceChecker : stallprof::ring::Visitor {
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> next;  // (lane, generation) -> next arg

@@ -9,16 +9,9 @@
 #include "tools/test_producer.h"
 
 using stallprof::ring::Segment;
+using stallprof::testing::MakeSegment;
 using stallprof::testing::RecordingVisitor;
 using stallprof::testing::RunInChild;
-
-namespace {
-std::unique_ptr<Segment> MakeSegment(uint64_t bytes = 4 << 20, uint32_t lanes = 16) {
-  auto segment = Segment::Create(bytes, lanes);
-  REQUIRE(segment.ok());
-  return std::move(segment).value();
-}
-}  // namespace
 
 TEST_CASE("Spans, instants, counters and configs arrive with their names and values", "[client]") {
   auto segment = MakeSegment();

@@ -11,12 +11,20 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "ring/consumer.h"
 
 namespace stallprof::testing {
+
+// A fresh ring segment for one test (fails the test when it cannot be made).
+inline std::unique_ptr<ring::Segment> MakeSegment(uint64_t bytes = 4 << 20, uint32_t lanes = 16) {
+  auto segment = ring::Segment::Create(bytes, lanes);
+  REQUIRE(segment.ok());
+  return std::move(segment).value();
+}
 
 // Result of a child: exit code (or 128+signal) and what it wrote to stderr.
 struct ChildResult {
