@@ -151,3 +151,67 @@ TEST_CASE("A profile's handoff is the mean steady wait at next() calls that foun
   REQUIRE(profiles.ok());
   CHECK(profiles->front().handoff_s_per_batch == Approx(0.002));
 }
+
+TEST_CASE("Read spans around fetch spans give the storage bytes per batch and the CPU a miss costs") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "batch_size", 4);
+  b.Config(100, 1, "dataset_len", 400);
+  b.Config(100, 1, "dataset_bytes", 400ull << 20);  // 1 MiB a sample, 4 MiB a batch
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 40;
+  spec.wait = 2 * kMs;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  const uint32_t w = b.Thread(201, 201);
+  // Batch i misses 2 or 4 MiB; its CPU is 3 ms + 1 ms per MiB missed.
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t start = spec.start + i * 22 * kMs, missed = (i % 2 ? 4ull : 2ull) << 20;
+    b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 3 * kMs + (missed >> 20) * kMs, 0);
+    b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, missed);
+    b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 4ull << 20);
+  }
+  const auto analysis = Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const auto& loader = analysis->loaders.front();
+  CHECK(loader.fetch_reads.size() == 40);
+  for (const auto& st : loader.stages) CHECK(st.name.find("read_") == std::string::npos);  // not pipeline stages
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.storage_bytes_per_batch == Approx(3 << 20));
+  CHECK(p.cold_hit_ratio == Approx(0.25));  // 3 of the 4 MiB a batch needs came from storage
+  REQUIRE(p.cpu_s_per_storage_byte.measured);
+  CHECK(p.cpu_s_per_storage_byte.value * 1048576.0 == Approx(0.001));
+  // Read spans that do not contain a fetch span of their thread measure nothing it did.
+  auto& s = b.trace.spans;
+  const auto storage_name = *b.trace.FindString(names::kReadStorage);
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s.name[i] == storage_name) s.start_ns[i] += 20;  // now starts after its fetch span
+  const auto shifted = Analyze(b.trace, {});
+  REQUIRE(shifted.ok());
+  CHECK(shifted->loaders.front().fetch_reads.empty());
+}
+
+TEST_CASE("A profile's receive cost is the main thread's CPU and delay in next(), only with workers") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Instant(main, names::kEpoch, 0, 1, 0);
+  for (int i = 0; i < 20; ++i) b.Span(main, names::kWait, i * 10 * kMs, 5 * kMs, 1, i, 1 * kMs, kMs / 2);
+  const uint32_t w = b.Thread(201, 201);
+  for (int i = 0; i < 20; ++i) b.Span(w, names::kFetch, i * 10 * kMs, 4 * kMs, 1, i, 4 * kMs, 0);
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().receive_s_per_batch == Approx(0.0015));
+  b.trace.configs.clear();
+  b.Config(100, 1, "num_workers", 0);  // the main thread fetches: its CPU in next() is not receiving
+  profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().receive_s_per_batch == 0);
+}

@@ -39,3 +39,62 @@ TEST_CASE("A fit with one distinct setting asks for more data") {
   REQUIRE_FALSE(f.ok());
   CHECK(f.error().kind == stallprof::ErrorKind::kUnsupported);
 }
+
+namespace {
+// Fetch spans whose CPU is `base` plus `per_mib` per MiB read from storage;
+// storage reads alternate between `low` and `high` MiB, reads through calls
+// are `calls` MiB each.
+std::vector<ReadSample> ReadRows(double base, double per_mib, double low, double high, double calls) {
+  std::vector<ReadSample> rows;
+  for (int i = 0; i < 40; ++i) {
+    const double storage = (i % 2 ? high : low) * 1048576.0;
+    rows.push_back({base + per_mib * storage / 1048576.0 + (i % 4 == 0 ? 1e-5 : -1e-5), storage, calls * 1048576.0});
+  }
+  return rows;
+}
+}  // namespace
+
+TEST_CASE("The CPU a storage miss costs is the slope of fetch CPU against bytes read from storage") {
+  const auto fit = FitReadCost(ReadRows(0.002, 0.0005, 4, 8, 8));
+  REQUIRE(fit.ok());
+  CHECK(fit->cpu_s_per_storage_byte * 1048576.0 == Approx(0.0005).epsilon(0.01));
+  CHECK(fit->points == 40);
+  CHECK(fit->r2 > 0.99);
+}
+
+TEST_CASE("CPU per byte read on every read is kept apart from the CPU of a miss") {
+  // Item sizes vary (calls), misses vary independently: cpu = 1 ms + 0.2 ms/MiB read + 0.5 ms/MiB missed.
+  std::vector<ReadSample> rows;
+  for (int i = 0; i < 60; ++i) {
+    const double calls = (4 + i % 5) * 1048576.0, storage = calls * ((i / 5) % 3) / 2.0;
+    rows.push_back({0.001 + 0.0002 * calls / 1048576.0 + 0.0005 * storage / 1048576.0, storage, calls});
+  }
+  const auto fit = FitReadCost(rows);
+  REQUIRE(fit.ok());
+  CHECK(fit->cpu_s_per_storage_byte * 1048576.0 == Approx(0.0005).epsilon(0.01));
+}
+
+TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the rest, saying why") {
+  CHECK(FitReadCost(ReadRows(0.002, 0.0005, 4, 8, 8)).ok());
+  const auto few = FitReadCost(std::vector<ReadSample>(3, ReadSample{0.001, 1e6, 1e6}));
+  REQUIRE_FALSE(few.ok());
+  CHECK_THAT(few.error().message, Catch::Contains("3 fetch spans"));
+  const auto cached = FitReadCost(ReadRows(0.002, 0.0005, 0, 0, 8));
+  REQUIRE_FALSE(cached.ok());
+  CHECK_THAT(cached.error().message, Catch::Contains("page cache"));
+  const auto flat = FitReadCost(ReadRows(0.002, 0.0005, 8, 8, 8));
+  REQUIRE_FALSE(flat.ok());
+  CHECK_THAT(flat.error().message, Catch::Contains("same bytes"));
+  // Every read missed: storage bytes move with the bytes read.
+  std::vector<ReadSample> cold;
+  for (int i = 0; i < 20; ++i) cold.push_back({0.001 * (1 + i % 3), (1 + i % 3) * 1e6, (1 + i % 3) * 1e6});
+  const auto collinear = FitReadCost(cold);
+  REQUIRE_FALSE(collinear.ok());
+  CHECK_THAT(collinear.error().message, Catch::Contains("in step"));
+}
+
+TEST_CASE("A negative miss slope from noise is taken as misses costing no CPU") {
+  const auto fit = FitReadCost(ReadRows(0.004, -0.0001, 4, 8, 8));
+  REQUIRE(fit.ok());
+  CHECK(fit->cpu_s_per_storage_byte == 0);
+}

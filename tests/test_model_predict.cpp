@@ -215,6 +215,56 @@ TEST_CASE("Receiving batches in the main process is serial with compute and is n
   CHECK(Predict(p, faster)->samples_per_s == Approx(10 / 0.004));
 }
 
+TEST_CASE("The main loop pays its own CPU in next() when it exceeds the waits seen for ready batches") {
+  LoaderProfile p = BaseProfile();
+  p.compute_s_per_batch = 0.002;
+  p.cpu_s_per_batch = 0.0005;
+  p.handoff_s_per_batch = 0.0001;  // batches were late: few waits for ready ones
+  p.receive_s_per_batch = 0.003;   // but unpickling each took the main thread 3 ms
+  CHECK(MainReceiveSeconds(p) == Approx(0.003));
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->handoff_s == Approx(0.003));
+  CHECK(r->r_main == Approx(10 / 0.005));
+  CHECK(r->bottleneck == Bottleneck::kHandoff);
+  p.receive_s_per_batch = 0;  // not recorded: handoff alone
+  CHECK(Predict(p, On(4))->handoff_s == Approx(0.0001));
+}
+
+TEST_CASE("The worker CPU storage misses cost shrinks with the misses a cache removes") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.10;  // of which 0.06 s for 60 MB of misses
+  p.io_s_per_batch = 0.20;
+  p.dataset_bytes = 1000000000;
+  p.dataset_items = 1000;
+  p.bytes_per_sample = {1000000, true, "test"};
+  p.cold_hit_ratio = 0.4;  // 60% missed
+  p.storage_bytes_per_batch = 6e6;
+  p.cpu_s_per_storage_byte = {0.01 / 1e6, true, "test"};
+  CHECK(CpuSecondsAtMiss(p, 0.6) == Approx(0.10));
+  CHECK(CpuSecondsAtMiss(p, 0.3) == Approx(0.07));
+  CHECK(CpuSecondsAtMiss(p, 0) == Approx(0.04));
+  CHECK(CpuSecondsAtMiss(p, 1) == Approx(0.14));  // a cold cache costs more than the profile
+  Scenario all = On(4, 1);
+  all.cache_bytes = kCacheAll;
+  auto cached = Predict(p, all);
+  REQUIRE(cached.ok());
+  CHECK(cached->cpu_s == Approx(0.04));
+  CHECK(cached->step_s == Approx(0.1));  // compute-bound now: the workers need 0.04 s per batch
+  // analyze's T_prep is the fully cached prediction, so the miss CPU counts as fetch stall.
+  Scenario as_profiled = On(4, 1);
+  auto now = Predict(p, as_profiled);
+  REQUIRE(now.ok());
+  CHECK(now->cpu_s == Approx(0.10));
+  CHECK(now->step_s == Approx(0.30));
+  CHECK(now->prep_step_s == Approx(0.1));
+  CHECK(now->fetch_stall_fraction == Approx(2.0 / 3));
+  // Without a fitted cost the CPU stays as measured.
+  p.cpu_s_per_storage_byte = {0, false, "not fitted"};
+  CHECK(Predict(p, all)->cpu_s == Approx(0.10));
+}
+
 TEST_CASE("Predict refuses missing measurements and bad scenarios with a message") {
   LoaderProfile p = BaseProfile();
   CHECK(Predict(p, On(0)).error().kind == stallprof::ErrorKind::kUsage);

@@ -36,6 +36,12 @@ struct LoaderSpans {
   std::vector<uint32_t> fetches;
 };
 
+// The hook's read spans of one thread, by start time: each contains the fetch
+// span it measured (names::kReadStorage).
+struct ThreadReads {
+  std::vector<uint32_t> storage, calls;  // span indices, in start order
+};
+
 LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, uint16_t scope) {
   LoaderConfig config;
   config.name = "loader" + std::to_string(scope);
@@ -131,6 +137,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
     it.wait_s = s.duration_ns[w] * kNs;
     it.compute_s = std::max(0.0, it.step_s - it.wait_s);
     it.steady = it.index_in_epoch >= warmup;
+    if (s.has_cpu[w]) it.receive_s = (s.cpu_ns[w] + s.delay_ns[w]) * kNs;
     previous_return = it.return_ns;
     all_epochs[epoch].iterations++;
     all_epochs[epoch].end_ns = std::max(all_epochs[epoch].end_ns, it.return_ns);
@@ -205,6 +212,31 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     }
   }
   loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
+}
+
+// The read span of `reads` (indices sorted by start) that contains span f, or -1.
+int64_t ContainingSpan(const SpanTable& s, const std::vector<uint32_t>& reads, uint32_t f) {
+  auto it = std::upper_bound(reads.begin(), reads.end(), s.start_ns[f],
+                             [&](uint64_t t, uint32_t r) { return t < s.start_ns[r]; });
+  if (it == reads.begin()) return -1;
+  const uint32_t r = *(it - 1);
+  return s.start_ns[r] + s.duration_ns[r] >= s.start_ns[f] + s.duration_ns[f] ? static_cast<int64_t>(r) : -1;
+}
+
+// Pairs every fetch span that has CPU time with the read spans of its thread.
+void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
+                    const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread, LoaderAnalysis& loader) {
+  const auto& s = trace.spans;
+  for (uint32_t f : fetches) {
+    if (!s.has_cpu[f]) continue;
+    auto found = reads_of_thread.find(s.thread[f]);
+    if (found == reads_of_thread.end()) continue;
+    const int64_t storage = ContainingSpan(s, found->second.storage, f);
+    const int64_t calls = ContainingSpan(s, found->second.calls, f);
+    if (storage < 0 || calls < 0) continue;
+    loader.fetch_reads.push_back({(s.cpu_ns[f] + 0.0) * kNs, static_cast<double>(s.arg[storage]),
+                                  static_cast<double>(s.arg[calls])});
+  }
 }
 
 void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
@@ -553,6 +585,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t fetch_name = NameId(trace, names::kFetch);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
   const uint32_t worker_start_name = NameId(trace, names::kWorkerStart);
+  const uint32_t read_storage_name = NameId(trace, names::kReadStorage);
+  const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
+  std::unordered_map<uint32_t, ThreadReads> reads_of_thread;
 
   std::vector<LoaderSpans> loader_spans;
   std::unordered_map<uint64_t, int> loader_of_key;
@@ -586,6 +621,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       continue;
     }
     if (kind != SpanKind::kSpan || name == epoch_end_name || name == worker_start_name || name == wait_name) continue;
+    if (name == read_storage_name || name == read_calls_name) {  // measurements of a fetch span, not a stage
+      auto& reads = reads_of_thread[thread];
+      (name == read_storage_name ? reads.storage : reads.calls).push_back(static_cast<uint32_t>(i));
+      continue;
+    }
     if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
     const internal::StageKey key{(uint64_t{thread} << 32) | name, s.scope[i]};
     if (!(key == last_key)) {
@@ -611,6 +651,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   }
 
   accumulators.insert(accumulators.end(), extra_stages.begin(), extra_stages.end());
+  for (auto& [thread, reads] : reads_of_thread)
+    for (auto* v : {&reads.storage, &reads.calls})
+      std::sort(v->begin(), v->end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
 
   // A loader is a (process, scope) whose next() was observed at least once.
   std::vector<LoaderSpans> loaders_seen;
@@ -663,6 +706,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, loader);
+    FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
     FillStages(trace, accumulators, fetch_name, loader);
@@ -720,6 +764,7 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
   model::LoaderProfile profile = internal::BuildProfile(trace, view, loader);
   // The split keeps handoff apart (fetch = T - T_prep - handoff): T_prep without it.
   profile.handoff_s_per_batch = 0;
+  profile.receive_s_per_batch = 0;
   model::Scenario cached;
   cached.machine = MeasuredMachine(trace);
   cached.cache_bytes = model::kCacheAll;  // the DS-Analyzer fully-cached run: no io at all

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/fit.h"
 #include "model/model.h"
 #include "trace/trace.h"
 
@@ -48,6 +49,10 @@ struct Iteration {
   // since (so it could hand it over) before next() was called: the wait is the
   // main process receiving it (handoff), not production. See docs/analysis.md.
   bool batch_deliverable = false;
+  // The main thread's CPU time and run-queue delay inside this next() (wait
+  // spans with CPU): its own work receiving the batch, measurable even when the
+  // batch was late. -1 when the wait span carried no CPU time.
+  double receive_s = -1;
 };
 
 struct EpochStats {
@@ -154,6 +159,9 @@ struct LoaderAnalysis {
   double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)
   PrefetchStats prefetch;
   Summary produce;                 // fetch span wall times
+  // Fetch spans with CPU whose thread recorded the bytes it read (the hook's
+  // read spans): the rows of model::FitReadCost. Empty when not recorded.
+  std::vector<model::ReadSample> fetch_reads;
   std::vector<StageStats> stages;
 };
 

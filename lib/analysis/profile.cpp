@@ -1,6 +1,7 @@
 #include "profile.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "internal.h"
@@ -25,6 +26,17 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   for (const auto& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.batch_deliverable) handoff += it.wait_s;
   p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
+  // The main thread's own work in next() (with workers: receiving; without, it fetches too).
+  if (loader.config.num_workers > 0) {
+    double receive = 0;
+    uint64_t measured = 0;
+    for (const auto& it : loader.iterations)
+      if ((it.steady || loader.steady_fallback) && it.receive_s >= 0) {
+        receive += it.receive_s;
+        measured++;
+      }
+    p.receive_s_per_batch = measured ? receive / measured : 0;
+  }
   p.profiled_cores = MeasuredMachine(trace).cores;
 
   uint64_t batches = 0, batches_with_cpu = 0;
@@ -107,7 +119,28 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   double from_disk = worker_read_bytes;
   if (from_disk <= 0 && sys.t_ns.size() >= 2 && to > from)
     from_disk = SeriesAt(sys.t_ns, sys.disk_read_bytes, to) - SeriesAt(sys.t_ns, sys.disk_read_bytes, from);
+  // The hook's read spans count each fetch's own storage reads, exactly.
+  double storage = 0;
+  for (const auto& r : loader.fetch_reads) storage += r.storage_bytes;
+  if (!loader.fetch_reads.empty()) {
+    p.storage_bytes_per_batch = storage / loader.fetch_reads.size();
+    if (p.bytes_per_sample.measured) {
+      needed = p.bytes_per_sample.value * p.batch_size * loader.fetch_reads.size();
+      from_disk = storage;
+    }
+  }
   if (needed > 0) p.cold_hit_ratio = std::clamp(1.0 - from_disk / needed, 0.0, 1.0);
+  if (auto fit = model::FitReadCost(loader.fetch_reads); fit.ok()) {
+    char r2[16];
+    std::snprintf(r2, sizeof r2, "%.2f", fit->r2);
+    p.cpu_s_per_storage_byte = {fit->cpu_s_per_storage_byte, true,
+                                "least squares over " + std::to_string(fit->points) + " fetch spans, R^2 " + r2};
+  } else
+    p.cpu_s_per_storage_byte = {0, false,
+                                loader.fetch_reads.empty()
+                                    ? "not recorded (no read spans: a kernel without per-thread io accounting, or "
+                                      "an older hook): storage misses are taken to cost no worker CPU"
+                                    : "not fitted, taken as 0: " + fit.error().message};
 
   for (const auto& st : loader.stages) {
     model::StageProfile sp;

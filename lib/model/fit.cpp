@@ -1,6 +1,8 @@
 #include "model/fit.h"
 
 #include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace stallprof::model {
@@ -37,6 +39,55 @@ Result<LinearFit> FitCpuAgainstBatchSize(const std::vector<LoaderProfile>& loade
       y.push_back(l.cpu_s_per_batch);
     }
   return FitLine(x, y);
+}
+
+namespace {
+double CoefficientOfVariation(const Eigen::VectorXd& v) {
+  const double mean = v.mean();
+  if (mean <= 0) return 0;
+  return std::sqrt((v.array() - mean).square().mean()) / mean;
+}
+}  // namespace
+
+Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows) {
+  constexpr size_t kMinRows = 10;
+  constexpr double kMinSpread = 0.05;        // coefficient of variation a regressor needs
+  constexpr double kMaxCorrelation = 0.95;   // storage and call bytes closer than this cannot be separated
+  if (rows.size() < kMinRows)
+    return UnsupportedError("only " + std::to_string(rows.size()) + " fetch spans recorded the bytes they read (" +
+                            std::to_string(kMinRows) + " needed)");
+  const auto n = static_cast<Eigen::Index>(rows.size());
+  Eigen::VectorXd cpu(n), storage(n), calls(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const auto& r = rows[static_cast<size_t>(i)];
+    cpu(i) = r.cpu_s;
+    storage(i) = r.storage_bytes;
+    calls(i) = r.call_bytes;
+  }
+  if (storage.mean() <= 0) return UnsupportedError("no fetch read from storage: every read came from the page cache");
+  if (CoefficientOfVariation(storage) < kMinSpread)
+    return UnsupportedError("every batch read about the same bytes from storage, so what a miss costs cannot be told "
+                            "from the rest of the CPU; profile with a partly warm page cache to measure it");
+  const bool with_calls = CoefficientOfVariation(calls) >= kMinSpread;
+  if (with_calls) {
+    const Eigen::ArrayXd ds = storage.array() - storage.mean(), dc = calls.array() - calls.mean();
+    const double corr = (ds * dc).sum() / std::sqrt(ds.square().sum() * dc.square().sum());
+    if (std::abs(corr) > kMaxCorrelation)
+      return UnsupportedError("storage reads moved in step with all reads (every read missed), so what a miss costs "
+                              "cannot be told from the CPU per byte read; profile with a partly warm page cache");
+  }
+  Eigen::MatrixXd a(n, with_calls ? 3 : 2);
+  a.col(0).setOnes();
+  a.col(1) = storage;
+  if (with_calls) a.col(2) = calls;
+  const Eigen::VectorXd coef = a.colPivHouseholderQr().solve(cpu);
+  ReadCostFit fit;
+  fit.points = rows.size();
+  // A miss never makes a read cheaper, and never costs more than all the CPU.
+  fit.cpu_s_per_storage_byte = std::clamp(coef(1), 0.0, cpu.mean() / storage.mean());
+  const double total = (cpu.array() - cpu.mean()).square().sum();
+  fit.r2 = total > 0 ? 1 - (a * coef - cpu).squaredNorm() / total : 1;
+  return fit;
 }
 
 }  // namespace stallprof::model

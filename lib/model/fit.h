@@ -25,4 +25,26 @@ Result<LinearFit> FitLine(const std::vector<double>& x, const std::vector<double
 // Fails when fewer than two distinct batch sizes were measured.
 Result<LinearFit> FitCpuAgainstBatchSize(const std::vector<LoaderProfile>& loaders);
 
+// One fetch span: its thread's CPU time and the bytes the thread read during it.
+struct ReadSample {
+  double cpu_s = 0;
+  double storage_bytes = 0;  // from the storage device (page-cache misses)
+  double call_bytes = 0;     // through read syscalls (hits and misses)
+};
+
+struct ReadCostFit {
+  double cpu_s_per_storage_byte = 0;  // CPU a byte read from storage costs beyond a page-cache hit
+  double r2 = 0;
+  size_t points = 0;
+};
+
+// Worker CPU against storage reads over fetch spans, by least squares:
+//   cpu = base + a * storage_bytes (+ b * call_bytes when those vary),
+// so `a` is what a miss costs the reading thread (allocating and filling
+// pages, reclaim) and what a larger cache takes away; per-byte work done on
+// every read (copying, decoding) stays in `base` and `b`. Fails, saying why,
+// when the spans cannot tell the two apart (too few, no spread in storage
+// reads, or storage reads that move in step with all reads).
+Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows);
+
 }  // namespace stallprof::model

@@ -73,7 +73,21 @@ struct LoaderProfile {
                                          // measured run-queue delay applies as is)
   double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
                                          // main process's serial cost of receiving a batch (IPC)
+  double receive_s_per_batch = 0;        // the main thread's CPU + run-queue delay in next(), per batch
+                                         // (wait spans with CPU); measurable when batches were late, where
+                                         // handoff is not. 0 = not recorded
+  double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
+  Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
+                                         // the part of cpu_s_per_batch a cache removes. 0 = not fitted
 };
+
+// The main process's serial cost per batch besides compute: the larger of the
+// waits seen for ready batches (handoff) and its own CPU in next() (receive).
+double MainReceiveSeconds(const LoaderProfile& profile);
+
+// Worker CPU per batch at a miss ratio: the CPU storage misses cost the
+// reading thread scales with the misses against the profiled run's.
+double CpuSecondsAtMiss(const LoaderProfile& profile, double miss);
 
 // The machine the profile was taken on, or the one to predict for.
 struct Machine {
@@ -112,6 +126,7 @@ struct Prediction {
   double prep_step_s = 0;         // predicted step with io = 0 (DS-Analyzer T_prep per batch)
   double io_s = 0;                // io per batch used (scaled by the miss ratio)
   double handoff_s = 0;           // main-process receive cost per batch (serial with compute)
+  double cpu_s = 0;               // worker CPU per batch used (storage-miss CPU scaled by the miss ratio)
   double r_main = 0;              // samples/s the main loop allows: B / (compute + handoff)
   double delay_s = 0;             // run-queue delay per batch used
   bool delay_measured = false;    // true: the measured delay (scenario = profile); false: predicted

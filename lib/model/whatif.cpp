@@ -104,6 +104,18 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
                            FormatSeconds(p.handoff_s_per_batch)));
+  in.push_back(p.receive_s_per_batch > 0
+                   ? fmt::format("main thread CPU + run-queue delay in next() per batch: {} (measured, wait spans); "
+                                 "the main loop pays the larger of this and handoff",
+                                 FormatSeconds(p.receive_s_per_batch))
+                   : "main thread CPU in next(): not recorded (wait spans without CPU time)");
+  if (p.storage_bytes_per_batch > 0 || p.cpu_s_per_storage_byte.measured)
+    in.push_back(Described("worker CPU per MiB read from storage", p.cpu_s_per_storage_byte.value,
+                           fmt::format("{} ({} of the {} per batch, for {} read from storage)",
+                                       FormatSeconds(p.cpu_s_per_storage_byte.value * 1048576.0),
+                                       FormatSeconds(p.cpu_s_per_storage_byte.value * p.storage_bytes_per_batch),
+                                       FormatSeconds(p.cpu_s_per_batch), FormatBytes(p.storage_bytes_per_batch)),
+                           p.cpu_s_per_storage_byte.measured, p.cpu_s_per_storage_byte.source));
   in.push_back(fmt::format("profiled machine: {:g} usable cores, {} memory (measured, trace header)", m.cores,
                            FormatBytes(static_cast<double>(m.memory_bytes))));
   in.push_back(Described("bytes read per sample", p.bytes_per_sample.value, FormatBytes(p.bytes_per_sample.value),
@@ -116,8 +128,9 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                  FormatBytes(static_cast<double>(p.dataset_bytes)), p.dataset_items,
                                  p.order == AccessOrder::kRandom ? "random" : "sequential")
                    : "dataset size: unknown (the dataset exposes no files): --cache cannot be predicted");
-  in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, disk reads vs bytes needed)",
-                           p.cold_hit_ratio * 100));
+  in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, {} vs bytes needed)",
+                           p.cold_hit_ratio * 100,
+                           p.storage_bytes_per_batch > 0 ? "fetches' storage reads" : "disk reads"));
   return in;
 }
 
