@@ -61,6 +61,7 @@ typedef struct thread_state {
   uint64_t cached_tail;
   uint32_t claim_backoff; /* calls to skip before retrying a failed claim */
   int schedstat_fd;       /* 0: not opened yet, -1: unavailable, else fd + 1 */
+  int io_fd;              /* /proc/thread-self/io, same encoding as schedstat_fd */
   uint64_t announced[NAME_SLOTS / 64 + 1]; /* name ids already sent in this lane */
 } thread_state;
 static __thread thread_state t_state;
@@ -71,11 +72,20 @@ static uint32_t hash_bytes(const char* s, size_t n) {
   return h;
 }
 
+/* The per-thread /proc files name the thread that opened them: closed when
+ * the thread releases its lane or exits, and in a forked child (where they
+ * would still describe the parent's thread). */
+static void close_thread_files(thread_state* t) {
+  if (t->schedstat_fd > 0) close(t->schedstat_fd - 1);
+  t->schedstat_fd = 0;
+  if (t->io_fd > 0) close(t->io_fd - 1);
+  t->io_fd = 0;
+}
+
 static void release_lane(thread_state* t) {
   if (t->lane != NULL) atomic_store_explicit(&t->lane->state, SP_LANE_RELEASED, memory_order_release);
   t->lane = NULL;
-  if (t->schedstat_fd > 0) close(t->schedstat_fd - 1);
-  t->schedstat_fd = 0;
+  close_thread_files(t);
 }
 
 static void on_thread_exit(void* unused) {
@@ -89,8 +99,7 @@ static void on_fork_child(void) {
   thread_state* t = &t_state;
   t->lane = NULL;
   t->claim_backoff = 0;
-  if (t->schedstat_fd > 0) close(t->schedstat_fd - 1);
-  t->schedstat_fd = 0;
+  close_thread_files(t);
   if (atomic_load(&g_attach) == ATTACH_BUSY) atomic_store(&g_attach, ATTACH_NOT_TRIED);
   atomic_store_explicit(&g_dropped, 0, memory_order_relaxed);
 }
@@ -348,11 +357,17 @@ static uint64_t thread_cpu_ns(void) {
 /* Run-queue delay of the calling thread (field 2 of schedstat). The CPU time in
  * field 1 is only updated at ticks and context switches, so CPU comes from
  * CLOCK_THREAD_CPUTIME_ID instead, which is exact. 0 when schedstat is missing. */
+/* Opens a per-thread /proc file into `*slot` (0 -> fd + 1, or -1 for good).
+ * Also arms the thread-exit destructor, so the fd is closed even by a thread
+ * that never got a lane. */
+static void open_thread_file(int* slot, const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  *slot = fd < 0 ? -1 : fd + 1;
+  if (fd >= 0) pthread_setspecific(g_release_key, (void*)1);
+}
+
 static uint64_t thread_delay_ns(thread_state* t) {
-  if (t->schedstat_fd == 0) {
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    t->schedstat_fd = fd < 0 ? -1 : fd + 1;
-  }
+  if (t->schedstat_fd == 0) open_thread_file(&t->schedstat_fd, "/proc/thread-self/schedstat");
   if (t->schedstat_fd < 0) return 0;
   char buf[96];
   ssize_t n = pread(t->schedstat_fd - 1, buf, sizeof buf - 1, 0);
@@ -364,6 +379,42 @@ static uint64_t thread_delay_ns(thread_state* t) {
   uint64_t delay = 0;
   while (*p >= '0' && *p <= '9') delay = delay * 10 + (uint64_t)(*p++ - '0');
   return delay;
+}
+
+/* Value of the `key` line ("rchar: 123\n") in a NUL-terminated proc file. */
+static int io_field(const char* text, const char* key, size_t key_length, uint64_t* out) {
+  const char* p = text;
+  for (;;) {
+    if (strncmp(p, key, key_length) == 0) {
+      p += key_length;
+      while (*p == ' ') ++p;
+      if (*p < '0' || *p > '9') return 0;
+      uint64_t value = 0;
+      while (*p >= '0' && *p <= '9') value = value * 10 + (uint64_t)(*p++ - '0');
+      *out = value;
+      return 1;
+    }
+    p = strchr(p, '\n');
+    if (p == NULL) return 0;
+    ++p;
+  }
+}
+
+STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes) {
+  if (!attached()) return -1;
+  thread_state* const t = &t_state;
+  if (t->io_fd == 0) open_thread_file(&t->io_fd, "/proc/thread-self/io");
+  if (t->io_fd < 0) return -1;
+  /* 7 lines of at most ~45 bytes each today; room for a few more. */
+  char buf[512];
+  ssize_t n = pread(t->io_fd - 1, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  uint64_t r = 0, b = 0;
+  if (!io_field(buf, "rchar:", 6, &r) || !io_field(buf, "read_bytes:", 11, &b)) return -1;
+  if (rchar != NULL) *rchar = r;
+  if (read_bytes != NULL) *read_bytes = b;
+  return 0;
 }
 
 /* ---- records ---------------------------------------------------------------- */

@@ -84,6 +84,12 @@ STALLPROF_API uint16_t stallprof_new_scope(void);
 STALLPROF_API void stallprof_set_client_kind(uint32_t kind);
 /* Releases the calling thread's lane now (it is claimed again on next use). */
 STALLPROF_API void stallprof_thread_release(void);
+/* The calling thread's I/O counters from /proc/thread-self/io: `rchar` (bytes
+ * through read syscalls, page-cache hits included) and `read_bytes` (bytes
+ * fetched from the storage device). Returns 0 and sets both, or -1 (outputs
+ * untouched) when not attached or when the file is missing, unreadable or
+ * malformed. The file stays open per thread; never blocks or allocates. */
+STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes);
 /* Records this process dropped since it attached (full lanes, no free lane). */
 STALLPROF_API uint64_t stallprof_dropped(void);
 
