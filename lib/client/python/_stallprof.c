@@ -186,6 +186,15 @@ static PyObject* py_thread_release(PyObject* self, PyObject* unused) {
   Py_RETURN_NONE;
 }
 
+/* thread_io() -> (rchar, read_bytes) of the calling thread, or None. */
+static PyObject* py_thread_io(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  uint64_t rchar, read_bytes;
+  if (stallprof_thread_io(&rchar, &read_bytes) != 0) Py_RETURN_NONE;
+  return Py_BuildValue("(KK)", (unsigned long long)rchar, (unsigned long long)read_bytes);
+}
+
 /* ---- Span: begin()/end(arg) and a context manager --------------------------- */
 
 typedef struct {
@@ -279,6 +288,8 @@ static PyMethodDef module_methods[] = {
     {"set_client_kind", (PyCFunction)(void (*)(void))py_set_client_kind, METH_FASTCALL, "set_client_kind(kind)"},
     {"dropped", py_dropped, METH_NOARGS, "Records this process dropped."},
     {"thread_release", py_thread_release, METH_NOARGS, "Release this thread's lane."},
+    {"thread_io", py_thread_io, METH_NOARGS,
+     "(rchar, read_bytes) of this thread from /proc/thread-self/io, or None when unavailable."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_stallprof", "stallprof C fast path", -1,

@@ -37,6 +37,7 @@ new_scope = _sig("stallprof_new_scope", _u16)
 set_client_kind = _sig("stallprof_set_client_kind", None, _u32)
 dropped = _sig("stallprof_dropped", _u64)
 thread_release = _sig("stallprof_thread_release", None)
+_thread_io = _sig("stallprof_thread_io", _int, ctypes.POINTER(_u64), ctypes.POINTER(_u64))
 
 OK, DISABLED, ERR_VERSION, ERR_ATTACH = 0, 1, 2, 3
 _MASK = (1 << 64) - 1
@@ -61,6 +62,16 @@ def name(text):
     if ident:
         _names[text] = ident
     return ident
+
+
+def thread_io():
+    """(rchar, read_bytes) of this thread from /proc/thread-self/io, or None."""
+    # Fresh buffers per call: ctypes drops the GIL during the call, so shared
+    # ones could be overwritten by another thread.
+    rchar, read_bytes = _u64(), _u64()
+    if _thread_io(ctypes.byref(rchar), ctypes.byref(read_bytes)) != 0:
+        return None
+    return (rchar.value, read_bytes.value)
 
 
 def span(n, start, duration, arg=0, scope=0):

@@ -7,10 +7,15 @@ torch runs exactly as it would without stallprof. The names recorded are the
 contract with the analysis (lib/trace/trace.h, namespace names).
 
 Per DataLoader (main process): a loader id (scope), its configuration, an
-epoch instant per iterator, a wait span per next() and an epoch_end instant.
+epoch instant per iterator, a wait span per next() (with the main thread's CPU
+time and run-queue delay while in next()) and an epoch_end instant.
 Wherever batches are fetched (workers, or the main process with
 num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
-worker_start instant per worker. The pin-memory thread: pin spans.
+worker_start instant per worker. Right after each fetch span, in the same
+thread, a read_storage span (arg = read_bytes) and a read_calls span (arg =
+rchar) that contain it: what the fetching thread read during the fetch, from
+/proc/thread-self/io (not recorded where the kernel lacks that file). The
+pin-memory thread: pin spans.
 """
 import os
 import sys
@@ -23,6 +28,8 @@ GETITEM = "dataloader.getitem"
 COLLATE = "dataloader.collate"
 PIN = "dataloader.pin"
 WORKER_START = "dataloader.worker_start"
+READ_STORAGE = "dataloader.read_storage"
+READ_CALLS = "dataloader.read_calls"
 
 _TARGET = "torch.utils.data"
 _installed = False
@@ -33,6 +40,9 @@ _client = "none"
 _worker_scope = 0
 # Thread ident of a pin-memory thread -> scope of its loader.
 _pin_scopes = {}
+# False once thread_io() said None in this process: per-thread io accounting is
+# missing (kernel, permissions), so stop paying for the call.
+_thread_io_ok = True
 _GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "self", "_", "x", "l"}
 
 
@@ -259,6 +269,8 @@ def _patch():
     Span = ext.Span
     wait_id, epoch_id, epoch_end_id = ext.name(WAIT), ext.name(EPOCH), ext.name(EPOCH_END)
     fetch_id, getitem_id, collate_id, pin_id = ext.name(FETCH), ext.name(GETITEM), ext.name(COLLATE), ext.name(PIN)
+    read_storage_id, read_calls_id = ext.name(READ_STORAGE), ext.name(READ_CALLS)
+    thread_io = ext.thread_io
 
     # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
     original_iter = dl.DataLoader.__iter__
@@ -300,14 +312,17 @@ def _patch():
     original_next = dl._BaseDataLoaderIter.__next__
 
     def __next__(self):
-        start = now()
+        # With CPU: the main thread's own work in next() (num_workers=0 fetches,
+        # unpickling batches from workers) tells it apart from waiting.
+        span = Span(wait_id, getattr(self, "_stallprof_scope", 0), True)
         index = self._num_yielded
+        span.begin()
         try:
             data = original_next(self)
         except StopIteration:
             instant(epoch_end_id, index, getattr(self, "_stallprof_scope", 0))
             raise
-        span_since(wait_id, start, index, getattr(self, "_stallprof_scope", 0))
+        span.end(index)
         return data
 
     dl._BaseDataLoaderIter.__next__ = __next__
@@ -330,6 +345,26 @@ def _patch():
         fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
         return fetcher._stallprof_count
 
+    def io_before():
+        global _thread_io_ok
+        if not _thread_io_ok:
+            return None
+        io = thread_io()
+        if io is None:
+            _thread_io_ok = False
+        return io
+
+    def record_reads(io0, io_start, scope):
+        # After the fetch span, so the read spans contain it (start earlier,
+        # end later) and come after it in the thread's record order.
+        global _thread_io_ok
+        io1 = thread_io()
+        if io1 is None:
+            _thread_io_ok = False
+            return
+        span_since(read_storage_id, io_start, max(0, io1[1] - io0[1]), scope)
+        span_since(read_calls_id, io_start, max(0, io1[0] - io0[0]), scope)
+
     def collate(fetcher, data, scope, index):
         start = now()
         batch = fetcher.collate_fn(data)
@@ -340,6 +375,8 @@ def _patch():
         scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
         index = batch_index(self)
         span = Span(fetch_id, scope, True)
+        io0 = io_before()
+        io_start = now()
         span.begin()
         try:
             if self.auto_collation:
@@ -365,6 +402,8 @@ def _patch():
             span.end(index)
             raise
         span.end(index)
+        if io0 is not None:
+            record_reads(io0, io_start, scope)
         return batch
 
     def iterable_fetch(self, possibly_batched_index):
@@ -373,6 +412,8 @@ def _patch():
         scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
         index = batch_index(self)
         span = Span(fetch_id, scope, True)
+        io0 = io_before()
+        io_start = now()
         span.begin()
         try:
             if self.auto_collation:
@@ -398,6 +439,8 @@ def _patch():
             span.end(index)
             raise
         span.end(index)
+        if io0 is not None:
+            record_reads(io0, io_start, scope)
         return batch
 
     fetch_mod._MapDatasetFetcher.fetch = map_fetch
