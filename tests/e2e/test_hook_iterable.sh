@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # IterableDataset loaders (2 workers with batches, and num_workers=0 without
-# batching): one wait, fetch and collate span per batch, none for the fetch
-# that ends the stream.
+# batching): one wait, fetch and collate span (and read_storage/read_calls
+# where /proc/thread-self/io exists) per batch, none for the fetch that ends
+# the stream.
 source "$(dirname "$0")/lib.sh"
 need_torch
 source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
@@ -26,7 +27,7 @@ PY
 record "$TMP/capture.jsonl" "$PY" "$TMP/iterable.py" "$TMP" > "$TMP/out.txt" || fail "workload failed"
 [ -f "$TMP/init0" ] && [ -f "$TMP/init1" ] || fail "the user's worker_init_fn did not run in both workers"
 "$PY" - "$TMP/capture.jsonl" "$TMP/out.txt" <<'PY' || fail "iterable records wrong"
-import collections, json, sys
+import collections, json, os, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 counts = dict(line.split() for line in open(sys.argv[2]))
 scope = {r["str"]: r["scope"] for r in recs if r.get("key") == "name"}
@@ -34,7 +35,10 @@ assert set(scope) == {"stream", "single"}, scope
 c = collections.Counter((r.get("name"), r.get("scope")) for r in recs if r["type"] == "span")
 for loader in ("stream", "single"):
     n = int(counts[loader])
-    for kind in ("wait", "fetch", "collate"):
+    kinds = ["wait", "fetch", "collate"]
+    if os.path.exists("/proc/thread-self/io"):
+        kinds += ["read_storage", "read_calls"]  # one each per fetch, none for the one that ends the stream
+    for kind in kinds:
         got = c[("dataloader." + kind, scope[loader])]
         assert got == n, "%s: %d %s spans for %d batches" % (loader, got, kind, n)
     assert c[("dataloader.getitem", scope[loader])] == 22, loader

@@ -5,12 +5,43 @@ the trace as JSON lines (`trace_check --jsonl trace.pb`). Exits 1 with one line
 per failed expectation.
 
 usage: check_capture.py TRACE.jsonl WORKLOAD_OUTPUT --workers N --epochs N
-                        [--client cext|ctypes] [--persistent]
+                        [--client cext|ctypes] [--persistent] [--file-bytes N]
+
+Where this machine has /proc/thread-self/io, every fetch span must be followed
+in its thread by one read_storage and one read_calls span that contain it;
+--file-bytes N (a --files workload) also wants the train loader's read_calls to
+count at least batch_size * N bytes per batch.
 """
 import argparse
 import collections
 import json
+import os
 import sys
+
+
+def check_reads(loader, fetches, storage, calls, min_read, expect):
+    """One read_storage and one read_calls span per fetch span, in its thread,
+    containing it; read_calls >= min_read bytes."""
+    def end(r):
+        return r["start"] + r["dur"]
+
+    def containing(reads, f):
+        return [r for r in reads if (r["pid"], r["tid"]) == (f["pid"], f["tid"])
+                and r["start"] <= f["start"] and end(r) >= end(f)]
+
+    expect(len(storage) == len(fetches) and len(calls) == len(fetches),
+           "%s: %d read_storage and %d read_calls spans for %d fetch spans"
+           % (loader, len(storage), len(calls), len(fetches)))
+    bad = 0
+    short = []
+    for f in fetches:
+        s, c = containing(storage, f), containing(calls, f)
+        if len(s) != 1 or len(c) != 1:
+            bad += 1
+        elif c[0]["arg"] < min_read:
+            short.append(c[0]["arg"])
+    expect(bad == 0, "%s: %d fetch spans without exactly one containing read_storage/read_calls span" % (loader, bad))
+    expect(not short, "%s: read_calls below %d bytes per batch: %s" % (loader, min_read, short[:5]))
 
 
 def main():
@@ -21,6 +52,7 @@ def main():
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--client", default="cext")
     p.add_argument("--persistent", action="store_true")
+    p.add_argument("--file-bytes", type=int, default=0, help="the train loader reads one file of N bytes per sample")
     a = p.parse_args()
 
     failures = []
@@ -54,6 +86,7 @@ def main():
         if r["type"] in ("span", "instant"):
             by[(r["name"], r["scope"])].append(r)
 
+    thread_io = os.path.exists("/proc/thread-self/io")
     waits_all = [r for r in records if r.get("name") == "dataloader.wait"]
     main_pids = {r["pid"] for r in waits_all}
     expect(len(main_pids) == 1, "wait spans come from one (main) process, got %s" % main_pids)
@@ -73,6 +106,8 @@ def main():
             expect(key in cfg, "%s: config %s recorded" % (loader, key))
         waits = by[("dataloader.wait", scope)]
         expect(len(waits) == iterations, "%s: %d wait spans, script counted %d" % (loader, len(waits), iterations))
+        expect(all(w["has_cpu"] for w in waits), "%s: every wait span carries CPU time" % loader)
+        expect(all(w["cpu"] <= w["dur"] + 2_000_000 for w in waits), "%s: wait CPU <= wall" % loader)
         per_epoch = workload["per_epoch"][loader]
         expected_args = [i for n in per_epoch for i in range(n)]
         expect([w["arg"] for w in waits] == expected_args, "%s: wait args are the iteration indices" % loader)
@@ -88,6 +123,10 @@ def main():
         expect(len(getitems) == cfg.get("dataset_len", -1) * a.epochs,
                "%s: %d getitem spans, expected dataset_len x epochs" % (loader, len(getitems)))
         expect(len(by[("dataloader.collate", scope)]) == iterations, "%s: one collate span per batch" % loader)
+        if thread_io:
+            min_read = workload["batch_size"] * a.file_bytes if loader == "train" else 0
+            check_reads(loader, fetches, by[("dataloader.read_storage", scope)],
+                        by[("dataloader.read_calls", scope)], min_read, expect)
         fetch_pids = {f["pid"] for f in fetches}
         starts = by[("dataloader.worker_start", scope)]
         if a.workers == 0:
