@@ -3,8 +3,8 @@
 #   scripts/bench_ring.sh [build-dir]
 # C: ns per span (1 and 2 threads), drain throughput (bench/bench_ring).
 # Python (under `stallprof run`): ns per span through the C extension and
-# through the ctypes fallback, and the cost the DataLoader hook adds per next()
-# (wait span).
+# through the ctypes fallback, the cost of one thread_io() (the hook calls it
+# twice per fetch), and the cost the DataLoader hook adds per next() (wait span).
 set -euo pipefail
 BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
@@ -22,7 +22,7 @@ from stallprof import _backend
 ext = _backend.ext
 N = 200_000
 wid = ext.name("bench.py")
-now, span_since, Span = ext.now, ext.span_since, ext.Span
+now, span_since, Span, thread_io = ext.now, ext.span_since, ext.Span, ext.thread_io
 
 def best(fn, rounds=5):
     return min(fn() for _ in range(rounds))
@@ -53,10 +53,20 @@ def loop_stage():
             pass
     return (time.perf_counter_ns() - t) / N
 
+def loop_thread_io():
+    t = time.perf_counter_ns()
+    for i in range(N):
+        thread_io()
+    return (time.perf_counter_ns() - t) / N
+
 empty = best(loop_empty)
 print("Python %-6s span_since(name, now(), arg, scope): %6.0f ns/span" % (stallprof.client_kind(), best(loop_span_since) - empty))
 print("Python %-6s with Span(name, scope):             %6.0f ns/span" % (stallprof.client_kind(), best(loop_with_span) - empty))
 print("Python %-6s with stallprof.stage(name) (+CPU):  %6.0f ns/span" % (stallprof.client_kind(), best(loop_stage) - empty))
+if thread_io() is None:
+    print("Python %-6s thread_io(): unavailable (no /proc/thread-self/io)" % stallprof.client_kind())
+else:
+    print("Python %-6s thread_io() (/proc/thread-self/io): %6.0f ns/call" % (stallprof.client_kind(), best(loop_thread_io) - empty))
 
 if "--dataloader" in sys.argv:
     import torch
