@@ -34,6 +34,21 @@ int main(int argc, char** argv) {
   RegisterExport(app, action);
   RegisterWhatif(app, action);
   RegisterRecommend(app, action);
+  // CLI11 reports a word that is no subcommand as "A subcommand is required";
+  // name the word and the choices instead.
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      fmt::print(stderr, "stallprof: error: unknown subcommand '{}': use one of {} (see 'stallprof --help')\n",
+                 argv[1], known);
+      return static_cast<int>(stallprof::ErrorKind::kUsage);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -94,4 +94,12 @@ C
 else
   echo "note: no C compiler or client library, the no-loader case was not run"
 fi
+# An unknown subcommand is named, with the choices.
+set +e
+$SP bogus >/dev/null 2>err.txt
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "stallprof bogus: exit $rc, expected 2"
+[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown subcommand 'bogus': use one of run, analyze" err.txt \
+  || fail "stallprof bogus: unexpected message: $(cat err.txt)"
 echo "PASS"
