@@ -175,6 +175,28 @@ TEST_CASE("recommend caches the dataset when storage bandwidth binds and memory 
   CHECK(half->binding.kind == RowKind::kBandwidth);
 }
 
+TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache saves on storage misses") {
+  LoaderProfile p = Loader();  // compute 0.05 s a batch of 10
+  p.receive_s_per_batch = 0.0125;  // the main thread unpickles each batch: it ingests 10 / 0.0625 = 160 samples/s
+  p.cpu_s_per_batch = 0.2;         // 0.02 CPU s a sample, of which 0.015 for storage misses (cold: hit 0)
+  p.dataset_bytes = 1ull << 30;
+  p.dataset_items = 1024;
+  p.bytes_per_sample = {1 << 20, true, "dataset"};
+  p.storage_bytes_per_batch = 10 << 20;
+  p.cpu_s_per_storage_byte = {0.15 / (10 << 20), true, "fit"};
+  RecommendOptions o;
+  o.cores = 2;
+  o.memory_bytes = 4ull << 30;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  // Without a cache 2 cores give 100 samples/s; a static full cache leaves 0.005 CPU s a sample (400 samples/s),
+  // so the main loop's 160 samples/s binds, not compute's 200.
+  CHECK(r->cache.point == CachePoint::kRawFiles);
+  CHECK(r->lp_samples_per_s == Approx(160).epsilon(1e-3));
+  CHECK(r->binding.kind == RowKind::kIngest);
+  CHECK(r->predicted.samples_per_s == Approx(160).epsilon(1e-3));
+}
+
 TEST_CASE("recommend explains a memory budget below one worker and a machine without spare cores") {
   LoaderProfile p = Loader();
   p.worker_rss_bytes = 2e9;

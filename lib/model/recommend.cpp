@@ -71,18 +71,23 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   PipelineLp lp;
   lp.cores = usable_cores;
   const double compute = p.compute_s_per_batch / accel_speedup;
-  if (compute + p.handoff_s_per_batch > 0) lp.max_samples_per_s = b / (compute + p.handoff_s_per_batch);
+  if (compute + MainReceiveSeconds(p) > 0) lp.max_samples_per_s = b / (compute + MainReceiveSeconds(p));
   lp.storage_bandwidth = p.storage_bandwidth.value;
   lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
+  // A raw-file cache shrinks the CPU storage misses cost with the misses;
+  // which stage reads is not known, so every stage's CPU shrinks in
+  // proportion. (A decoded-sample cache already skips the cached stages.)
+  const double miss_scale =
+      c.cached_stages == 0 && p.cpu_s_per_batch > 0 ? CpuSecondsAtMiss(p, c.miss) / p.cpu_s_per_batch : 1;
   double staged_cpu = 0, cpu_per_sample = 0;
   for (size_t s = 0; s < p.stages.size(); ++s) {
-    const double scale = s < c.cached_stages ? c.cpu_scale_until : 1;
+    const double scale = (s < c.cached_stages ? c.cpu_scale_until : 1) * miss_scale;
     const double cpu = p.stages[s].cpu_s_per_sample * scale;
     lp.stages.push_back({p.stages[s].name, cpu, 0});
     staged_cpu += p.stages[s].cpu_s_per_sample;
     cpu_per_sample += cpu;
   }
-  const double rest = std::max(0.0, p.cpu_s_per_batch / b - staged_cpu);
+  const double rest = std::max(0.0, p.cpu_s_per_batch / b - staged_cpu) * miss_scale;
   lp.stages.push_back({p.stages.empty() ? "fetch" : "fetch (rest)", rest, 0});
   cpu_per_sample += rest;
   const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
