@@ -354,9 +354,6 @@ static uint64_t thread_cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Run-queue delay of the calling thread (field 2 of schedstat). The CPU time in
- * field 1 is only updated at ticks and context switches, so CPU comes from
- * CLOCK_THREAD_CPUTIME_ID instead, which is exact. 0 when schedstat is missing. */
 /* Opens a per-thread /proc file into `*slot` (0 -> fd + 1, or -1 for good).
  * Also arms the thread-exit destructor, so the fd is closed even by a thread
  * that never got a lane. */
@@ -366,6 +363,9 @@ static void open_thread_file(int* slot, const char* path) {
   if (fd >= 0) pthread_setspecific(g_release_key, (void*)1);
 }
 
+/* Run-queue delay of the calling thread (field 2 of schedstat). The CPU time in
+ * field 1 is only updated at ticks and context switches, so CPU comes from
+ * CLOCK_THREAD_CPUTIME_ID instead, which is exact. 0 when schedstat is missing. */
 static uint64_t thread_delay_ns(thread_state* t) {
   if (t->schedstat_fd == 0) open_thread_file(&t->schedstat_fd, "/proc/thread-self/schedstat");
   if (t->schedstat_fd < 0) return 0;
