@@ -4,6 +4,7 @@
 #include "report/analysis_report.h"
 #include "report/json_writer.h"
 #include "test_analysis_trace_builder.h"
+#include "test_report_json_check.h"
 
 using namespace stallprof;
 using namespace stallprof::report;
@@ -21,6 +22,23 @@ TEST_CASE("The JSON writer separates members and elements with commas at every d
   w.BeginObject().Field("a", 1).Key("b").BeginArray().Int(1).BeginObject().Field("c", true).EndObject().Null().EndArray();
   w.Field("d", 0.5).Field("e", std::numeric_limits<double>::infinity()).Field("f", "x").EndObject();
   CHECK(out == R"({"a":1,"b":[1,{"c":true},null],"d":0.5,"e":null,"f":"x"})");
+}
+
+TEST_CASE("The spaced JSON style puts a space after commas and colons and keeps 6 significant digits") {
+  std::string out;
+  JsonWriter w(out, kSpacedJson);
+  w.BeginObject().Field("a", 1.0 / 3).Key("b").BeginArray().Number(1234567.0).Number(2).Null().EndArray();
+  w.Field("c", std::numeric_limits<double>::quiet_NaN()).Field("d", uint64_t{68719476736}).EndObject();
+  CHECK(out == R"({"a": 0.333333, "b": [1.23457e+06, 2, null], "c": null, "d": 68719476736})");
+}
+
+TEST_CASE("The tests' JSON parser accepts the writer's output and rejects what strict consumers reject") {
+  const auto v = ParseJson(R"( {"a": [1, -2.5e-3, "x\"\u00e9"], "b": {"c": null, "d": true}} )");
+  CHECK(v["a"][1].number == -0.0025);
+  CHECK(v["a"][2].string == "x\"\xc3\xa9");
+  CHECK(v["b"]["c"].IsNull());
+  for (const char* bad : {"{\"a\": nan}", "{\"a\": inf}", "[1,]", "{\"a\" 1}", "[1] x", "01", "\"a\tb\"", "{'a': 1}"})
+    CHECK_THROWS_AS(ParseJson(bad), std::runtime_error);
 }
 
 namespace {

@@ -54,6 +54,8 @@ JsonWriter& JsonWriter::Number(double v) {
   Separate();
   if (!std::isfinite(v)) {
     out_ += "null";
+  } else if (style_.significant_digits > 0) {
+    out_ += fmt::format("{:.{}g}", v, style_.significant_digits);
   } else {
     out_ += fmt::format("{}", v);
   }

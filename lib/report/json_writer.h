@@ -13,9 +13,20 @@ namespace stallprof::report {
 // Appends `text` as a quoted JSON string.
 void AppendJsonString(std::string& out, std::string_view text);
 
+// How a JsonWriter lays out what it writes. The default is compact with
+// numbers that round-trip (analyze's schema); whatif and recommend print
+// ", " and ": " between items and numbers to 6 significant digits.
+struct JsonStyle {
+  bool spaced = false;         // ", " and ": " instead of "," and ":"
+  int significant_digits = 0;  // 0: the shortest text that round-trips; else {:.<n>g}
+};
+
+// 6 significant digits, ", " and ": ": the --json of whatif and recommend.
+inline constexpr JsonStyle kSpacedJson{true, 6};
+
 class JsonWriter {
  public:
-  explicit JsonWriter(std::string& out) : out_(out) {}
+  explicit JsonWriter(std::string& out, JsonStyle style = {}) : out_(out), style_(style) {}
   JsonWriter& BeginObject() { Separate(); out_ += '{'; first_ = true; return *this; }
   JsonWriter& EndObject() { out_ += '}'; first_ = false; return *this; }
   JsonWriter& BeginArray() { Separate(); out_ += '['; first_ = true; return *this; }
@@ -23,7 +34,7 @@ class JsonWriter {
   JsonWriter& Key(std::string_view key) {
     Separate();
     AppendJsonString(out_, key);
-    out_ += ':';
+    out_ += style_.spaced ? ": " : ":";
     after_key_ = true;
     return *this;
   }
@@ -48,10 +59,11 @@ class JsonWriter {
  private:
   void Separate() {
     if (after_key_) { after_key_ = false; return; }
-    if (!first_) out_ += ',';
+    if (!first_) out_ += style_.spaced ? ", " : ",";
     first_ = false;
   }
   std::string& out_;
+  JsonStyle style_;
   bool first_ = true;
   bool after_key_ = false;
 };
