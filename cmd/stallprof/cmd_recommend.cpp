@@ -3,13 +3,14 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "analysis/profile.h"
 #include "cli.h"
 #include "common/units.h"
-#include "model/cache.h"
 #include "model/lp.h"
+#include "report/model_report.h"
 
 namespace stallprof::cli {
 
@@ -25,31 +26,6 @@ struct RecommendFlags {
   Output output = Output::kText;
   uint32_t warmup = 5;
 };
-
-std::string DataLoaderLine(const model::Recommendation& r) {
-  return fmt::format(
-      "DataLoader(..., num_workers={}, prefetch_factor={}, pin_memory=torch.cuda.is_available(), persistent_workers=True)",
-      r.workers, r.prefetch_factor);
-}
-
-std::string CacheLine(const model::Recommendation& r, const model::LoaderProfile& p) {
-  const auto& c = r.cache;
-  switch (c.point) {
-    case model::CachePoint::kNone:
-      return p.dataset_bytes > 0 ? fmt::format("no cache needed beyond what the run had (hit ratio {:.0f}%)", c.hit_ratio * 100)
-                                 : "none (the dataset size is unknown, so no cache was planned)";
-    case model::CachePoint::kRawFiles:
-      return c.policy == model::CachePolicy::kLru
-                 ? fmt::format("leave {} of page cache to the dataset's files (LRU under shuffling: hit ratio {:.0f}%)",
-                               FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100)
-                 : fmt::format("keep a fixed {} of the raw files in memory (static cache, MinIO-like: hit ratio {:.0f}%)",
-                               FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100);
-    case model::CachePoint::kDecoded:
-      return fmt::format("keep {} of decoded samples after stage '{}' in memory (static: hit ratio {:.0f}%)",
-                         FormatBytes(static_cast<double>(c.bytes)), c.stage, c.hit_ratio * 100);
-  }
-  return "";
-}
 
 int RunRecommend(const RecommendFlags& f) {
   model::RecommendOptions options;
@@ -72,68 +48,15 @@ int RunRecommend(const RecommendFlags& f) {
   if (!run.ok()) return ReportError(run.error());
   if (f.cores.empty()) options.cores = run->machine.cores;
   if (f.memory.empty()) options.memory_bytes = run->machine.memory_bytes;
-  const auto* loaders = &run->loaders;
-
-  std::string json = "{\"trace\": " + JsonString(f.trace) + fmt::format(", \"cores\": {:g}, \"memory_bytes\": {}, \"loaders\": [",
-                                                                   options.cores, options.memory_bytes);
-  for (size_t i = 0; i < loaders->size(); ++i) {
-    const auto& p = (*loaders)[i];
+  report::RecommendReport out;
+  out.trace = f.trace;
+  out.options = options;
+  for (auto& p : run->loaders) {
     auto r = model::Recommend(p, options);
     if (!r.ok()) return ReportError(r.error());
-    const double speedup = r->measured_samples_per_s > 0 ? r->predicted.samples_per_s / r->measured_samples_per_s : 0;
-    if (f.output == Output::kJson) {
-      json += fmt::format(
-          "{}{{\"loader\": {}, \"num_workers\": {}, \"prefetch_factor\": {}, \"dataloader\": {}, "
-          "\"cache\": {{\"point\": {}, \"policy\": {}, \"bytes\": {}, \"hit_ratio\": {:.6g}}}, "
-          "\"predicted_samples_per_s\": {:.6g}, \"lp_samples_per_s\": {:.6g}, \"measured_samples_per_s\": {}, "
-          "\"speedup\": {}, \"bottleneck\": {}, \"binding\": {{\"constraint\": {}, \"kind\": {}, \"shadow_price\": {:.6g}}}, "
-          "\"advice\": {}, \"prefetch_concurrency\": {:.6g}, \"constraints\": [",
-          i ? ", " : "", JsonString(p.name), r->workers, r->prefetch_factor, JsonString(DataLoaderLine(*r)),
-          JsonString(model::ToString(r->cache.point)), JsonString(model::ToString(r->cache.policy)), r->cache.bytes,
-          r->cache.hit_ratio, r->predicted.samples_per_s, r->lp_samples_per_s,
-          r->measured_samples_per_s > 0 ? fmt::format("{:.6g}", r->measured_samples_per_s) : "null",
-          speedup > 0 ? fmt::format("{:.6g}", speedup) : "null", JsonString(model::ToString(r->predicted.bottleneck)),
-          JsonString(r->binding.name), JsonString(model::ToString(r->binding.kind)), r->binding.dual, JsonString(r->advice),
-          r->prefetch_concurrency);
-      for (size_t j = 0; j < r->lp.rows.size(); ++j) {
-        const auto& row = r->lp.rows[j];
-        json += fmt::format("{}{{\"name\": {}, \"activity\": {:.6g}, \"bound\": {:.6g}, \"shadow_price\": {:.6g}}}",
-                            j ? ", " : "", JsonString(row.name), row.activity, row.bound, row.dual);
-      }
-      json += "], \"assumptions\": [";
-      for (size_t j = 0; j < r->assumptions.size(); ++j) json += (j ? ", " : "") + JsonString(r->assumptions[j]);
-      json += "]}";
-      continue;
-    }
-    if (i) fmt::print("\n");
-    fmt::print("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", p.name, options.cores,
-               options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown", f.trace);
-    fmt::print("  {}\n\n", DataLoaderLine(*r));
-    fmt::print("cache plan:   {}\n", CacheLine(*r, p));
-    fmt::print("throughput:   {:.1f} samples/s predicted (LP optimum {:.1f} with fractional workers), {} bound",
-               r->predicted.samples_per_s, r->lp_samples_per_s, model::ToString(r->predicted.bottleneck));
-    if (speedup > 0)
-      fmt::print("; measured {:.1f} samples/s: {:.2f}x\n", r->measured_samples_per_s, speedup);
-    else
-      fmt::print("\n");
-    fmt::print("binding:      {} ({}): {}\n", r->binding.name.empty() ? "none" : r->binding.name,
-               model::ToString(r->binding.kind), r->advice);
-    const double rate_b = r->lp_samples_per_s / p.batch_size;
-    fmt::print("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
-               "workers -> prefetch_factor={}\n",
-               rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
-               r->prefetch_concurrency, r->workers, r->prefetch_factor);
-    fmt::print("shadow prices: ");
-    bool first = true;
-    for (const auto& row : r->lp.rows) {
-      if (row.dual <= 1e-6) continue;  // slack, or only the LP's tiny cost per core and worker
-      fmt::print("{}{} (shadow price {:.4g})", first ? "" : ", ", row.name, row.dual);
-      first = false;
-    }
-    fmt::print("{}\n", first ? "none" : "");
-    for (const auto& a : r->assumptions) fmt::print("assumed:      {}\n", a);
+    out.loaders.push_back({std::move(p), std::move(*r)});
   }
-  if (f.output == Output::kJson) fmt::print("{}]}}\n", json);
+  fmt::print("{}", f.output == Output::kJson ? report::RecommendJson(out) : report::RecommendText(out));
   return 0;
 }
 

@@ -1,0 +1,132 @@
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "json_writer.h"
+#include "model/cache.h"
+#include "model_report.h"
+
+namespace stallprof::report {
+
+namespace {
+
+// Predicted over measured samples/s, 0 when the run's throughput is unknown.
+double Speedup(const model::Recommendation& r) {
+  return r.measured_samples_per_s > 0 ? r.predicted.samples_per_s / r.measured_samples_per_s : 0;
+}
+
+}  // namespace
+
+std::string DataLoaderLine(const model::Recommendation& r) {
+  return fmt::format(
+      "DataLoader(..., num_workers={}, prefetch_factor={}, pin_memory=torch.cuda.is_available(), persistent_workers=True)",
+      r.workers, r.prefetch_factor);
+}
+
+std::string CacheLine(const model::Recommendation& r, const model::LoaderProfile& p) {
+  const auto& c = r.cache;
+  switch (c.point) {
+    case model::CachePoint::kNone:
+      return p.dataset_bytes > 0 ? fmt::format("no cache needed beyond what the run had (hit ratio {:.0f}%)", c.hit_ratio * 100)
+                                 : "none (the dataset size is unknown, so no cache was planned)";
+    case model::CachePoint::kRawFiles:
+      return c.policy == model::CachePolicy::kLru
+                 ? fmt::format("leave {} of page cache to the dataset's files (LRU under shuffling: hit ratio {:.0f}%)",
+                               FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100)
+                 : fmt::format("keep a fixed {} of the raw files in memory (static cache, MinIO-like: hit ratio {:.0f}%)",
+                               FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100);
+    case model::CachePoint::kDecoded:
+      return fmt::format("keep {} of decoded samples after stage '{}' in memory (static: hit ratio {:.0f}%)",
+                         FormatBytes(static_cast<double>(c.bytes)), c.stage, c.hit_ratio * 100);
+  }
+  return "";
+}
+
+std::string RecommendLoaderText(const RecommendedLoader& loader, const model::RecommendOptions& options,
+                                const std::string& trace) {
+  const auto& p = loader.profile;
+  const auto& r = loader.plan;
+  const double speedup = Speedup(r);
+  std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", p.name, options.cores,
+                                options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
+                                trace);
+  out += fmt::format("  {}\n\n", DataLoaderLine(r));
+  out += fmt::format("cache plan:   {}\n", CacheLine(r, p));
+  out += fmt::format("throughput:   {:.1f} samples/s predicted (LP optimum {:.1f} with fractional workers), {} bound",
+                     r.predicted.samples_per_s, r.lp_samples_per_s, model::ToString(r.predicted.bottleneck));
+  if (speedup > 0)
+    out += fmt::format("; measured {:.1f} samples/s: {:.2f}x\n", r.measured_samples_per_s, speedup);
+  else
+    out += "\n";
+  out += fmt::format("binding:      {} ({}): {}\n", r.binding.name.empty() ? "none" : r.binding.name,
+                     model::ToString(r.binding.kind), r.advice);
+  const double rate_b = r.lp_samples_per_s / p.batch_size;
+  out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
+                     "workers -> prefetch_factor={}\n",
+                     rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
+                     r.prefetch_concurrency, r.workers, r.prefetch_factor);
+  out += "shadow prices: ";
+  bool first = true;
+  for (const auto& row : r.lp.rows) {
+    if (row.dual <= 1e-6) continue;  // slack, or only the LP's tiny cost per core and worker
+    out += fmt::format("{}{} (shadow price {:.4g})", first ? "" : ", ", row.name, row.dual);
+    first = false;
+  }
+  out += first ? "none\n" : "\n";
+  for (const auto& a : r.assumptions) out += fmt::format("assumed:      {}\n", a);
+  return out;
+}
+
+std::string RecommendText(const RecommendReport& report) {
+  std::string out;
+  for (size_t i = 0; i < report.loaders.size(); ++i) {
+    if (i) out += "\n";
+    out += RecommendLoaderText(report.loaders[i], report.options, report.trace);
+  }
+  return out;
+}
+
+std::string RecommendJson(const RecommendReport& report) {
+  std::string out;
+  JsonWriter w(out, kSpacedJson);
+  w.BeginObject();
+  w.Field("trace", report.trace).Field("cores", report.options.cores).Field("memory_bytes", report.options.memory_bytes);
+  w.Key("loaders").BeginArray();
+  for (const auto& [p, r] : report.loaders) {
+    const double speedup = Speedup(r);
+    w.BeginObject();
+    w.Field("loader", p.name).Field("num_workers", r.workers).Field("prefetch_factor", r.prefetch_factor);
+    w.Field("dataloader", DataLoaderLine(r));
+    w.Key("cache").BeginObject();
+    w.Field("point", model::ToString(r.cache.point)).Field("policy", model::ToString(r.cache.policy));
+    w.Field("bytes", r.cache.bytes).Field("hit_ratio", r.cache.hit_ratio);
+    w.EndObject();
+    w.Field("predicted_samples_per_s", r.predicted.samples_per_s).Field("lp_samples_per_s", r.lp_samples_per_s);
+    w.Key("measured_samples_per_s");
+    if (r.measured_samples_per_s > 0) w.Number(r.measured_samples_per_s); else w.Null();
+    w.Key("speedup");
+    if (speedup > 0) w.Number(speedup); else w.Null();
+    w.Field("bottleneck", model::ToString(r.predicted.bottleneck));
+    w.Key("binding").BeginObject();
+    w.Field("constraint", r.binding.name).Field("kind", model::ToString(r.binding.kind));
+    w.Field("shadow_price", r.binding.dual);
+    w.EndObject();
+    w.Field("advice", r.advice).Field("prefetch_concurrency", r.prefetch_concurrency);
+    w.Key("constraints").BeginArray();
+    for (const auto& row : r.lp.rows) {
+      w.BeginObject();
+      w.Field("name", row.name).Field("activity", row.activity).Field("bound", row.bound).Field("shadow_price", row.dual);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("assumptions").BeginArray();
+    for (const auto& a : r.assumptions) w.String(a);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  out += '\n';
+  return out;
+}
+
+}  // namespace stallprof::report

@@ -1,0 +1,132 @@
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/units.h"
+#include "json_writer.h"
+#include "model/cache.h"
+#include "model_report.h"
+
+namespace stallprof::report {
+
+namespace {
+
+std::string CacheText(const model::Scenario& s) {
+  return s.cache_bytes < 0 ? "as run" : FormatBytes(static_cast<double>(s.cache_bytes));
+}
+
+// JSON has no infinity: a rate nothing bounds is written as -1.
+double Rate(double samples_per_s) { return std::isinf(samples_per_s) ? -1 : samples_per_s; }
+
+void WritePrediction(JsonWriter& w, const model::Prediction& p) {
+  w.BeginObject();
+  w.Field("samples_per_s", p.samples_per_s).Field("step_s", p.step_s).Field("stall_fraction", p.stall_fraction);
+  w.Field("fetch_stall_fraction", p.fetch_stall_fraction).Field("prep_stall_fraction", p.prep_stall_fraction);
+  w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers).Field("hit_ratio", p.hit_ratio);
+  w.Field("r_compute", Rate(p.r_compute)).Field("r_prep", Rate(p.r_prep)).Field("r_workers", Rate(p.r_workers));
+  w.Field("r_fetch", Rate(p.r_fetch)).Field("delay_s", p.delay_s).Field("delay_measured", p.delay_measured);
+  w.Field("handoff_s", p.handoff_s).Field("r_main", Rate(p.r_main));
+  w.EndObject();
+}
+
+// `value` when the measured throughput is known, else null.
+void NumberIfMeasured(JsonWriter& w, const char* key, const model::WhatIfResult& r, double value) {
+  w.Key(key);
+  if (r.measured_samples_per_s > 0) w.Number(value); else w.Null();
+}
+
+}  // namespace
+
+std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& sweep, const std::string& trace) {
+  std::string out = fmt::format("stallprof whatif: loader '{}' ({})\n", r.loader, trace);
+  out += fmt::format("baseline, as profiled ({:g} cores, {} workers): predicted {:.1f} samples/s, step {}", r.profiled.cores,
+                     r.baseline.workers, r.baseline.samples_per_s, FormatSeconds(r.baseline.step_s));
+  if (r.measured_samples_per_s > 0)
+    out += fmt::format("; measured {:.1f} samples/s: model error {:+.1f}%\n", r.measured_samples_per_s, r.model_error * 100);
+  else
+    out += "; measured throughput unknown\n";
+  out += fmt::format("scenario: cache policy {}{}{}{}\n\n", model::ToString(sweep.cache_policy),
+                     sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
+                     sweep.storage_bandwidth > 0 ? ", storage " + FormatBytes(sweep.storage_bandwidth) + "/s" : "",
+                     sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state");
+  out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>6} {:>6} {:>6}  {:<10} {:>8}\n", "cores", "workers", "cache",
+                     "hit", "samples/s", "step", "stall", "fetch", "prep", "bottleneck", "change");
+  for (const auto& row : r.rows) {
+    const auto& p = row.prediction;
+    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}%  {:<10} {:>+7.1f}%\n",
+                       row.scenario.machine.cores, p.workers, CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
+                       FormatSeconds(p.step_s), p.stall_fraction * 100, p.fetch_stall_fraction * 100,
+                       p.prep_stall_fraction * 100, model::ToString(p.bottleneck), row.change * 100);
+    if (row.other_epoch)
+      out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
+                         sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
+                         row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
+  }
+  out += fmt::format("\nchange is against the {} baseline. Inputs:\n", r.measured_samples_per_s > 0 ? "measured" : "predicted");
+  for (const auto& line : r.inputs) out += fmt::format("  {}\n", line);
+  return out;
+}
+
+std::string CpuFitLine(const model::LinearFit& fit) {
+  return fmt::format("worker CPU per batch = {} + {} x batch size (least squares over {} loaders, r2 {:.2f})",
+                     FormatSeconds(fit.intercept), FormatSeconds(fit.slope), fit.points, fit.r2);
+}
+
+std::string WhatIfText(const WhatIfReport& report) {
+  std::string out;
+  for (size_t i = 0; i < report.loaders.size(); ++i) {
+    if (i) out += "\n";
+    out += WhatIfLoaderText(report.loaders[i], report.sweep, report.trace);
+  }
+  if (report.cpu_fit) out += fmt::format("  {}\n", CpuFitLine(*report.cpu_fit));
+  if (!report.plot.empty() && !report.loaders.empty())
+    out += fmt::format("plot: {} (loader '{}')\n", report.plot, report.loaders.front().loader);
+  return out;
+}
+
+std::string WhatIfJson(const WhatIfReport& report) {
+  std::string out;
+  JsonWriter w(out, kSpacedJson);
+  w.BeginObject();
+  w.Field("trace", report.trace);
+  w.Key("loaders").BeginArray();
+  for (const auto& r : report.loaders) {
+    w.BeginObject();
+    w.Field("loader", r.loader).Field("profiled_cores", r.profiled.cores);
+    NumberIfMeasured(w, "measured_samples_per_s", r, r.measured_samples_per_s);
+    w.Key("baseline");
+    WritePrediction(w, r.baseline);
+    NumberIfMeasured(w, "model_error", r, r.model_error);
+    w.Field("swept", r.swept);
+    w.Key("scenarios").BeginArray();
+    for (const auto& row : r.rows) {
+      const auto& s = row.scenario;
+      w.BeginObject();
+      w.Field("cores", s.machine.cores).Field("workers", row.prediction.workers);
+      w.Key("cache_bytes");
+      if (s.cache_bytes < 0) w.Null(); else w.Int(s.cache_bytes);
+      w.Field("cache_policy", model::ToString(s.cache_policy)).Field("accel_speedup", s.accel_speedup);
+      w.Field("first_epoch", s.first_epoch).Field("change", row.change);
+      w.Key("prediction");
+      WritePrediction(w, row.prediction);
+      if (row.other_epoch) {
+        w.Key("other_epoch");
+        WritePrediction(w, *row.other_epoch);
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("inputs").BeginArray();
+    for (const auto& line : r.inputs) w.String(line);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("cpu_fit");
+  if (report.cpu_fit) w.String(CpuFitLine(*report.cpu_fit)); else w.Null();
+  w.EndObject();
+  out += '\n';
+  return out;
+}
+
+}  // namespace stallprof::report
