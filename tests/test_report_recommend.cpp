@@ -1,0 +1,183 @@
+#include <catch2/catch.hpp>
+
+#include "report/model_report.h"
+#include "test_report_json_check.h"
+
+using namespace stallprof;
+using namespace stallprof::report;
+using stallprof::testing::JsonValue;
+using stallprof::testing::ParseJson;
+
+namespace {
+
+// A prep-bound loader (batch 32) planned with 4 workers on 8 cores: the cores row binds.
+RecommendedLoader Planned() {
+  RecommendedLoader l;
+  l.profile.name = "train";
+  l.profile.batch_size = 32;
+  l.profile.produce_p99_s = 0.05;
+  l.profile.produce_s_per_batch = 0.04;
+  l.profile.dataset_bytes = uint64_t{10} << 30;
+  auto& r = l.plan;
+  r.loader = "train";
+  r.workers = 4;
+  r.prefetch_factor = 2;
+  r.prefetch_concurrency = 5.12;
+  r.lp_samples_per_s = 3276.8;
+  r.predicted.samples_per_s = 3200;
+  r.predicted.bottleneck = model::Bottleneck::kPrep;
+  r.measured_samples_per_s = 1600;
+  r.cache.point = model::CachePoint::kRawFiles;
+  r.cache.policy = model::CachePolicy::kLru;
+  r.cache.bytes = uint64_t{4} << 30;
+  r.cache.hit_ratio = 0.4;
+  r.lp.rows = {{model::RowKind::kStageCpu, "cpu[decode]", 3.5, 0, 1e-7},
+               {model::RowKind::kCores, "cores", 7.5, 7.5, 436.9},
+               {model::RowKind::kMemory, "memory", 2.5e9, 6.8e10, 0}};
+  r.binding = r.lp.rows[1];
+  r.advice = "one more core adds 436.9 samples/s";
+  r.assumptions = {"worker RSS unknown: taken as 0"};
+  return l;
+}
+
+RecommendReport Report(std::vector<RecommendedLoader> loaders) {
+  RecommendReport report;
+  report.trace = "runs/t.pb";
+  report.options.cores = 8;
+  report.options.memory_bytes = uint64_t{64} << 30;
+  report.loaders = std::move(loaders);
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, binding, prefetch, shadow prices and assumptions") {
+  const std::string text = RecommendText(Report({Planned()}));
+  CHECK(text ==
+        "stallprof recommend: loader 'train' on 8 cores, 64.0 GiB memory (runs/t.pb)\n"
+        "\n"
+        "  DataLoader(..., num_workers=4, prefetch_factor=2, pin_memory=torch.cuda.is_available(), persistent_workers=True)\n"
+        "\n"
+        "cache plan:   leave 4.00 GiB of page cache to the dataset's files (LRU under shuffling: hit ratio 40%)\n"
+        "throughput:   3200.0 samples/s predicted (LP optimum 3276.8 with fractional workers), cpu prep bound; "
+        "measured 1600.0 samples/s: 2.00x\n"
+        "binding:      cores (cores): one more core adds 436.9 samples/s\n"
+        "prefetch:     Little's law: 102.40 batches/s x p99 batch latency 50.00 ms = 5.1 batches in flight over 4 "
+        "workers -> prefetch_factor=2\n"
+        "shadow prices: cores (shadow price 436.9)\n"
+        "assumed:      worker RSS unknown: taken as 0\n");
+}
+
+TEST_CASE("Every cache plan is put in words") {
+  auto l = Planned();
+  auto& c = l.plan.cache;
+  CHECK(CacheLine(l.plan, l.profile) ==
+        "leave 4.00 GiB of page cache to the dataset's files (LRU under shuffling: hit ratio 40%)");
+  c.policy = model::CachePolicy::kStatic;
+  CHECK(CacheLine(l.plan, l.profile) ==
+        "keep a fixed 4.00 GiB of the raw files in memory (static cache, MinIO-like: hit ratio 40%)");
+  c.point = model::CachePoint::kDecoded;
+  c.stage = "decode";
+  CHECK(CacheLine(l.plan, l.profile) ==
+        "keep 4.00 GiB of decoded samples after stage 'decode' in memory (static: hit ratio 40%)");
+  c.point = model::CachePoint::kNone;
+  c.hit_ratio = 0.97;
+  CHECK(CacheLine(l.plan, l.profile) == "no cache needed beyond what the run had (hit ratio 97%)");
+  l.profile.dataset_bytes = 0;
+  CHECK(CacheLine(l.plan, l.profile) == "none (the dataset size is unknown, so no cache was planned)");
+}
+
+TEST_CASE("Without a measured run, a binding row, a shadow price or known memory the recommend text says so") {
+  auto l = Planned();
+  l.plan.measured_samples_per_s = 0;
+  l.plan.binding = {};
+  l.plan.binding.kind = model::RowKind::kIngest;
+  l.plan.advice = "the model is now the bottleneck: faster input will not help";
+  for (auto& row : l.plan.lp.rows) row.dual = 1e-7;  // only the LP's tiny cost per core and worker
+  l.profile.produce_p99_s = 0;                        // the mean latency stands in for the p99
+  auto report = Report({l});
+  report.options.memory_bytes = 0;
+  const std::string text = RecommendText(report);
+  CHECK_THAT(text, Catch::StartsWith("stallprof recommend: loader 'train' on 8 cores, unknown memory (runs/t.pb)\n"));
+  CHECK_THAT(text, Catch::Contains("with fractional workers), cpu prep bound\nbinding:"));
+  CHECK_THAT(text, Catch::Contains("\nbinding:      none (model ingest): the model is now the bottleneck"));
+  CHECK_THAT(text, Catch::Contains("p99 batch latency 40.00 ms"));
+  CHECK_THAT(text, Catch::Contains("\nshadow prices: none\n"));
+}
+
+TEST_CASE("Several loaders' plans are separated by a blank line") {
+  auto val = Planned();
+  val.profile.name = "val";
+  const std::string text = RecommendText(Report({Planned(), val}));
+  CHECK_THAT(text, Catch::Contains("taken as 0\n\nstallprof recommend: loader 'val' on 8 cores"));
+  const auto report = Report({Planned(), val});
+  CHECK(text == RecommendLoaderText(report.loaders[0], report.options, report.trace) + "\n" +
+                    RecommendLoaderText(report.loaders[1], report.options, report.trace));
+}
+
+TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP row") {
+  auto val = Planned();
+  val.profile.name = "val";
+  val.plan.cache.point = model::CachePoint::kDecoded;
+  val.plan.cache.policy = model::CachePolicy::kStatic;
+  const std::string json = RecommendJson(Report({Planned(), val}));
+  CHECK_THAT(json, Catch::EndsWith("}\n"));
+  const JsonValue d = ParseJson(json);
+  CHECK(d.Keys() == std::vector<std::string>{"trace", "cores", "memory_bytes", "loaders"});
+  CHECK(d["trace"].string == "runs/t.pb");
+  CHECK(d["cores"].number == 8);
+  CHECK(d["memory_bytes"].number == 68719476736.0);
+  REQUIRE(d["loaders"].array.size() == 2);
+  const JsonValue& l = d["loaders"][0];
+  CHECK(l.Keys() == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "cache",
+                                             "predicted_samples_per_s", "lp_samples_per_s", "measured_samples_per_s",
+                                             "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
+                                             "constraints", "assumptions"});
+  CHECK(l["loader"].string == "train");
+  CHECK(l["num_workers"].number == 4);
+  CHECK(l["prefetch_factor"].number == 2);
+  CHECK(l["dataloader"].string == DataLoaderLine(Planned().plan));
+  CHECK(l["cache"]["point"].string == "raw files");
+  CHECK(l["cache"]["policy"].string == "lru");
+  CHECK(l["cache"]["bytes"].number == 4294967296.0);
+  CHECK(l["cache"]["hit_ratio"].number == 0.4);
+  CHECK(l["predicted_samples_per_s"].number == 3200);
+  CHECK(l["lp_samples_per_s"].number == 3276.8);
+  CHECK(l["measured_samples_per_s"].number == 1600);
+  CHECK(l["speedup"].number == 2);
+  CHECK(l["bottleneck"].string == "cpu prep");
+  CHECK(l["binding"]["constraint"].string == "cores");
+  CHECK(l["binding"]["kind"].string == "cores");
+  CHECK(l["binding"]["shadow_price"].number == 436.9);
+  CHECK(l["advice"].string == "one more core adds 436.9 samples/s");
+  CHECK(l["prefetch_concurrency"].number == 5.12);
+  REQUIRE(l["constraints"].array.size() == 3);
+  CHECK(l["constraints"][0].Keys() == std::vector<std::string>{"name", "activity", "bound", "shadow_price"});
+  CHECK(l["constraints"][0]["name"].string == "cpu[decode]");
+  CHECK(l["constraints"][0]["shadow_price"].number == 1e-7);
+  CHECK(l["constraints"][2]["bound"].number == 6.8e10);
+  REQUIRE(l["assumptions"].array.size() == 1);
+  CHECK(l["assumptions"][0].string == "worker RSS unknown: taken as 0");
+  CHECK(d["loaders"][1]["loader"].string == "val");
+  CHECK(d["loaders"][1]["cache"]["point"].string == "decoded samples");
+  CHECK(d["loaders"][1]["cache"]["policy"].string == "static");
+}
+
+TEST_CASE("In the recommend JSON an unknown measured throughput makes it and the speedup null") {
+  auto l = Planned();
+  l.plan.measured_samples_per_s = 0;
+  const JsonValue d = ParseJson(RecommendJson(Report({l})));
+  CHECK(d["loaders"][0]["measured_samples_per_s"].IsNull());
+  CHECK(d["loaders"][0]["speedup"].IsNull());
+}
+
+TEST_CASE("The recommend JSON keeps its layout: spaces after commas and colons, 6 significant digits") {
+  auto l = Planned();
+  l.plan.lp_samples_per_s = 3276.80123456;
+  const std::string json = RecommendJson(Report({l}));
+  CHECK_THAT(json, Catch::StartsWith("{\"trace\": \"runs/t.pb\", \"cores\": 8, \"memory_bytes\": 68719476736, \"loaders\": "
+                                     "[{\"loader\": \"train\", \"num_workers\": 4, \"prefetch_factor\": 2, "));
+  CHECK_THAT(json, Catch::Contains("\"cache\": {\"point\": \"raw files\", \"policy\": \"lru\", \"bytes\": 4294967296, "
+                                   "\"hit_ratio\": 0.4}, \"predicted_samples_per_s\": 3200, \"lp_samples_per_s\": 3276.8, "));
+  CHECK_THAT(json, Catch::EndsWith("\"assumptions\": [\"worker RSS unknown: taken as 0\"]}]}\n"));
+}

@@ -1,0 +1,228 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "report/model_report.h"
+#include "test_report_json_check.h"
+
+using namespace stallprof;
+using namespace stallprof::report;
+using stallprof::testing::JsonValue;
+using stallprof::testing::ParseJson;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+model::Prediction Predicted(double samples_per_s, model::Bottleneck bottleneck, uint32_t workers) {
+  model::Prediction p;
+  p.samples_per_s = samples_per_s;
+  p.step_s = 4 / samples_per_s;
+  p.stall_fraction = 0.25;
+  p.fetch_stall_fraction = 0.15;
+  p.prep_stall_fraction = 0.10;
+  p.hit_ratio = 0.5;
+  p.bottleneck = bottleneck;
+  p.workers = workers;
+  p.r_compute = 800;
+  p.r_prep = samples_per_s;
+  p.r_workers = 900;
+  p.r_fetch = kInf;  // nothing read from storage
+  p.r_main = 1000;
+  p.delay_s = 0.0015;
+  p.delay_measured = true;
+  p.handoff_s = 0.002;
+  return p;
+}
+
+// A sweep over 1, 2 and 4 cores of a loader profiled on 2 cores with 2 workers.
+model::WhatIfResult Swept(double measured = 400) {
+  model::WhatIfResult r;
+  r.loader = "train";
+  r.profiled.cores = 2;
+  r.baseline = Predicted(420, model::Bottleneck::kPrep, 2);
+  r.measured_samples_per_s = measured;
+  r.model_error = measured > 0 ? 0.05 : 0;
+  r.swept = "cores";
+  const double cores[] = {1, 2, 4};
+  for (double c : cores) {
+    model::WhatIfRow row;
+    row.scenario.machine.cores = c;
+    row.scenario.workers = 2;
+    row.prediction = Predicted(200 * c, c < 4 ? model::Bottleneck::kPrep : model::Bottleneck::kCompute, 2);
+    row.change = (200 * c - measured) / measured;
+    r.rows.push_back(row);
+  }
+  r.inputs = {"compute per batch: 5.00 ms (measured, mean step - wait)",
+              "storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)"};
+  return r;
+}
+
+WhatIfReport OneLoader(model::WhatIfResult r) {
+  WhatIfReport report;
+  report.trace = "runs/t.pb";
+  report.loaders.push_back(std::move(r));
+  return report;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+const std::string kHeader =
+    " cores workers      cache    hit   samples/s       step  stall  fetch   prep  bottleneck   change";
+
+}  // namespace
+
+TEST_CASE("The what-if text has the baseline, the table header, a row per scenario and the inputs") {
+  const std::string text = WhatIfText(OneLoader(Swept()));
+  const auto lines = Lines(text);
+  REQUIRE(lines.size() == 12);
+  CHECK(lines[0] == "stallprof whatif: loader 'train' (runs/t.pb)");
+  CHECK(lines[1] == "baseline, as profiled (2 cores, 2 workers): predicted 420.0 samples/s, step 9.52 ms; "
+                    "measured 400.0 samples/s: model error +5.0%");
+  CHECK(lines[2] == "scenario: cache policy lru, steady state");
+  CHECK(lines[3].empty());
+  CHECK(lines[4] == kHeader);
+  CHECK(lines[5] == "     1       2     as run    50%       200.0   20.00 ms    25%    15%    10%  cpu prep     -50.0%");
+  CHECK(lines[6] == "     2       2     as run    50%       400.0   10.00 ms    25%    15%    10%  cpu prep      +0.0%");
+  CHECK(lines[7] == "     4       2     as run    50%       800.0    5.00 ms    25%    15%    10%  compute     +100.0%");
+  CHECK(lines[8] == "");
+  CHECK(lines[9] == "change is against the measured baseline. Inputs:");
+  CHECK(lines[10] == "  compute per batch: 5.00 ms (measured, mean step - wait)");
+  CHECK(lines[11] == "  storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
+  CHECK_THAT(text, Catch::EndsWith("(assumed, --disk-bw)\n"));
+}
+
+TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
+  const std::string text = WhatIfText(OneLoader(Swept(0)));
+  CHECK_THAT(text, Catch::Contains("predicted 420.0 samples/s, step 9.52 ms; measured throughput unknown\n"));
+  CHECK_THAT(text, Catch::Contains("\nchange is against the predicted baseline. Inputs:\n"));
+  CHECK(text.find("model error") == std::string::npos);
+}
+
+TEST_CASE("The what-if scenario line names the cache policy, accelerator, storage and epoch swept") {
+  WhatIfReport report = OneLoader(Swept());
+  report.sweep.cache_policy = model::CachePolicy::kStatic;
+  report.sweep.accel_speedup = 2.5;
+  report.sweep.storage_bandwidth = 2.0 * (1 << 30);
+  report.sweep.first_epoch = true;
+  CHECK_THAT(WhatIfText(report),
+             Catch::Contains("\nscenario: cache policy static, accelerator 2.5x faster, storage 2.00 GiB/s, "
+                             "first epoch (cold cache)\n"));
+}
+
+TEST_CASE("A scenario whose other epoch differs gets a second line naming that epoch") {
+  auto r = Swept();
+  r.rows[1].scenario.cache_bytes = int64_t{50} << 30;
+  r.rows[1].other_epoch = Predicted(123.45, model::Bottleneck::kFetch, 2);
+  r.rows[1].other_epoch->hit_ratio = 0.1;
+  WhatIfReport report = OneLoader(r);
+  std::string text = WhatIfText(report);
+  CHECK_THAT(text, Catch::Contains("     2       2   50.0 GiB    50%"));
+  CHECK_THAT(text, Catch::Contains("\n                                first epoch (cold cache): 123.5 samples/s, hit 10%, storage\n"));
+  report.sweep.first_epoch = true;  // the table shows the first epoch, the second line the steady state
+  text = WhatIfText(report);
+  CHECK_THAT(text, Catch::Contains("\n                                steady state: 123.5 samples/s, hit 10%, storage\n"));
+}
+
+TEST_CASE("Several loaders are separated by a blank line, then the CPU fit and the plot file follow") {
+  WhatIfReport report = OneLoader(Swept());
+  auto val = Swept();
+  val.loader = "val";
+  report.loaders.push_back(val);
+  report.cpu_fit = model::LinearFit{0.0012, 0.0005, 0.987, 2};
+  report.plot = "sweep.svg";
+  const std::string text = WhatIfText(report);
+  CHECK_THAT(text, Catch::Contains("(assumed, --disk-bw)\n\nstallprof whatif: loader 'val' (runs/t.pb)\n"));
+  CHECK_THAT(text, Catch::EndsWith("(assumed, --disk-bw)\n"
+                                   "  worker CPU per batch = 1.20 ms + 500.0 us x batch size (least squares over 2 loaders, r2 0.99)\n"
+                                   "plot: sweep.svg (loader 'train')\n"));
+  CHECK(WhatIfLoaderText(report.loaders[1], report.sweep, report.trace) ==
+        text.substr(text.find("stallprof whatif: loader 'val'"), text.find("  worker CPU") - text.find("stallprof whatif: loader 'val'")));
+}
+
+TEST_CASE("The what-if JSON parses and carries every loader, scenario and input") {
+  WhatIfReport report = OneLoader(Swept());
+  report.loaders[0].rows[2].scenario.cache_bytes = int64_t{1} << 30;
+  report.loaders[0].rows[2].other_epoch = Predicted(150, model::Bottleneck::kFetch, 2);
+  report.cpu_fit = model::LinearFit{0.0012, 0.0005, 0.987, 2};
+  const std::string json = WhatIfJson(report);
+  CHECK_THAT(json, Catch::EndsWith("}\n"));
+  const JsonValue d = ParseJson(json);
+  CHECK(d.Keys() == std::vector<std::string>{"trace", "loaders", "cpu_fit"});
+  CHECK(d["trace"].string == "runs/t.pb");
+  CHECK(d["cpu_fit"].string == "worker CPU per batch = 1.20 ms + 500.0 us x batch size (least squares over 2 loaders, r2 0.99)");
+  REQUIRE(d["loaders"].array.size() == 1);
+  const JsonValue& l = d["loaders"][0];
+  CHECK(l.Keys() == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
+                                             "swept", "scenarios", "inputs"});
+  CHECK(l["loader"].string == "train");
+  CHECK(l["profiled_cores"].number == 2);
+  CHECK(l["measured_samples_per_s"].number == 400);
+  CHECK(l["model_error"].number == 0.05);
+  CHECK(l["swept"].string == "cores");
+  CHECK(l["baseline"]["samples_per_s"].number == 420);
+  CHECK(l["baseline"]["bottleneck"].string == "cpu prep");
+  REQUIRE(l["scenarios"].array.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const JsonValue& s = l["scenarios"][i];
+    CHECK(s["cores"].number == (i == 0 ? 1 : i == 1 ? 2 : 4));
+    CHECK(s["workers"].number == 2);
+    CHECK(s["cache_policy"].string == "lru");
+    CHECK(s["first_epoch"].boolean == false);
+    CHECK(s["prediction"]["samples_per_s"].number == Approx(200.0 * s["cores"].number));
+    CHECK(s.Has("other_epoch") == (i == 2));
+  }
+  CHECK(l["scenarios"][0]["cache_bytes"].IsNull());
+  CHECK(l["scenarios"][2]["cache_bytes"].number == 1 << 30);
+  CHECK(l["scenarios"][2]["other_epoch"]["bottleneck"].string == "storage");
+  CHECK(l["scenarios"][0]["change"].number == -0.5);
+  const JsonValue& p = l["scenarios"][0]["prediction"];
+  CHECK(p.Keys() == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
+                                             "prep_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
+                                             "r_prep", "r_workers", "r_fetch", "delay_s", "delay_measured", "handoff_s",
+                                             "r_main"});
+  CHECK(p["delay_measured"].boolean);
+  REQUIRE(l["inputs"].array.size() == 2);
+  CHECK(l["inputs"][1].string == "storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
+}
+
+TEST_CASE("In the what-if JSON an unknown measurement is null and an unbounded rate is -1") {
+  WhatIfReport report = OneLoader(Swept(0));
+  const JsonValue d = ParseJson(WhatIfJson(report));
+  const JsonValue& l = d["loaders"][0];
+  CHECK(l["measured_samples_per_s"].IsNull());
+  CHECK(l["model_error"].IsNull());
+  CHECK(d["cpu_fit"].IsNull());
+  CHECK(l["baseline"]["r_fetch"].number == -1);
+  CHECK(l["baseline"]["r_compute"].number == 800);
+}
+
+TEST_CASE("A figure that is not a number is null, so the what-if JSON still parses") {
+  auto r = Swept();
+  r.rows[0].prediction.stall_fraction = std::nan("");
+  r.rows[0].change = std::nan("");
+  const JsonValue d = ParseJson(WhatIfJson(OneLoader(r)));
+  CHECK(d["loaders"][0]["scenarios"][0]["prediction"]["stall_fraction"].IsNull());
+  CHECK(d["loaders"][0]["scenarios"][0]["change"].IsNull());
+}
+
+TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 significant digits") {
+  auto r = Swept();
+  r.measured_samples_per_s = 123.456789;
+  r.inputs = {"a \"quoted\" input"};
+  const std::string json = WhatIfJson(OneLoader(r));
+  CHECK_THAT(json, Catch::StartsWith("{\"trace\": \"runs/t.pb\", \"loaders\": [{\"loader\": \"train\", \"profiled_cores\": 2, "
+                                     "\"measured_samples_per_s\": 123.457, \"baseline\": {\"samples_per_s\": 420, "
+                                     "\"step_s\": 0.00952381, "));
+  CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"delay_measured\": true, "));
+  CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"cache_bytes\": null, \"cache_policy\": \"lru\", "
+                                   "\"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
+  CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"cpu_fit\": null}\n"));
+}
