@@ -1,5 +1,5 @@
 // whatif: flag parsing (units, lists, bad values), auto workers, the sweep's
-// cross product against the measured baseline, and the SVG plot.
+// cross product against the measured baseline.
 #include <catch2/catch.hpp>
 
 #include "model/whatif.h"
@@ -123,21 +123,4 @@ TEST_CASE("A cache sweep reports the cold first epoch beside the steady state") 
   CHECK(r->rows[1].other_epoch->hit_ratio == 0);
   CHECK(r->rows[1].prediction.samples_per_s == Approx(200));  // compute bound once cached
   CHECK(r->rows[1].other_epoch->samples_per_s == Approx(50));  // the first epoch still reads everything
-}
-
-TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the measured line") {
-  Sweep sweep;
-  sweep.cores = {1, 8};
-  sweep.workers = {kAutoWorkers};
-  LoaderProfile p = Loader();
-  p.name = "train<&>";
-  auto r = WhatIf(p, OneCore(), sweep);
-  REQUIRE(r.ok());
-  const std::string svg = RenderWhatIfSvg(*r);
-  CHECK(svg.rfind("<svg", 0) == 0);
-  CHECK(svg.find("<title>cpu prep bound</title>") != std::string::npos);
-  CHECK(svg.find("<title>compute bound</title>") != std::string::npos);
-  CHECK(svg.find("measured 47.6") != std::string::npos);
-  CHECK(svg.find("train&lt;&amp;&gt;") != std::string::npos);
-  CHECK(svg.find("train<&>") == std::string::npos);
 }

@@ -226,3 +226,16 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
                                    "\"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"cpu_fit\": null}\n"));
 }
+
+TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the measured line") {
+  model::WhatIfResult r = Swept(400);
+  r.loader = "train<&>";
+  const std::string svg = WhatIfSvg(r);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("<title>cpu prep bound</title>") != std::string::npos);
+  CHECK(svg.find("<title>compute bound</title>") != std::string::npos);
+  CHECK(svg.find("measured 400.0") != std::string::npos);
+  CHECK(svg.find(">cores</text>") != std::string::npos);  // the swept variable names the x axis
+  CHECK(svg.find("train&lt;&amp;&gt;") != std::string::npos);
+  CHECK(svg.find("train<&>") == std::string::npos);
+}

@@ -16,9 +16,6 @@ using Action = std::function<int()>;
 // Prints "stallprof: error: <message>" on stderr and returns the exit code of its kind.
 int ReportError(const Error& error);
 
-// `text` as a quoted, escaped JSON string (for the subcommands' --json output).
-std::string JsonString(std::string_view text);
-
 // The trace argument of the offline subcommands: defaults to ./trace.pb.
 inline constexpr const char* kDefaultTrace = "trace.pb";
 

@@ -46,7 +46,7 @@ int RunWhatif(const WhatifOptions& o) {
   if (!o.plot.empty()) {
     std::FILE* f = std::fopen(o.plot.c_str(), "w");
     if (!f) return ReportError(RuntimeError("--plot " + o.plot + ": cannot write the file, check the directory exists"));
-    const std::string svg = model::RenderWhatIfSvg(out.loaders.front());
+    const std::string svg = report::WhatIfSvg(out.loaders.front());
     std::fwrite(svg.data(), 1, svg.size(), f);
     std::fclose(f);
   }

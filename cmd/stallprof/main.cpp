@@ -1,15 +1,8 @@
 #include <fmt/core.h>
 
 #include "cli.h"
-#include "report/json_writer.h"
 
 namespace stallprof::cli {
-std::string JsonString(std::string_view text) {
-  std::string out;
-  report::AppendJsonString(out, text);
-  return out;
-}
-
 int ReportError(const Error& error) {
   fmt::print(stderr, "stallprof: error: {}\n", error.message);
   return static_cast<int>(error.kind);

@@ -66,8 +66,4 @@ struct WhatIfResult {
 // `profile` measured on `profiled`. Fails like Predict.
 Result<WhatIfResult> WhatIf(const LoaderProfile& profile, const Machine& profiled, const Sweep& sweep);
 
-// A self-contained SVG: samples/s against the swept variable (or the
-// scenario index), background bands coloured by the bottleneck.
-std::string RenderWhatIfSvg(const WhatIfResult& result);
-
 }  // namespace stallprof::model

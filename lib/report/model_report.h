@@ -38,6 +38,10 @@ std::string CpuFitLine(const model::LinearFit& fit);
 // CPU fit and the plot file when there are any.
 std::string WhatIfText(const WhatIfReport& report);
 
+// A self-contained SVG (--plot): samples/s against the swept variable (or the
+// scenario index), background bands coloured by the bottleneck.
+std::string WhatIfSvg(const model::WhatIfResult& result);
+
 // The same as one JSON object, newline-terminated (", " and ": " separators,
 // numbers to 6 significant digits; an unbounded rate is -1).
 std::string WhatIfJson(const WhatIfReport& report);
