@@ -178,6 +178,7 @@ TEST_CASE("Read spans around fetch spans give the storage bytes per batch and th
   REQUIRE(analysis.ok());
   const auto& loader = analysis->loaders.front();
   CHECK(loader.fetch_reads.size() == 40);
+  CHECK(loader.split.miss_cpu_s_per_batch == Approx(0.003));  // 1 ms a MiB x 3 MiB a batch: fetch, not prep
   for (const auto& st : loader.stages) CHECK(st.name.find("read_") == std::string::npos);  // not pipeline stages
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());

@@ -777,6 +777,7 @@ void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
     return;
   }
   split.available = true;
+  split.miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
   split.cached_s = prediction->step_s * steady_count;
   split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
   for (const auto& it : loader.iterations)

@@ -112,7 +112,10 @@ struct StallSplit {
   // main process receiving it (IPC, unpickling, pinning), not storage or worker
   // CPU. Taken out of the fetch stall, which would otherwise absorb it.
   double handoff_s = 0;
-  double contention_s = 0;         // sum(delay_b) of the loader's fetch spans
+  double contention_s = 0;         // sum(delay_b) of the loader's fetch spans (summed over workers)
+  // Worker CPU per batch that storage misses cost (fitted from the read spans,
+  // model::CpuSecondsAtMiss): part of the fetch stall, not prep. 0 = none or not fitted.
+  double miss_cpu_s_per_batch = 0;
 };
 
 struct PrefetchStats {

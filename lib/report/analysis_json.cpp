@@ -68,6 +68,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("step_s", s.step_s).Field("ingest_s", s.ingest_s).Field("cached_s", s.cached_s);
   w.Field("measured_stall_s", s.measured_stall_s).Field("fetch_stall_s", s.fetch_stall_s).Field("prep_stall_s", s.prep_stall_s);
   w.Field("scaled_to_measured_stall", s.scaled).Field("contention_s", s.contention_s).Field("handoff_s", s.handoff_s);
+  w.Field("miss_cpu_s_per_batch", s.miss_cpu_s_per_batch);
   double T = s.step_s > 0 ? s.step_s : 1;
   w.Field("fetch_stall_fraction", s.fetch_stall_s / T).Field("prep_stall_fraction", s.prep_stall_s / T);
   w.Field("contention_fraction", s.contention_s / T).Field("handoff_fraction", s.handoff_s / T);

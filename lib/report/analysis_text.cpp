@@ -85,10 +85,13 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     row("  prep stall (CPU) = T_prep - T_ingest", s.prep_stall_s);
     if (s.handoff_s > 0) row("  handoff (a batch was ready: main-process transfer)", s.handoff_s);
     if (s.scaled) out += "    (fetch + prep exceeded the measured stall less the handoff and were scaled down to it)\n";
+    if (s.miss_cpu_s_per_batch > 0)
+      out += fmt::format("    (worker CPU on storage misses, {} a batch, is fetch: a cache removes it)\n",
+                         FormatSeconds(s.miss_cpu_s_per_batch));
   } else {
     out += "    fetch/prep split unavailable: " + s.unavailable_reason + "\n";
   }
-  row("CPU contention (worker run-queue delay)", s.contention_s);
+  row("CPU contention (run-queue delay, summed over workers)", s.contention_s);
 
   if (!l.epochs.empty()) {
     Heading(out, style, "  Epochs");
