@@ -284,12 +284,15 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
       segments.push_back({"handoff (batch ready, main-process transfer)", handoff, kRunqColour});
       segments.push_back({"other wait", other, kOtherColour});
       if (s.scaled) note = " (fetch + prep were scaled down to the measured stall)";
+      if (s.miss_cpu_s_per_batch > 0)
+        note += fmt::format(" Worker CPU on storage misses ({} a batch) is fetch: a cache removes it.",
+                            FormatSeconds(s.miss_cpu_s_per_batch));
     } else {
       segments.push_back({"wait for data", s.measured_stall_s, kWaitColour});
       note = " (fetch/prep split unavailable: " + s.unavailable_reason + ")";
     }
     h += StackedBar(fmt::format("{}: where the steady-state step time goes (T = {})", c.name, FormatSeconds(s.step_s)), segments, s.step_s,
-                    note + fmt::format(" CPU contention (worker run-queue delay): {}.", FormatSeconds(s.contention_s)));
+                    note + fmt::format(" CPU contention (run-queue delay, summed over workers): {}.", FormatSeconds(s.contention_s)));
     h += "<h3>Step time</h3>" + StepTable(l);
     h += "<h3>Workers</h3>";
     h += WorkerChart(l);
