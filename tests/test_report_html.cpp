@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "analysis/analysis.h"
 #include "report/analysis_report.h"
 #include "report/html.h"
@@ -40,4 +42,35 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK(page.find("http://") == std::string::npos);
   CHECK(page.find("https://") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("<h3>Epochs</h3><table>"));
+}
+
+TEST_CASE("A trace with several ranks gets a ranks section that marks the straggler, one rank none") {
+  TraceBuilder b;
+  for (auto [pid, rank, wait] : {std::tuple{100u, 0, 1 * kMs}, std::tuple{200u, 1, 40 * kMs}}) {
+    b.Process(pid, 1, rank);
+    b.Config(pid, 1, "name", "train");
+    b.Config(pid, 1, "batch_size", 10);
+    LoopSpec spec;
+    spec.pid = pid;
+    spec.thread = b.Thread(pid, pid);
+    spec.wait = wait;
+    AddLoop(b, spec);
+  }
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<h2>Ranks</h2>"));
+  CHECK_THAT(page, Catch::Contains("id=\"ranks\""));
+  CHECK_THAT(page, Catch::Contains("straggler</text>"));  // rank 1 waits 40x longer
+  CHECK_THAT(page, Catch::Contains("Straggler: rank 1"));
+  CHECK_THAT(page, Catch::Contains("scaling efficiency"));
+
+  TraceBuilder one;
+  one.Process(100, 1, 0);
+  LoopSpec spec;
+  spec.thread = one.Thread(100, 100);
+  AddLoop(one, spec);
+  auto single = analysis::Analyze(one.trace, {});
+  REQUIRE(single.ok());
+  CHECK(ReportHtml(one.trace, *single).find("<h2>Ranks</h2>") == std::string::npos);
 }

@@ -219,6 +219,45 @@ std::string StepTable(const LoaderAnalysis& l) {
   return s + "</table>";
 }
 
+// Several ranks of one job in the trace: samples/s per rank (straggler
+// marked), their stalls, and global against local throughput (CosmoFlow).
+std::string RanksSection(const JobAnalysis& job) {
+  const int row = 20;
+  const int height = kTop + static_cast<int>(job.ranks.size()) * row + 10;
+  const int plot_w = kWidth - kLeft - kRight - 90;
+  double fastest = 0;
+  for (const auto& r : job.ranks) fastest = std::max(fastest, r.samples_per_s);
+  std::string s = "<h2>Ranks</h2>";
+  s += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks">)", kWidth, height, kWidth, height);
+  s += fmt::format(R"(<text x="{}" y="16" class="title">samples/s per rank (local throughput)</text>)", kLeft);
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const auto& r = job.ranks[i];
+    const double y = kTop + i * row;
+    const bool straggler = r.rank == job.straggler_rank;
+    const double width = fastest > 0 ? r.samples_per_s / fastest * plot_w : 0;
+    s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
+    s += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
+                     kLeft, y + 2, width, row - 5, straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
+                     Pct(r.stall_fraction));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
+                     straggler ? " straggler" : "");
+  }
+  s += "</svg>";
+  s += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>epoch time</th><th>samples/s</th><th>stall</th><th>fetch</th>"
+       "<th>prep</th></tr>";
+  for (const auto& r : job.ranks)
+    s += std::string(r.rank == job.straggler_rank ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) +
+         Cell(r.hostname) + Cell(std::to_string(r.pid)) + Cell(FormatSeconds(r.epoch_time_s)) +
+         Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) + Cell(Pct(r.fetch_stall_fraction)) +
+         Cell(Pct(r.prep_stall_fraction)) + "</tr>";
+  s += "</table>";
+  s += fmt::format("<p class=\"note\">global throughput {:.1f} samples/s (samples / the slowest rank's epoch time) against "
+                   "{:.1f} summed over the ranks: scaling efficiency {}. Straggler: rank {}: {}.</p>",
+                   job.global_samples_per_s, job.sum_local_samples_per_s, Pct(job.scaling_efficiency), job.straggler_rank,
+                   EscapeHtml(job.straggler_reason));
+  return s;
+}
+
 const char* kStyle = R"(
 body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:24px auto;max-width:800px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px} h3{font-size:15px;margin:18px 0 6px}
@@ -266,6 +305,8 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
     const char* cls = l.verdict == Verdict::kHighlyInputBound ? "v-high" : l.verdict == Verdict::kModeratelyInputBound ? "v-moderate" : "v-not";
     h += fmt::format("<div class=\"verdict {}\" id=\"verdict-{}-{}\">{}</div>", cls, l.pid, l.scope, EscapeHtml(VerdictLine(l)));
   }
+  // The trace holds several ranks of one job (one `stallprof run` over a launcher).
+  if (auto job = AnalyzeJob({a}); job.ok()) h += RanksSection(*job);
   for (const auto& l : a.loaders) {
     const auto& c = l.config;
     h += fmt::format("<h2>Loader {} (pid {}{})</h2>", EscapeHtml(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "");

@@ -1,5 +1,6 @@
 // The HTML report: one self-contained page (inline CSS and SVG, no external
-// assets) with the verdict, the iteration timeline, the stall breakdown,
+// assets) with the verdict, the ranks of the job when the trace holds several,
+// the iteration timeline, the stall breakdown,
 // worker utilization, the sampler's time series and the epoch/stage tables.
 #pragma once
 

@@ -45,4 +45,8 @@ job = d["job"]
 assert job is not None and sorted(r["rank"] for r in job["ranks"]) == [0, 1], job
 assert job["straggler_rank"] == 1 and "input-bound" in job["straggler_reason"], job
 ' || fail "one trace with two training processes was not analyzed as ranks 0 and 1 with rank 1 the straggler"
+# The HTML report of that trace compares the ranks too.
+$SP report both.pb -o both.html 2>/dev/null || fail "report of a two-rank trace failed"
+grep -q "<h2>Ranks</h2>" both.html && grep -q "Straggler: rank 1" both.html \
+  || fail "the report of a two-rank trace has no ranks section naming rank 1 the straggler"
 echo PASS
