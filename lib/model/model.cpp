@@ -43,17 +43,17 @@ struct Terms {
   double r_compute, r_main, r_prep, r_workers, r_fetch, samples_per_s;
 };
 
-// Rates of a pipelined loader (W >= 1) for given per-batch io and delay; p is
-// the profile at the scenario's miss ratio (AtMiss).
-Terms Pipelined(const LoaderProfile& p, double compute, double cores, double workers, double io, double delay,
-                double bandwidth, double miss) {
+// Rates of a pipelined loader (W >= 1) for given per-batch worker CPU, io
+// and delay (the CPU at the scenario's miss ratio, CpuSecondsAtMiss).
+Terms Pipelined(const LoaderProfile& p, double cpu, double compute, double cores, double workers, double io,
+                double delay, double bandwidth, double miss) {
   const double b = p.batch_size;
   const double usable = std::max(kMinUsableCores, cores - p.main_cpu_cores);
   Terms t{};
   t.r_compute = Rate(b, compute);
   t.r_main = Rate(b, compute + MainReceiveSeconds(p));
-  t.r_prep = p.cpu_s_per_batch > 0 ? std::min(workers, usable) * b / p.cpu_s_per_batch : kInf;
-  t.r_workers = workers * Rate(b, p.cpu_s_per_batch + io + delay);
+  t.r_prep = cpu > 0 ? std::min(workers, usable) * b / cpu : kInf;
+  t.r_workers = workers * Rate(b, cpu + io + delay);
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
   t.samples_per_s = std::min({t.r_main, t.r_prep, t.r_workers, t.r_fetch});
@@ -64,21 +64,14 @@ Terms Pipelined(const LoaderProfile& p, double compute, double cores, double wor
 // workers that are busy demand u = cpu / (cpu + io) of a core each, but no
 // more than the pipeline's rate lets them use; with D = demand + the main
 // process's cores, processor sharing stretches each CPU burst by D / cores.
-double PredictedDelay(const LoaderProfile& p, double compute, double cores, double workers, double io,
+double PredictedDelay(const LoaderProfile& p, double cpu, double compute, double cores, double workers, double io,
                       double bandwidth, double miss) {
-  const double cpu = p.cpu_s_per_batch;
   if (cpu <= 0) return 0;
   if (workers == 0) return cpu * std::max(0.0, (1.0 + 0.0) / cores - 1);  // one serial thread
-  const Terms free = Pipelined(p, compute, kInf, workers, io, 0, bandwidth, miss);
+  const Terms free = Pipelined(p, cpu, compute, kInf, workers, io, 0, bandwidth, miss);
   const double rate_batches = std::min({free.r_main, free.r_workers, free.r_fetch}) / p.batch_size;
   const double demand = std::min(workers * cpu / (cpu + io), rate_batches * cpu);
   return cpu * std::max(0.0, (demand + p.main_cpu_cores) / cores - 1);
-}
-// The profile with its worker CPU at miss ratio `miss` (CpuSecondsAtMiss).
-LoaderProfile AtMiss(const LoaderProfile& p, double miss) {
-  LoaderProfile q = p;
-  q.cpu_s_per_batch = CpuSecondsAtMiss(p, miss);
-  return q;
 }
 }  // namespace
 
@@ -94,38 +87,38 @@ double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
 double ExternalDelayStretch(const LoaderProfile& p) {
   if (p.profiled_cores <= 0 || p.cpu_s_per_batch <= 0) return 0;
   const double profiled_miss = 1 - std::clamp(p.cold_hit_ratio, 0.0, 1.0);
-  const double own = PredictedDelay(p, p.compute_s_per_batch, p.profiled_cores, p.workers, p.io_s_per_batch,
-                                    p.storage_bandwidth.value, profiled_miss);
+  const double own = PredictedDelay(p, p.cpu_s_per_batch, p.compute_s_per_batch, p.profiled_cores, p.workers,
+                                    p.io_s_per_batch, p.storage_bandwidth.value, profiled_miss);
   return std::max(0.0, p.delay_s_per_batch - own) / p.cpu_s_per_batch;
 }
 
-Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& s) {
-  if (Status st = Validate(profile, s); !st.ok()) return st.error();
+Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
+  if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;
-  const double b = profile.batch_size;
+  const double b = p.batch_size;
   const double cores = s.machine.cores;
-  const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : profile.workers;
+  const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : p.workers;
   out.workers = workers;
-  const double compute = profile.compute_s_per_batch / s.accel_speedup;
+  const double compute = p.compute_s_per_batch / s.accel_speedup;
   out.compute_s = compute;
 
   // Hit ratio and the io and CPU it leaves (the misses' share is scaled by the
   // miss ratio against the profiled run's).
-  const double profiled_hit = std::clamp(profile.cold_hit_ratio, 0.0, 1.0);
+  const double profiled_hit = std::clamp(p.cold_hit_ratio, 0.0, 1.0);
   double hit = profiled_hit;
   if (s.first_epoch) hit = 0;
   if (s.cache_bytes >= kCacheAll && !s.first_epoch) {
     hit = 1;
   } else if (s.cache_bytes >= 0 || s.first_epoch) {
-    auto h = CacheHitRatio(profile, static_cast<uint64_t>(std::max<int64_t>(s.cache_bytes, 0)), s.cache_policy,
+    auto h = CacheHitRatio(p, static_cast<uint64_t>(std::max<int64_t>(s.cache_bytes, 0)), s.cache_policy,
                            s.first_epoch);
     if (s.cache_bytes >= 0 && !h.ok()) return h.error();
     if (h.ok()) hit = *h;
   }
   out.hit_ratio = hit;
   const double miss = 1 - hit, profiled_miss = 1 - profiled_hit;
-  const LoaderProfile p = AtMiss(profile, miss);
-  out.cpu_s = p.cpu_s_per_batch;
+  const double cpu = CpuSecondsAtMiss(p, miss);
+  out.cpu_s = cpu;
   double io = p.io_s_per_batch;
   if (profiled_miss > 0) io *= miss / profiled_miss;  // else io is not storage misses (e.g. a sleep): keep it
   out.io_s = io;
@@ -133,19 +126,19 @@ Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& s) {
 
   const bool as_profiled = workers == p.workers && (p.profiled_cores <= 0 || std::abs(cores - p.profiled_cores) < 1e-9);
   out.delay_measured = as_profiled;
-  const double external_stretch = as_profiled ? 0 : ExternalDelayStretch(profile);
+  const double external_stretch = as_profiled ? 0 : ExternalDelayStretch(p);
   out.external_delay_stretch = external_stretch;
-  auto delay_for = [&](const LoaderProfile& at, double io_used, double miss_used) {
-    return as_profiled ? at.delay_s_per_batch
-                       : PredictedDelay(at, compute, cores, workers, io_used, bandwidth, miss_used) +
-                             at.cpu_s_per_batch * external_stretch;
+  auto delay_for = [&](double cpu_used, double io_used, double miss_used) {
+    return as_profiled ? p.delay_s_per_batch
+                       : PredictedDelay(p, cpu_used, compute, cores, workers, io_used, bandwidth, miss_used) +
+                             cpu_used * external_stretch;
   };
-  const double delay = delay_for(p, io, miss);
+  const double delay = delay_for(cpu, io, miss);
   out.delay_s = delay;
 
   if (workers == 0) {
     // The main process fetches each batch itself, serially: nothing overlaps.
-    const double prep = p.cpu_s_per_batch + delay;
+    const double prep = cpu + delay;
     out.step_s = compute + prep + io;
     out.prep_step_s = compute + prep;
     out.samples_per_s = Rate(b, out.step_s);
@@ -158,7 +151,7 @@ Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& s) {
     if ((prep + io) / out.step_s < kModeratelyInputBound) out.bottleneck = Bottleneck::kCompute;
     else out.bottleneck = io > prep ? Bottleneck::kFetch : Bottleneck::kPrep;
   } else {
-    const Terms t = Pipelined(p, compute, cores, workers, io, delay, bandwidth, miss);
+    const Terms t = Pipelined(p, cpu, compute, cores, workers, io, delay, bandwidth, miss);
     out.r_compute = t.r_compute;
     out.r_main = t.r_main;
     out.handoff_s = MainReceiveSeconds(p);
@@ -173,12 +166,12 @@ Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& s) {
     if (t.r_main <= t.samples_per_s)
       out.bottleneck = compute >= out.handoff_s ? Bottleneck::kCompute : Bottleneck::kHandoff;
     else if (t.r_fetch <= t.samples_per_s) out.bottleneck = Bottleneck::kFetch;
-    else if (t.r_workers <= t.samples_per_s && io > p.cpu_s_per_batch + delay) out.bottleneck = Bottleneck::kFetch;
+    else if (t.r_workers <= t.samples_per_s && io > cpu + delay) out.bottleneck = Bottleneck::kFetch;
     else out.bottleneck = Bottleneck::kPrep;
     // T_prep: the same prediction with everything cached (no io, no miss CPU).
-    const LoaderProfile all_cached = AtMiss(profile, 0);
+    const double cached_cpu = CpuSecondsAtMiss(p, 0);
     const Terms cached =
-        Pipelined(all_cached, compute, cores, workers, 0, delay_for(all_cached, 0, 0), bandwidth, 0);
+        Pipelined(p, cached_cpu, compute, cores, workers, 0, delay_for(cached_cpu, 0, 0), bandwidth, 0);
     out.prep_step_s = b / cached.samples_per_s;
   }
   // The DS-Analyzer split of the predicted step: ingest (compute) | prep | fetch.
