@@ -39,7 +39,7 @@ struct LoaderSpans {
 // The hook's read spans of one thread, by start time: each contains the fetch
 // span it measured (names::kReadStorage).
 struct ThreadReads {
-  std::vector<uint32_t> storage, calls;  // span indices, in start order
+  std::vector<uint32_t> storage, calls, system;  // span indices, in start order
 };
 
 LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, uint16_t scope) {
@@ -234,8 +234,9 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
     const int64_t storage = ContainingSpan(s, found->second.storage, f);
     const int64_t calls = ContainingSpan(s, found->second.calls, f);
     if (storage < 0 || calls < 0) continue;
+    const int64_t system = ContainingSpan(s, found->second.system, f);
     loader.fetch_reads.push_back({(s.cpu_ns[f] + 0.0) * kNs, static_cast<double>(s.arg[storage]),
-                                  static_cast<double>(s.arg[calls])});
+                                  static_cast<double>(s.arg[calls]), system < 0 ? -1 : s.arg[system] * kNs});
   }
 }
 
@@ -587,6 +588,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t worker_start_name = NameId(trace, names::kWorkerStart);
   const uint32_t read_storage_name = NameId(trace, names::kReadStorage);
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
+  const uint32_t system_cpu_name = NameId(trace, names::kSystemCpu);
   std::unordered_map<uint32_t, ThreadReads> reads_of_thread;
 
   std::vector<LoaderSpans> loader_spans;
@@ -621,9 +623,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       continue;
     }
     if (kind != SpanKind::kSpan || name == epoch_end_name || name == worker_start_name || name == wait_name) continue;
-    if (name == read_storage_name || name == read_calls_name) {  // measurements of a fetch span, not a stage
+    if (name == read_storage_name || name == read_calls_name || name == system_cpu_name) {
+      // Measurements of a fetch span, not a pipeline stage.
       auto& reads = reads_of_thread[thread];
-      (name == read_storage_name ? reads.storage : reads.calls).push_back(static_cast<uint32_t>(i));
+      (name == read_storage_name ? reads.storage : name == read_calls_name ? reads.calls : reads.system)
+          .push_back(static_cast<uint32_t>(i));
       continue;
     }
     if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
@@ -652,7 +656,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
 
   accumulators.insert(accumulators.end(), extra_stages.begin(), extra_stages.end());
   for (auto& [thread, reads] : reads_of_thread)
-    for (auto* v : {&reads.storage, &reads.calls})
+    for (auto* v : {&reads.storage, &reads.calls, &reads.system})
       std::sort(v->begin(), v->end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
 
   // A loader is a (process, scope) whose next() was observed at least once.

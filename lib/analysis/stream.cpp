@@ -20,7 +20,8 @@ class DigestSink final : public SpanSink {
     for (size_t id = first_id; id < trace.strings.size(); ++id) {
       const std::string& v = trace.strings[id];
       keep_.push_back(v == names::kWait || v == names::kEpoch || v == names::kEpochEnd || v == names::kFetch ||
-                      v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls);
+                      v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
+                      v == names::kSystemCpu);
     }
   }
 

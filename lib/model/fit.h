@@ -30,6 +30,7 @@ struct ReadSample {
   double cpu_s = 0;
   double storage_bytes = 0;  // from the storage device (page-cache misses)
   double call_bytes = 0;     // through read syscalls (hits and misses)
+  double system_s = -1;      // the thread's system CPU time, -1 = not recorded
 };
 
 struct ReadCostFit {

@@ -20,12 +20,13 @@ inline constexpr const char* kFetch = "dataloader.fetch";        // worker (or m
 inline constexpr const char* kGetitem = "dataloader.getitem";    // one sample; arg = sample index
 inline constexpr const char* kCollate = "dataloader.collate";    // collate_fn of one batch; arg = batch index
 inline constexpr const char* kPin = "dataloader.pin";            // pin-memory thread: one batch
-// Bytes the fetching thread read during one fetch span (/proc/thread-self/io),
-// recorded right after that fetch span, in the same thread, with the same
+// Bytes the fetching thread read during one fetch span (/proc/thread-self/io)
+// and its system CPU time, recorded right after that fetch span, in the same thread, with the same
 // scope, starting at or before it and ending at or after it (so it contains
 // it). Absent where the kernel has no per-thread io accounting.
 inline constexpr const char* kReadStorage = "dataloader.read_storage";  // arg = read_bytes: from the storage device (page-cache misses)
 inline constexpr const char* kReadCalls = "dataloader.read_calls";      // arg = rchar: through read syscalls (hits and misses)
+inline constexpr const char* kSystemCpu = "dataloader.system_cpu";      // arg = the thread's system CPU ns (getrusage)
 inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worker, instant: arg = worker id
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",

@@ -8,7 +8,8 @@ usage: check_capture.py TRACE.jsonl WORKLOAD_OUTPUT --workers N --epochs N
                         [--client cext|ctypes] [--persistent] [--file-bytes N]
 
 Where this machine has /proc/thread-self/io, every fetch span must be followed
-in its thread by one read_storage and one read_calls span that contain it;
+in its thread by one read_storage, one read_calls and one system_cpu span that
+contain it;
 --file-bytes N (a --files workload) also wants the train loader's read_calls to
 count at least batch_size * N bytes per batch.
 """
@@ -19,9 +20,10 @@ import os
 import sys
 
 
-def check_reads(loader, fetches, storage, calls, min_read, expect):
-    """One read_storage and one read_calls span per fetch span, in its thread,
-    containing it; read_calls >= min_read bytes."""
+def check_reads(loader, fetches, storage, calls, system, min_read, expect):
+    """One read_storage, one read_calls and one system_cpu span per fetch span,
+    in its thread, containing it; read_calls >= min_read bytes; system CPU no
+    more than the fetch's CPU (plus the tick-based split's slack)."""
     def end(r):
         return r["start"] + r["dur"]
 
@@ -32,16 +34,26 @@ def check_reads(loader, fetches, storage, calls, min_read, expect):
     expect(len(storage) == len(fetches) and len(calls) == len(fetches),
            "%s: %d read_storage and %d read_calls spans for %d fetch spans"
            % (loader, len(storage), len(calls), len(fetches)))
+    expect(len(system) == len(fetches), "%s: %d system_cpu spans for %d fetch spans" % (loader, len(system), len(fetches)))
     bad = 0
     short = []
+    system_total = cpu_total = 0
     for f in fetches:
-        s, c = containing(storage, f), containing(calls, f)
-        if len(s) != 1 or len(c) != 1:
+        s, c, k = containing(storage, f), containing(calls, f), containing(system, f)
+        if len(s) != 1 or len(c) != 1 or len(k) != 1:
             bad += 1
-        elif c[0]["arg"] < min_read:
+            continue
+        if c[0]["arg"] < min_read:
             short.append(c[0]["arg"])
-    expect(bad == 0, "%s: %d fetch spans without exactly one containing read_storage/read_calls span" % (loader, bad))
+        system_total += k[0]["arg"]
+        cpu_total += f["cpu"]
+    expect(bad == 0, "%s: %d fetch spans without exactly one containing read_storage/read_calls/system_cpu span"
+           % (loader, bad))
     expect(not short, "%s: read_calls below %d bytes per batch: %s" % (loader, min_read, short[:5]))
+    # getrusage splits exact CPU time by ticks: per span it can exceed the
+    # span's CPU, summed over the loader it cannot by much.
+    expect(system_total <= cpu_total * 1.2 + 20_000_000,
+           "%s: system CPU %d ns exceeds the fetch spans' CPU %d ns" % (loader, system_total, cpu_total))
 
 
 def main():
@@ -126,7 +138,7 @@ def main():
         if thread_io:
             min_read = workload["batch_size"] * a.file_bytes if loader == "train" else 0
             check_reads(loader, fetches, by[("dataloader.read_storage", scope)],
-                        by[("dataloader.read_calls", scope)], min_read, expect)
+                        by[("dataloader.read_calls", scope)], by[("dataloader.system_cpu", scope)], min_read, expect)
         fetch_pids = {f["pid"] for f in fetches}
         starts = by[("dataloader.worker_start", scope)]
         if a.workers == 0:

@@ -14,7 +14,8 @@ num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
 worker_start instant per worker. Right after each fetch span, in the same
 thread, a read_storage span (arg = read_bytes) and a read_calls span (arg =
 rchar) that contain it: what the fetching thread read during the fetch, from
-/proc/thread-self/io (not recorded where the kernel lacks that file). The
+/proc/thread-self/io (not recorded where the kernel lacks that file), and a
+system_cpu span (arg = the thread's system CPU ns during the fetch). The
 pin-memory thread: pin spans.
 """
 import os
@@ -30,6 +31,7 @@ PIN = "dataloader.pin"
 WORKER_START = "dataloader.worker_start"
 READ_STORAGE = "dataloader.read_storage"
 READ_CALLS = "dataloader.read_calls"
+SYSTEM_CPU = "dataloader.system_cpu"
 
 _TARGET = "torch.utils.data"
 _installed = False
@@ -270,6 +272,7 @@ def _patch():
     wait_id, epoch_id, epoch_end_id = ext.name(WAIT), ext.name(EPOCH), ext.name(EPOCH_END)
     fetch_id, getitem_id, collate_id, pin_id = ext.name(FETCH), ext.name(GETITEM), ext.name(COLLATE), ext.name(PIN)
     read_storage_id, read_calls_id = ext.name(READ_STORAGE), ext.name(READ_CALLS)
+    system_cpu_id = ext.name(SYSTEM_CPU)
     thread_io = ext.thread_io
 
     # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
@@ -345,6 +348,18 @@ def _patch():
         fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
         return fetcher._stallprof_count
 
+    # The thread's system CPU time (ns): the kernel's share of a fetch, which
+    # holds the CPU storage misses cost. None where RUSAGE_THREAD is missing.
+    try:
+        import resource
+        rusage, thread_usage = resource.getrusage, resource.RUSAGE_THREAD
+
+        def system_ns():
+            return int(rusage(thread_usage).ru_stime * 1e9)
+        system_ns()
+    except Exception:
+        system_ns = None
+
     def io_before():
         global _thread_io_ok
         if not _thread_io_ok:
@@ -352,7 +367,8 @@ def _patch():
         io = thread_io()
         if io is None:
             _thread_io_ok = False
-        return io
+            return None
+        return io + (system_ns() if system_ns is not None else -1,)
 
     def record_reads(io0, io_start, scope):
         # After the fetch span, so the read spans contain it (start earlier,
@@ -364,6 +380,8 @@ def _patch():
             return
         span_since(read_storage_id, io_start, max(0, io1[1] - io0[1]), scope)
         span_since(read_calls_id, io_start, max(0, io1[0] - io0[0]), scope)
+        if io0[2] >= 0:
+            span_since(system_cpu_id, io_start, max(0, system_ns() - io0[2]), scope)
 
     def collate(fetcher, data, scope, index):
         start = now()
