@@ -6,6 +6,7 @@
 
 #include <ctime>
 
+#include "collect/machine.h"
 #include "collect/procfs.h"
 
 using namespace stallprof::collect;
@@ -67,4 +68,11 @@ TEST_CASE("our thread name and run-queue delay are readable") {
   CHECK_FALSE(procfs::ReadThreadName(getpid(), getpid()).empty());
   CHECK(procfs::ReadThreadName(getpid(), 999999999).empty());
   (void)procfs::ReadRunQueueDelay(getpid());  // 0 is legitimate on an idle machine
+}
+
+TEST_CASE("the page-cache copy cost per byte is measured and plausible") {
+  const double ns_per_byte = stallprof::collect::MeasurePageCacheCopyNsPerByte();
+  // Between 100 GB/s and 50 MB/s of CPU per byte copied: anything outside is a unit or timing error.
+  CHECK(ns_per_byte > 0.01);
+  CHECK(ns_per_byte < 20);
 }

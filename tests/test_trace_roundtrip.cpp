@@ -37,6 +37,7 @@ pb::TraceHeader TestHeader() {
   h.set_sample_period_ms(100);
   h.set_clock_resolution_ns(1);
   h.set_run_id(0xabcdef);
+  h.set_page_cache_copy_ns_per_byte(0.125);
   return h;
 }
 
@@ -150,6 +151,7 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
   CHECK(t.header.hostname == "host");
   CHECK(t.header.start_realtime_ns == -5);
   CHECK(t.header.run_id == 0xabcdef);
+  CHECK(t.header.page_cache_copy_ns_per_byte == 0.125);
   CHECK(t.header.ring_lanes == 128);
   REQUIRE(t.strings.size() == 4);
   CHECK(t.strings[0].empty());

@@ -15,6 +15,11 @@ struct RingGeometry {
   uint32_t lanes = 0;
 };
 
+// CPU ns per byte that reading cached data costs (the kernel's copy), timed on
+// a memfd; 0 when it cannot be measured. Lets the model estimate what storage
+// misses cost the reading thread from its system time (docs/model.md).
+double MeasurePageCacheCopyNsPerByte();
+
 // Fills a header from this machine and process. Never fails: a value that
 // cannot be read is left 0 / empty.
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,

@@ -112,6 +112,7 @@ Status TraceDecoder::Header(const pb::TraceHeader& h) {
   o.sample_period_ms = h.sample_period_ms();
   o.clock_resolution_ns = h.clock_resolution_ns();
   o.run_id = h.run_id();
+  o.page_cache_copy_ns_per_byte = h.page_cache_copy_ns_per_byte();
   return Status::Ok();
 }
 

@@ -16,7 +16,7 @@ namespace stallprof {
 
 // Trace format version written and understood by this build (trace.proto).
 inline constexpr uint32_t kTraceVersionMajor = 1;
-inline constexpr uint32_t kTraceVersionMinor = 0;
+inline constexpr uint32_t kTraceVersionMinor = 1;  // 1: page_cache_copy_ns_per_byte
 // The file starts with these 8 bytes.
 inline constexpr char kTraceMagic[8] = {'S', 'P', 'T', 'R', 'A', 'C', 'E', '\n'};
 

@@ -54,6 +54,7 @@ struct TraceHeader {
   uint32_t sample_period_ms = 0;
   uint64_t clock_resolution_ns = 0;
   uint64_t run_id = 0;
+  double page_cache_copy_ns_per_byte = 0;  // CPU a cached read costs per byte, 0 = not measured
 };
 
 struct ProcessInfo {
