@@ -216,3 +216,39 @@ TEST_CASE("A profile's receive cost is the main thread's CPU and delay in next()
   REQUIRE(profiles.ok());
   CHECK(profiles->front().receive_s_per_batch == 0);
 }
+
+TEST_CASE("A cold profile without spread in its misses estimates their CPU from the fetches' system time") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "batch_size", 4);
+  b.Config(100, 1, "dataset_len", 400);
+  b.Config(100, 1, "dataset_bytes", 400ull << 20);
+  b.trace.header.page_cache_copy_ns_per_byte = 1e6 / (4 << 20);  // 1 ms to copy 4 MiB
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 40;
+  spec.wait = 2 * kMs;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  const uint32_t w = b.Thread(201, 201);
+  for (int i = 0; i < 40; ++i) {  // every batch misses all 4 MiB: 6 ms CPU, 4 ms of it system time
+    const uint64_t start = spec.start + i * 22 * kMs;
+    b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 6 * kMs, 0);
+    b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 4ull << 20);
+    b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 4ull << 20);
+    b.Span(w, names::kSystemCpu, start, 15 * kMs + 20, 1, 4 * kMs);
+  }
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK_FALSE(p.cpu_s_per_storage_byte.measured);  // an estimate, said as such
+  CHECK_THAT(p.cpu_s_per_storage_byte.source, Catch::Contains("estimated"));
+  CHECK(p.cpu_s_per_storage_byte.value * p.storage_bytes_per_batch == Approx(0.003));  // 4 ms - 1 ms of copying
+  b.trace.header.page_cache_copy_ns_per_byte = 0;  // an older trace: no estimate, misses cost no CPU
+  profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().cpu_s_per_storage_byte.value == 0);
+  CHECK_THAT(profiles->front().cpu_s_per_storage_byte.source, Catch::Contains("not fitted, taken as 0"));
+}

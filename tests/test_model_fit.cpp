@@ -98,3 +98,24 @@ TEST_CASE("A negative miss slope from noise is taken as misses costing no CPU") 
   REQUIRE(fit.ok());
   CHECK(fit->cpu_s_per_storage_byte == 0);
 }
+
+TEST_CASE("Without spread the miss CPU is estimated from system time less the page-cache copy") {
+  // Every batch missed 8 MiB: cpu 4 ms, of which 3 ms system; copying 8 MiB from the page cache costs 0.8 ms.
+  std::vector<ReadSample> cold(20, ReadSample{0.004, 8 * 1048576.0, 8 * 1048576.0, 0.003});
+  REQUIRE_FALSE(FitReadCost(cold).ok());
+  const double copy_ns_per_byte = 0.0008 * 1e9 / (8 * 1048576.0);
+  const auto estimate = EstimateReadCostFromSystemTime(cold, copy_ns_per_byte);
+  REQUIRE(estimate.ok());
+  CHECK(*estimate * 8 * 1048576.0 == Approx(0.0022));  // 3 ms - 0.8 ms per batch
+  // Never more than all the CPU, never negative.
+  CHECK(*EstimateReadCostFromSystemTime(cold, 1e-6) * 8 * 1048576.0 <= 0.004);
+  CHECK(*EstimateReadCostFromSystemTime(cold, 100) == 0);
+  // What it needs: the copy cost, system time on every span, storage reads.
+  CHECK_THAT(EstimateReadCostFromSystemTime(cold, 0).error().message, Catch::Contains("copy cost"));
+  auto without = cold;
+  without[3].system_s = -1;
+  CHECK_THAT(EstimateReadCostFromSystemTime(without, copy_ns_per_byte).error().message, Catch::Contains("system CPU"));
+  auto cached = cold;
+  for (auto& r : cached) r.storage_bytes = 0;
+  CHECK_FALSE(EstimateReadCostFromSystemTime(cached, copy_ns_per_byte).ok());
+}

@@ -135,12 +135,22 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     std::snprintf(r2, sizeof r2, "%.2f", fit->r2);
     p.cpu_s_per_storage_byte = {fit->cpu_s_per_storage_byte, true,
                                 "least squares over " + std::to_string(fit->points) + " fetch spans, R^2 " + r2};
-  } else
+  } else if (auto estimate =
+                 model::EstimateReadCostFromSystemTime(loader.fetch_reads, trace.header.page_cache_copy_ns_per_byte);
+             estimate.ok() && storage > 0) {
+    char copy[32];
+    std::snprintf(copy, sizeof copy, "%.3f", trace.header.page_cache_copy_ns_per_byte);
+    p.cpu_s_per_storage_byte = {*estimate, false,
+                                "estimated: the fetches' system CPU time less a page-cache copy of the bytes they "
+                                "read (" + std::string(copy) + " ns/byte, timed at start); not fitted because " +
+                                    fit.error().message};
+  } else {
     p.cpu_s_per_storage_byte = {0, false,
                                 loader.fetch_reads.empty()
                                     ? "not recorded (no read spans: a kernel without per-thread io accounting, or "
                                       "an older hook): storage misses are taken to cost no worker CPU"
                                     : "not fitted, taken as 0: " + fit.error().message};
+  }
 
   for (const auto& st : loader.stages) {
     model::StageProfile sp;

@@ -90,4 +90,19 @@ Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows) {
   return fit;
 }
 
+Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& rows, double copy_ns_per_byte) {
+  if (!(copy_ns_per_byte > 0)) return UnsupportedError("the trace has no page-cache copy cost (recorded by an older stallprof)");
+  double cpu = 0, system = 0, storage = 0, calls = 0;
+  for (const auto& r : rows) {
+    if (r.system_s < 0) return UnsupportedError("the fetch spans carry no system CPU time (recorded by an older hook)");
+    cpu += r.cpu_s;
+    system += r.system_s;
+    storage += r.storage_bytes;
+    calls += r.call_bytes;
+  }
+  if (rows.empty() || storage <= 0) return UnsupportedError("no fetch read from storage");
+  const double miss_cpu = std::clamp(system - calls * copy_ns_per_byte * 1e-9, 0.0, cpu);
+  return miss_cpu / storage;
+}
+
 }  // namespace stallprof::model

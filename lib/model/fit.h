@@ -48,4 +48,13 @@ struct ReadCostFit {
 // reads, or storage reads that move in step with all reads).
 Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows);
 
+// When FitReadCost cannot separate them (a cold profile where every read
+// missed alike): the CPU a byte read from storage costs, estimated as the
+// fetches' system time less what copying the bytes read from the page cache
+// costs (`copy_ns_per_byte`, timed by the launcher), per byte from storage.
+// An estimate: other kernel work in the fetch (allocations, page faults)
+// counts as miss CPU. Fails when the rows lack system time or storage reads,
+// or the copy cost is unknown.
+Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& rows, double copy_ns_per_byte);
+
 }  // namespace stallprof::model
