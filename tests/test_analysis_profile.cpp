@@ -152,14 +152,20 @@ TEST_CASE("A profile's handoff is the mean steady wait at next() calls that foun
   CHECK(profiles->front().handoff_s_per_batch == Approx(0.002));
 }
 
-TEST_CASE("Read spans around fetch spans give the storage bytes per batch and the CPU a miss costs") {
+namespace {
+// A file-backed loader (1 MiB a sample, batches of 4) with one worker whose 40
+// fetch spans each get the hook's read spans: batch i missed missed_mib(i)
+// MiB from storage and used cpu_ms(i) of CPU, system_ms(i) of it in the
+// kernel (< 0: no system_cpu span). Returns the builder.
+template <typename Missed, typename Cpu, typename System>
+TraceBuilder ReadingLoader(Missed missed_mib, Cpu cpu_ms, System system_ms) {
   TraceBuilder b;
   b.Process(100, 1);
   b.Process(201, 100);
   b.Config(100, 1, "num_workers", 1);
   b.Config(100, 1, "batch_size", 4);
   b.Config(100, 1, "dataset_len", 400);
-  b.Config(100, 1, "dataset_bytes", 400ull << 20);  // 1 MiB a sample, 4 MiB a batch
+  b.Config(100, 1, "dataset_bytes", 400ull << 20);
   LoopSpec spec;
   spec.thread = b.Thread(100, 100);
   spec.iterations = 40;
@@ -167,13 +173,21 @@ TEST_CASE("Read spans around fetch spans give the storage bytes per batch and th
   spec.compute = 20 * kMs;
   AddLoop(b, spec);
   const uint32_t w = b.Thread(201, 201);
-  // Batch i misses 2 or 4 MiB; its CPU is 3 ms + 1 ms per MiB missed.
   for (int i = 0; i < 40; ++i) {
-    const uint64_t start = spec.start + i * 22 * kMs, missed = (i % 2 ? 4ull : 2ull) << 20;
-    b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 3 * kMs + (missed >> 20) * kMs, 0);
-    b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, missed);
+    const uint64_t start = spec.start + i * 22 * kMs;
+    b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, static_cast<int64_t>(cpu_ms(i) * kMs), 0);
+    b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, static_cast<uint64_t>(missed_mib(i)) << 20);
     b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 4ull << 20);
+    if (system_ms(i) >= 0) b.Span(w, names::kSystemCpu, start, 15 * kMs + 20, 1, static_cast<uint64_t>(system_ms(i) * kMs));
   }
+  return b;
+}
+}  // namespace
+
+TEST_CASE("Read spans around fetch spans give the storage bytes per batch and the CPU a miss costs") {
+  // Batch i misses 2 or 4 MiB; its CPU is 3 ms + 1 ms per MiB missed.
+  auto missed = [](int i) { return i % 2 ? 4 : 2; };
+  TraceBuilder b = ReadingLoader(missed, [&](int i) { return 3.0 + missed(i); }, [](int) { return -1.0; });
   const auto analysis = Analyze(b.trace, {});
   REQUIRE(analysis.ok());
   const auto& loader = analysis->loaders.front();
@@ -218,28 +232,9 @@ TEST_CASE("A profile's receive cost is the main thread's CPU and delay in next()
 }
 
 TEST_CASE("A cold profile without spread in its misses estimates their CPU from the fetches' system time") {
-  TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
-  b.Config(100, 1, "batch_size", 4);
-  b.Config(100, 1, "dataset_len", 400);
-  b.Config(100, 1, "dataset_bytes", 400ull << 20);
+  // Every batch misses all 4 MiB: 6 ms CPU, 4 ms of it system time.
+  TraceBuilder b = ReadingLoader([](int) { return 4; }, [](int) { return 6.0; }, [](int) { return 4.0; });
   b.trace.header.page_cache_copy_ns_per_byte = 1e6 / (4 << 20);  // 1 ms to copy 4 MiB
-  LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  spec.iterations = 40;
-  spec.wait = 2 * kMs;
-  spec.compute = 20 * kMs;
-  AddLoop(b, spec);
-  const uint32_t w = b.Thread(201, 201);
-  for (int i = 0; i < 40; ++i) {  // every batch misses all 4 MiB: 6 ms CPU, 4 ms of it system time
-    const uint64_t start = spec.start + i * 22 * kMs;
-    b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 6 * kMs, 0);
-    b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 4ull << 20);
-    b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 4ull << 20);
-    b.Span(w, names::kSystemCpu, start, 15 * kMs + 20, 1, 4 * kMs);
-  }
   auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
