@@ -36,8 +36,9 @@ struct LoaderSpans {
   std::vector<uint32_t> fetches;
 };
 
-// The hook's read spans of one thread, by start time: each contains the fetch
-// span it measured (names::kReadStorage).
+// The hook's measurement spans of one thread (names::kReadStorage,
+// kReadCalls, kSystemCpu), by start time: each contains the fetch span it
+// measured.
 struct ThreadReads {
   std::vector<uint32_t> storage, calls, system;  // span indices, in start order
 };
@@ -235,8 +236,9 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
     const int64_t calls = ContainingSpan(s, found->second.calls, f);
     if (storage < 0 || calls < 0) continue;
     const int64_t system = ContainingSpan(s, found->second.system, f);
-    loader.fetch_reads.push_back({(s.cpu_ns[f] + 0.0) * kNs, static_cast<double>(s.arg[storage]),
-                                  static_cast<double>(s.arg[calls]), system < 0 ? -1 : s.arg[system] * kNs});
+    loader.fetch_reads.push_back({static_cast<double>(s.cpu_ns[f]) * kNs, static_cast<double>(s.arg[storage]),
+                                  static_cast<double>(s.arg[calls]),
+                                  system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs});
   }
 }
 
