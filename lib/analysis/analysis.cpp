@@ -138,7 +138,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
     it.wait_s = s.duration_ns[w] * kNs;
     it.compute_s = std::max(0.0, it.step_s - it.wait_s);
     it.steady = it.index_in_epoch >= warmup;
-    if (s.has_cpu[w]) it.receive_s = (s.cpu_ns[w] + s.delay_ns[w]) * kNs;
+    if (s.has_cpu[w]) it.receive_s = static_cast<float>((s.cpu_ns[w] + s.delay_ns[w]) * kNs);
     previous_return = it.return_ns;
     all_epochs[epoch].iterations++;
     all_epochs[epoch].end_ns = std::max(all_epochs[epoch].end_ns, it.return_ns);
