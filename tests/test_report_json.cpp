@@ -16,6 +16,12 @@ TEST_CASE("JSON strings escape quotes, backslashes, control characters and inval
   CHECK(out == "\"a\\\"b\\\\c\\nd\\te\\u0001 \xc3\xa9 \\ufffd\"");
 }
 
+TEST_CASE("JSON strings replace surrogates and overlong sequences, which strict parsers reject") {
+  std::string out;
+  AppendJsonString(out, "\xed\xa0\x80|\xc0\xaf|\xf4\x90\x80\x80");  // U+D800, overlong '/', above U+10FFFF
+  CHECK(out == "\"\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd\"");
+}
+
 TEST_CASE("The JSON writer separates members and elements with commas at every depth") {
   std::string out;
   JsonWriter w(out);

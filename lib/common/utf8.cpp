@@ -2,10 +2,7 @@
 
 namespace stallprof {
 
-namespace {
-// Length of the valid UTF-8 sequence at s[i], or 0 (RFC 3629: no overlongs,
-// no surrogates, nothing above U+10FFFF).
-size_t SequenceLength(std::string_view s, size_t i) {
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = byte(i);
   if (c < 0x80) return 1;
@@ -26,13 +23,12 @@ size_t SequenceLength(std::string_view s, size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
   return n;
 }
-}  // namespace
 
 std::string ValidUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    const size_t n = SequenceLength(text, i);
+    const size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       out += "\xEF\xBF\xBD";
       ++i;

@@ -2,19 +2,9 @@
 
 #include <fmt/format.h>
 
-namespace stallprof::report {
+#include "common/utf8.h"
 
-namespace {
-// Length of the valid UTF-8 sequence at text[i], or 0 when invalid.
-size_t Utf8Length(std::string_view text, size_t i) {
-  auto c = static_cast<unsigned char>(text[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > text.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return 0;
-  return n;
-}
-}  // namespace
+namespace stallprof::report {
 
 void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
@@ -38,7 +28,7 @@ void AppendJsonString(std::string& out, std::string_view text) {
       ++i;
       continue;
     }
-    size_t n = Utf8Length(text, i);
+    size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       out += "\\ufffd";
       ++i;
