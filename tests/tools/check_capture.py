@@ -131,6 +131,9 @@ def main():
         expect(len(fetches) == iterations, "%s: %d fetch spans for %d iterations" % (loader, len(fetches), iterations))
         expect(all(f["has_cpu"] and f["cpu"] > 0 for f in fetches), "%s: every fetch span carries CPU time" % loader)
         expect(all(f["cpu"] <= f["dur"] + 2_000_000 for f in fetches), "%s: fetch CPU <= wall" % loader)
+        # A fetch's arg is its batch index in the epoch (the handoff rule pairs it with next()).
+        expect(sorted(f["arg"] for f in fetches) == sorted(expected_args),
+               "%s: fetch args are not each epoch's batch indices: %s" % (loader, sorted(f["arg"] for f in fetches)[:12]))
         getitems = by[("dataloader.getitem", scope)]
         expect(len(getitems) == cfg.get("dataset_len", -1) * a.epochs,
                "%s: %d getitem spans, expected dataset_len x epochs" % (loader, len(getitems)))

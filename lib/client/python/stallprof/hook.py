@@ -331,11 +331,12 @@ def _patch():
     dl._BaseDataLoaderIter.__next__ = __next__
 
     # -- fetchers: fetch (with CPU), getitem, collate ---------------------------
-    def batch_index(fetcher):
-        # The worker loop has the batch index in its local `idx`; in the main
-        # process (num_workers=0) the iterator's count of yielded batches is it.
+    def batch_index(fetcher, depth):
+        # The worker loop (`depth` frames up from here) has the batch index in
+        # its local `idx`; in the main process (num_workers=0) the iterator's
+        # count of yielded batches is it.
         try:
-            caller = sys._getframe(2).f_locals
+            caller = sys._getframe(depth).f_locals
             idx = caller.get("idx")
             if isinstance(idx, int):
                 return idx
@@ -389,33 +390,19 @@ def _patch():
         span_since(collate_id, start, index, scope)
         return batch
 
-    def map_fetch(self, possibly_batched_index):
-        scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
-        index = batch_index(self)
+    def measured_fetch(fetcher, samples):
+        # One batch: `samples(scope)` reads the dataset, then collate; the fetch
+        # span (with CPU) around both, the read spans after it.
+        scope = getattr(fetcher, "_stallprof_scope", 0) or _worker_scope
+        index = batch_index(fetcher, 3)
         span = Span(fetch_id, scope, True)
         io0 = io_before()
         io_start = now()
         span.begin()
         try:
-            if self.auto_collation:
-                if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
-                    data = self.dataset.__getitems__(possibly_batched_index)
-                else:
-                    dataset = self.dataset
-                    data = []
-                    append = data.append
-                    for idx in possibly_batched_index:
-                        start = now()
-                        append(dataset[idx])
-                        span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
-            else:
-                start = now()
-                data = self.dataset[possibly_batched_index]
-                idx = possibly_batched_index
-                span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
-            batch = collate(self, data, scope, index)
+            batch = collate(fetcher, samples(scope), scope, index)
         except StopIteration:
-            raise  # no batch: not a fetch (keeps fetch spans == batches)
+            raise  # no batch (the stream ended): not a fetch, so fetch spans == batches
         except BaseException:
             span.end(index)
             raise
@@ -424,16 +411,31 @@ def _patch():
             record_reads(io0, io_start, scope)
         return batch
 
+    def map_fetch(self, possibly_batched_index):
+        def samples(scope):
+            if self.auto_collation:
+                if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
+                    return self.dataset.__getitems__(possibly_batched_index)
+                dataset = self.dataset
+                data = []
+                append = data.append
+                for idx in possibly_batched_index:
+                    start = now()
+                    append(dataset[idx])
+                    span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
+                return data
+            start = now()
+            data = self.dataset[possibly_batched_index]
+            idx = possibly_batched_index
+            span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
+            return data
+        return measured_fetch(self, samples)
+
     def iterable_fetch(self, possibly_batched_index):
         if self.ended:
             raise StopIteration
-        scope = getattr(self, "_stallprof_scope", 0) or _worker_scope
-        index = batch_index(self)
-        span = Span(fetch_id, scope, True)
-        io0 = io_before()
-        io_start = now()
-        span.begin()
-        try:
+
+        def samples(scope):
             if self.auto_collation:
                 data = []
                 for _ in possibly_batched_index:
@@ -446,20 +448,12 @@ def _patch():
                     span_since(getitem_id, start, 0, scope)
                 if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
                     raise StopIteration
-            else:
-                start = now()
-                data = next(self.dataset_iter)
-                span_since(getitem_id, start, 0, scope)
-            batch = collate(self, data, scope, index)
-        except StopIteration:
-            raise  # the stream ended: no batch, no fetch span
-        except BaseException:
-            span.end(index)
-            raise
-        span.end(index)
-        if io0 is not None:
-            record_reads(io0, io_start, scope)
-        return batch
+                return data
+            start = now()
+            data = next(self.dataset_iter)
+            span_since(getitem_id, start, 0, scope)
+            return data
+        return measured_fetch(self, samples)
 
     fetch_mod._MapDatasetFetcher.fetch = map_fetch
     fetch_mod._IterableDatasetFetcher.fetch = iterable_fetch
