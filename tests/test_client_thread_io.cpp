@@ -1,11 +1,12 @@
 // stallprof_thread_io: the calling thread's rchar/read_bytes from
-// /proc/thread-self/io, per thread, -1 when not attached.
+// /proc/thread-self/io, per thread, -1 when not attached; stallprof_thread_system_ns.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,4 +129,33 @@ TEST_CASE("thread_io: -1 and outputs untouched when not attached", "[client]") {
     return stallprof_thread_io(&rchar, &read_bytes) == -1 && rchar == 7 && read_bytes == 9 ? 0 : 10;
   });
   CHECK(bad.exit_code == 0);
+}
+
+TEST_CASE("thread_system_ns: grows with this thread's kernel work, -1 when not attached", "[client]") {
+  auto segment = MakeSegment();
+  auto result = RunInChild(segment.get(), nullptr, segment->EnvValue(), [] {
+    uint64_t s0 = 0, s1 = 0;
+    if (stallprof_thread_system_ns(&s0) != 0) return 10;
+    // Kernel work: many small reads of /dev/zero, about 20 ms of system time.
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 11;
+    char buf[64];
+    timespec start{}, now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do {
+      for (int i = 0; i < 1000; ++i)
+        if (read(fd, buf, sizeof buf) != static_cast<ssize_t>(sizeof buf)) return 12;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 200000000L);
+    close(fd);
+    if (stallprof_thread_system_ns(&s1) != 0) return 13;
+    // 200 ms of CPU spent mostly in read(): at least a quarter of it shows as system time.
+    return s1 >= s0 + 50000000u ? 0 : 14;
+  });
+  CHECK(result.exit_code == 0);
+  auto detached = RunInChild(nullptr, nullptr, "", [] {
+    uint64_t system_ns = 7;
+    return stallprof_thread_system_ns(&system_ns) == -1 && system_ns == 7 ? 0 : 10;
+  });
+  CHECK(detached.exit_code == 0);
 }

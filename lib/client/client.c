@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -414,6 +415,15 @@ STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes) {
   if (!io_field(buf, "rchar:", 6, &r) || !io_field(buf, "read_bytes:", 11, &b)) return -1;
   if (rchar != NULL) *rchar = r;
   if (read_bytes != NULL) *read_bytes = b;
+  return 0;
+}
+
+STALLPROF_API int stallprof_thread_system_ns(uint64_t* system_ns) {
+  if (!attached()) return -1;
+  struct rusage usage;
+  if (getrusage(RUSAGE_THREAD, &usage) != 0) return -1;
+  if (system_ns != NULL)
+    *system_ns = (uint64_t)usage.ru_stime.tv_sec * 1000000000u + (uint64_t)usage.ru_stime.tv_usec * 1000u;
   return 0;
 }
 

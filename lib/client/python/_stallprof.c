@@ -186,13 +186,15 @@ static PyObject* py_thread_release(PyObject* self, PyObject* unused) {
   Py_RETURN_NONE;
 }
 
-/* thread_io() -> (rchar, read_bytes) of the calling thread, or None. */
+/* thread_io() -> (rchar, read_bytes, system_ns) of the calling thread, or None;
+ * system_ns is -1 when getrusage cannot give it. */
 static PyObject* py_thread_io(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
-  uint64_t rchar, read_bytes;
+  uint64_t rchar, read_bytes, system_ns;
   if (stallprof_thread_io(&rchar, &read_bytes) != 0) Py_RETURN_NONE;
-  return Py_BuildValue("(KK)", (unsigned long long)rchar, (unsigned long long)read_bytes);
+  long long system = stallprof_thread_system_ns(&system_ns) == 0 ? (long long)system_ns : -1;
+  return Py_BuildValue("(KKL)", (unsigned long long)rchar, (unsigned long long)read_bytes, system);
 }
 
 /* ---- Span: begin()/end(arg) and a context manager --------------------------- */
@@ -289,7 +291,7 @@ static PyMethodDef module_methods[] = {
     {"dropped", py_dropped, METH_NOARGS, "Records this process dropped."},
     {"thread_release", py_thread_release, METH_NOARGS, "Release this thread's lane."},
     {"thread_io", py_thread_io, METH_NOARGS,
-     "(rchar, read_bytes) of this thread from /proc/thread-self/io, or None when unavailable."},
+     "(rchar, read_bytes, system_ns) of this thread (/proc/thread-self/io, getrusage), or None when unavailable."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_stallprof", "stallprof C fast path", -1,

@@ -90,6 +90,11 @@ STALLPROF_API void stallprof_thread_release(void);
  * untouched) when not attached or when the file is missing, unreadable or
  * malformed. The file stays open per thread; never blocks or allocates. */
 STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes);
+/* The calling thread's system (kernel) CPU time in ns, from
+ * getrusage(RUSAGE_THREAD): the total is exact, its split from user time
+ * follows the scheduler ticks. Returns 0 and sets it, or -1 (output untouched)
+ * when not attached or unavailable. One syscall; never blocks or allocates. */
+STALLPROF_API int stallprof_thread_system_ns(uint64_t* system_ns);
 /* Records this process dropped since it attached (full lanes, no free lane). */
 STALLPROF_API uint64_t stallprof_dropped(void);
 

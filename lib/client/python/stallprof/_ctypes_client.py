@@ -38,6 +38,7 @@ set_client_kind = _sig("stallprof_set_client_kind", None, _u32)
 dropped = _sig("stallprof_dropped", _u64)
 thread_release = _sig("stallprof_thread_release", None)
 _thread_io = _sig("stallprof_thread_io", _int, ctypes.POINTER(_u64), ctypes.POINTER(_u64))
+_thread_system_ns = _sig("stallprof_thread_system_ns", _int, ctypes.POINTER(_u64))
 
 OK, DISABLED, ERR_VERSION, ERR_ATTACH = 0, 1, 2, 3
 _MASK = (1 << 64) - 1
@@ -65,13 +66,15 @@ def name(text):
 
 
 def thread_io():
-    """(rchar, read_bytes) of this thread from /proc/thread-self/io, or None."""
+    """(rchar, read_bytes, system_ns) of this thread (/proc/thread-self/io,
+    getrusage), or None; system_ns is -1 when unavailable."""
     # Fresh buffers per call: ctypes drops the GIL during the call, so shared
     # ones could be overwritten by another thread.
-    rchar, read_bytes = _u64(), _u64()
+    rchar, read_bytes, system_ns = _u64(), _u64(), _u64()
     if _thread_io(ctypes.byref(rchar), ctypes.byref(read_bytes)) != 0:
         return None
-    return (rchar.value, read_bytes.value)
+    system = system_ns.value if _thread_system_ns(ctypes.byref(system_ns)) == 0 else -1
+    return (rchar.value, read_bytes.value, system)
 
 
 def span(n, start, duration, arg=0, scope=0):

@@ -349,18 +349,6 @@ def _patch():
         fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
         return fetcher._stallprof_count
 
-    # The thread's system CPU time (ns): the kernel's share of a fetch, which
-    # holds the CPU storage misses cost. None where RUSAGE_THREAD is missing.
-    try:
-        import resource
-        rusage, thread_usage = resource.getrusage, resource.RUSAGE_THREAD
-
-        def system_ns():
-            return int(rusage(thread_usage).ru_stime * 1e9)
-        system_ns()
-    except Exception:
-        system_ns = None
-
     def io_before():
         global _thread_io_ok
         if not _thread_io_ok:
@@ -368,8 +356,7 @@ def _patch():
         io = thread_io()
         if io is None:
             _thread_io_ok = False
-            return None
-        return io + (system_ns() if system_ns is not None else -1,)
+        return io
 
     def record_reads(io0, io_start, scope):
         # After the fetch span, so the read spans contain it (start earlier,
@@ -381,8 +368,8 @@ def _patch():
             return
         span_since(read_storage_id, io_start, max(0, io1[1] - io0[1]), scope)
         span_since(read_calls_id, io_start, max(0, io1[0] - io0[0]), scope)
-        if io0[2] >= 0:
-            span_since(system_cpu_id, io_start, max(0, system_ns() - io0[2]), scope)
+        if io0[2] >= 0 and io1[2] >= 0:  # the kernel's share of the fetch: holds what storage misses cost
+            span_since(system_cpu_id, io_start, max(0, io1[2] - io0[2]), scope)
 
     def collate(fetcher, data, scope, index):
         start = now()
