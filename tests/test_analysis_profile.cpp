@@ -136,16 +136,11 @@ TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
 
 TEST_CASE("A profile's handoff is the mean steady wait at next() calls that found a batch ready") {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
   spec.wait = 2 * kMs;
   spec.compute = 20 * kMs;
-  AddLoop(b, spec);
-  uint32_t w = b.Thread(201, 201);
+  const uint32_t w = AddOneWorkerLoader(b, spec);
   for (int i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * kMs / 10, kMs / 20, 1, i, kMs / 20, 0);
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
@@ -160,19 +155,14 @@ namespace {
 template <typename Missed, typename Cpu, typename System>
 TraceBuilder ReadingLoader(Missed missed_mib, Cpu cpu_ms, System system_ms) {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
   b.Config(100, 1, "batch_size", 4);
   b.Config(100, 1, "dataset_len", 400);
   b.Config(100, 1, "dataset_bytes", 400ull << 20);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 40;
   spec.wait = 2 * kMs;
   spec.compute = 20 * kMs;
-  AddLoop(b, spec);
-  const uint32_t w = b.Thread(201, 201);
+  const uint32_t w = AddOneWorkerLoader(b, spec);
   for (int i = 0; i < 40; ++i) {
     const uint64_t start = spec.start + i * 22 * kMs;
     b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, static_cast<int64_t>(cpu_ms(i) * kMs), 0);

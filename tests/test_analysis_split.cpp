@@ -70,17 +70,12 @@ TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
 
 TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch stall") {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
   spec.wait = 5 * kMs;
   spec.compute = 20 * kMs;
-  AddLoop(b, spec);
+  const uint32_t w = AddOneWorkerLoader(b, spec);
   // The worker finished every batch long before it was asked for.
-  uint32_t w = b.Thread(201, 201);
   for (int i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * kMs / 10, kMs / 20, 1, i, kMs / 20, 0);
   const auto result = Analyze(b.trace, {});
   REQUIRE(result.ok());
@@ -97,16 +92,11 @@ TEST_CASE("A batch finished by a worker that went straight on to the next is not
   // asks for it but is already busy with batch i+1 (a CPU-bound Python worker
   // then holds the GIL and the finished batch is not sent yet): prep, not handoff.
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 12;
   spec.wait = 30 * kMs;
   spec.compute = 30 * kMs;
-  AddLoop(b, spec);
-  uint32_t w = b.Thread(201, 201);
+  const uint32_t w = AddOneWorkerLoader(b, spec);
   b.Span(w, names::kFetch, spec.start, kMs, 1, 0, kMs, 0);
   for (uint64_t i = 1; i < 12; ++i) {
     const uint64_t next_call = spec.start + i * 60 * kMs;

@@ -131,4 +131,16 @@ inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
   return t;
 }
 
+// A main process (pid 100) iterating loader 1 with one worker process (pid
+// 201): appends the loop of `spec` (its thread is set here) and returns the
+// worker's thread index for the test's fetch spans.
+inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  return b.Thread(201, 201);
+}
+
 }  // namespace stallprof::testing
