@@ -1,0 +1,234 @@
+#include "model/simulate.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+namespace stallprof::model {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kDone = 1e-12;  // seconds of work left that count as none (rounding of the fluid steps)
+
+enum class MainPhase { kNext, kFetchCpu, kFetchIo, kReceive, kComputeCpu, kComputeOff, kFinished };
+enum class WorkerPhase { kStarting, kIdle, kCpu, kIo };
+
+struct Worker {
+  WorkerPhase phase = WorkerPhase::kIdle;
+  double left = 0;             // CPU seconds (kCpu) or seconds (kStarting, kIo)
+  uint64_t batch = 0;
+  std::deque<uint64_t> queue;  // batch indices sent to this worker, FIFO
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimConfig& c) : c_(c), done_(c.batches, 0), workers_(c.workers) {}
+
+  SimResult Run() {
+    if (c_.batches == 0) return out_;
+    step_ends_.reserve(c_.batches);
+    const uint64_t w = c_.workers;
+    if (w > 0) {
+      sent_ = std::min<uint64_t>(c_.batches, w * std::max<uint32_t>(1, c_.prefetch_factor));
+      for (uint64_t b = 0; b < sent_; ++b) workers_[b % w].queue.push_back(b);
+      for (auto& worker : workers_) {
+        worker.phase = WorkerPhase::kStarting;
+        worker.left = c_.startup_s;
+      }
+      main_ = MainPhase::kNext;
+    } else {
+      StartMainFetch();
+    }
+    // Each pass either finishes a phase or moves time to the next finish, so
+    // the loop ends after O(batches x (workers + phases)) passes.
+    while (main_ != MainPhase::kFinished) {
+      Settle();
+      if (main_ == MainPhase::kFinished) break;
+      if (!Advance()) break;  // nothing can progress (cannot happen with finite costs)
+    }
+    out_.seconds = now_;
+    const size_t n = step_ends_.size();
+    if (n >= 4) {
+      // The middle half: the pipeline has filled and not yet drained.
+      const size_t from = n / 4, to = n - n / 4;
+      out_.steady_step_s = (step_ends_[to - 1] - step_ends_[from - 1]) / static_cast<double>(to - from);
+    } else if (n > 0) {
+      out_.steady_step_s = now_ / static_cast<double>(n);
+    }
+    return out_;
+  }
+
+ private:
+  BatchCost Cost(uint64_t batch) const {
+    if (c_.costs.empty()) return {};
+    const BatchCost& raw = c_.costs[batch % c_.costs.size()];
+    return {static_cast<float>(raw.cpu_s * c_.cpu_scale), static_cast<float>(raw.io_s * c_.io_scale)};
+  }
+
+  void StartMainFetch() {
+    main_ = MainPhase::kFetchCpu;
+    main_left_ = Cost(current_).cpu_s;
+  }
+
+  void StartWorkerBatch(Worker& worker) {
+    if (worker.queue.empty()) {
+      worker.phase = WorkerPhase::kIdle;
+      return;
+    }
+    worker.batch = worker.queue.front();
+    worker.queue.pop_front();
+    worker.phase = WorkerPhase::kCpu;
+    worker.left = Cost(worker.batch).cpu_s;
+  }
+
+  // Applies every transition that takes no time, until none is left.
+  void Settle() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto& worker : workers_) {
+        if (worker.phase == WorkerPhase::kStarting && worker.left <= kDone) {
+          StartWorkerBatch(worker);
+          changed = true;
+        } else if (worker.phase == WorkerPhase::kIdle && !worker.queue.empty()) {
+          StartWorkerBatch(worker);
+          changed = true;
+        } else if (worker.phase == WorkerPhase::kCpu && worker.left <= kDone) {
+          worker.phase = WorkerPhase::kIo;
+          worker.left = Cost(worker.batch).io_s;
+          changed = true;
+        } else if (worker.phase == WorkerPhase::kIo && worker.left <= kDone) {
+          done_[worker.batch] = 1;
+          StartWorkerBatch(worker);
+          changed = true;
+        }
+      }
+      switch (main_) {
+        case MainPhase::kNext:
+          if (done_[current_]) {
+            // torch sends the next index as it takes a batch (_process_data).
+            if (sent_ < c_.batches) {
+              workers_[sent_ % workers_.size()].queue.push_back(sent_);
+              ++sent_;
+            }
+            main_ = MainPhase::kReceive;
+            main_left_ = c_.receive_cpu_s;
+            changed = true;
+          }
+          break;
+        case MainPhase::kFetchCpu:
+          if (main_left_ <= kDone) {
+            main_ = MainPhase::kFetchIo;
+            main_left_ = Cost(current_).io_s;
+            changed = true;
+          }
+          break;
+        case MainPhase::kFetchIo:
+        case MainPhase::kReceive:
+          if (main_left_ <= kDone) {
+            main_ = MainPhase::kComputeCpu;
+            main_left_ = c_.compute_cpu_s;
+            changed = true;
+          }
+          break;
+        case MainPhase::kComputeCpu:
+          if (main_left_ <= kDone) {
+            main_ = MainPhase::kComputeOff;
+            main_left_ = c_.compute_off_s;
+            changed = true;
+          }
+          break;
+        case MainPhase::kComputeOff:
+          if (main_left_ <= kDone) {
+            step_ends_.push_back(now_);
+            if (++current_ >= c_.batches) {
+              main_ = MainPhase::kFinished;
+              return;
+            }
+            if (workers_.empty()) StartMainFetch();
+            else main_ = MainPhase::kNext;
+            changed = true;
+          }
+          break;
+        case MainPhase::kFinished: return;
+      }
+    }
+  }
+
+  // Threads of the main process that want a core now (the step counts as its width).
+  double MainWidth() const {
+    switch (main_) {
+      case MainPhase::kFetchCpu:
+      case MainPhase::kReceive: return 1;
+      case MainPhase::kComputeCpu: return std::max(1.0, c_.compute_threads);
+      default: return 0;
+    }
+  }
+
+  // Moves time to the next phase end. False when nothing is in progress.
+  bool Advance() {
+    const double main_width = MainWidth();
+    double runnable = main_width;
+    for (const auto& worker : workers_) runnable += worker.phase == WorkerPhase::kCpu ? 1 : 0;
+    const double demand = runnable + std::max(0.0, c_.background_threads);
+    const double share = demand > c_.cores ? c_.cores / demand : 1;  // of a core, per runnable thread
+
+    // Rates: CPU phases progress at share (x width for the step), off-CPU ones at 1.
+    const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished;
+    const double main_rate = main_width > 0 ? main_width * share : 1;
+    double dt = main_timed ? main_left_ / main_rate : kInf;
+    for (const auto& worker : workers_) {
+      if (worker.phase == WorkerPhase::kCpu) dt = std::min(dt, worker.left / share);
+      else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) dt = std::min(dt, worker.left);
+    }
+    if (!(dt < kInf)) return false;
+    dt = std::max(dt, 0.0);
+
+    if (main_timed) main_left_ = std::max(0.0, main_left_ - main_rate * dt);
+    for (auto& worker : workers_) {
+      if (worker.phase == WorkerPhase::kCpu) {
+        worker.left = std::max(0.0, worker.left - share * dt);
+        out_.worker_delay_s += (1 - share) * dt;
+      } else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) {
+        worker.left = std::max(0.0, worker.left - dt);
+      }
+    }
+    const double main_delay = main_width * (1 - share) * dt;
+    out_.job_delay_s += main_delay;
+    switch (main_) {
+      case MainPhase::kNext:
+      case MainPhase::kFetchCpu:
+      case MainPhase::kFetchIo: out_.wait_s += dt; break;
+      case MainPhase::kReceive: out_.receive_s += dt; break;
+      case MainPhase::kComputeCpu:
+        out_.compute_delay_s += main_delay;
+        out_.compute_s += dt;
+        break;
+      case MainPhase::kComputeOff: out_.compute_s += dt; break;
+      case MainPhase::kFinished: break;
+    }
+    now_ += dt;
+    return true;
+  }
+
+  const SimConfig& c_;
+  std::vector<uint8_t> done_;     // per batch: produced
+  std::vector<Worker> workers_;
+  std::vector<double> step_ends_;
+  MainPhase main_ = MainPhase::kNext;
+  double main_left_ = 0;
+  uint64_t current_ = 0;          // the batch the main loop takes next
+  uint64_t sent_ = 0;             // batch indices sent to workers
+  double now_ = 0;
+  SimResult out_;
+};
+
+}  // namespace
+
+SimResult SimulateLoader(const SimConfig& config) {
+  Simulation simulation(config);
+  SimResult result = simulation.Run();
+  result.job_delay_s += result.worker_delay_s;
+  return result;
+}
+
+}  // namespace stallprof::model

@@ -1,0 +1,62 @@
+// A trace-driven simulation of one DataLoader (docs/model.md "Simulation"):
+// W workers each serving its own FIFO of batch indices (batch i goes to
+// worker i mod W, as torch's round robin does), at most W x prefetch_factor
+// batches sent and not yet consumed, in-order delivery to the main loop, and
+// processor sharing of the cores between every runnable thread: the step's
+// own threads, the main thread receiving a batch, the workers on CPU and a
+// background load from outside the job. Per-batch worker costs are the
+// measured fetch spans, cycled in order, so a long tail and in-order delivery
+// act as they did in the run; means would hide both.
+//
+// Sharing is fluid: with D runnable threads (the step counts as its width)
+// on C cores, each runs at min(1, C / D) of a core. CPU work is fixed (CPU
+// seconds); a thread's wall time stretches when it gets less than a core.
+// Off-CPU time (io, sleeps, an accelerator) never stretches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace stallprof::model {
+
+// One batch's cost in the thread that fetches it, as measured: CPU seconds
+// and seconds off CPU while not runnable (storage, sleeps). Run-queue delay
+// is not a cost: the simulation predicts it.
+struct BatchCost {
+  float cpu_s = 0;
+  float io_s = 0;
+};
+
+struct SimConfig {
+  uint32_t workers = 0;           // 0: the main thread fetches each batch itself, serially
+  uint32_t prefetch_factor = 2;
+  double cores = 1;
+  double background_threads = 0;  // runnable threads from outside the job, on average
+  // The step between two next() calls: `compute_cpu_s` of CPU on
+  // `compute_threads` threads (>= 1), then `compute_off_s` off CPU.
+  double compute_cpu_s = 0;
+  double compute_threads = 1;
+  double compute_off_s = 0;
+  double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling)
+  std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
+  double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
+  uint64_t batches = 0;           // batches the main loop consumes
+  double startup_s = 0;           // before the workers can start the first batch (worker start-up)
+};
+
+struct SimResult {
+  double seconds = 0;             // start to the end of the last step
+  double steady_step_s = 0;       // mean step over the middle half of the batches (pipeline full, not draining)
+  double wait_s = 0;              // the main loop blocked in next() waiting for a batch, in total
+  double compute_s = 0;           // wall time of the steps (stretched by sharing), in total
+  double receive_s = 0;           // wall time receiving batches, in total
+  double job_delay_s = 0;         // runnable-but-waiting thread-seconds of the job (run-queue delay)
+  double worker_delay_s = 0;      // of which the workers' (what fetch spans record)
+  double compute_delay_s = 0;     // of which the step's
+};
+
+// Runs the simulation. Zero batches gives a zero result; costs with W >= 1
+// and nothing to fetch are taken as free batches.
+SimResult SimulateLoader(const SimConfig& config);
+
+}  // namespace stallprof::model

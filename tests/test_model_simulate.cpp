@@ -1,0 +1,97 @@
+// model::SimulateLoader: each expected figure follows by hand from the set
+// costs (processor sharing, in-order delivery, prefetch), not from the code.
+#include <catch2/catch.hpp>
+
+#include "model/simulate.h"
+
+using namespace stallprof::model;
+
+namespace {
+SimConfig Loader(uint32_t workers, double cores, std::vector<BatchCost> costs, uint64_t batches = 400) {
+  SimConfig c;
+  c.workers = workers;
+  c.cores = cores;
+  c.costs = std::move(costs);
+  c.batches = batches;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("Without workers the main thread fetches, then computes, one after the other") {
+  auto c = Loader(0, 1, {{0.010f, 0.005f}}, 10);
+  c.compute_cpu_s = 0.020;
+  auto r = SimulateLoader(c);
+  CHECK(r.seconds == Approx(10 * 0.035));
+  CHECK(r.steady_step_s == Approx(0.035));
+  CHECK(r.wait_s == Approx(10 * 0.015));
+  CHECK(r.job_delay_s == Approx(0).margin(1e-9));  // one thread at a time on one core
+}
+
+TEST_CASE("One worker on its own core bounds the step at its CPU per batch") {
+  auto c = Loader(1, 2, {{0.030f, 0}});
+  c.compute_cpu_s = 0.010;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.030).epsilon(1e-6));
+}
+
+TEST_CASE("A worker and a CPU-bound step sharing one core take the sum of their CPU per batch") {
+  auto c = Loader(1, 1, {{0.030f, 0}});
+  c.compute_cpu_s = 0.010;
+  auto r = SimulateLoader(c);
+  CHECK(r.steady_step_s == Approx(0.040).epsilon(1e-6));
+  CHECK(r.compute_delay_s > 0);  // the step waited for the core while the worker ran
+}
+
+TEST_CASE("Workers blocked off CPU overlap: two of them halve a latency-bound step") {
+  auto c = Loader(2, 2, {{0, 0.100f}});
+  c.compute_off_s = 0.010;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.050).epsilon(1e-6));
+}
+
+TEST_CASE("A background load takes its share of the cores from the workers") {
+  auto c = Loader(1, 1, {{0.010f, 0}});
+  c.background_threads = 1;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.020).epsilon(1e-6));
+}
+
+TEST_CASE("In-order delivery: the worker with the slow batches sets the pace, not the mean cost") {
+  // Even batches (worker 0) take 100 ms off CPU, odd ones (worker 1) 10 ms:
+  // worker 1 idles while the main waits for worker 0, so 2 batches per 100 ms,
+  // where 2 workers / mean cost (55 ms) would promise one per 27.5 ms.
+  for (uint32_t prefetch : {1u, 4u}) {
+    auto c = Loader(2, 4, {{0, 0.100f}, {0, 0.010f}});
+    c.prefetch_factor = prefetch;
+    CHECK(SimulateLoader(c).steady_step_s == Approx(0.050).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("A multi-threaded step stretches by the share of the cores a busy worker takes") {
+  // 20 ms of CPU on 2 threads (10 ms alone on 2 cores); a worker that is always
+  // busy makes 3 runnable threads on 2 cores: each gets 2/3, the step 15 ms.
+  // The last step runs alone (the worker has nothing left): 10 ms.
+  auto c = Loader(1, 2, {{1.0f, 0}}, 20);
+  c.compute_cpu_s = 0.020;
+  c.compute_threads = 2;
+  auto r = SimulateLoader(c);
+  CHECK(r.compute_s == Approx(19 * 0.015 + 0.010).epsilon(1e-6));
+}
+
+TEST_CASE("Worker start-up delays the first batch once") {
+  auto c = Loader(1, 2, {{0, 0.010f}}, 10);
+  c.startup_s = 1.0;
+  auto r = SimulateLoader(c);
+  CHECK(r.seconds == Approx(1.0 + 10 * 0.010).epsilon(1e-6));
+  CHECK(r.steady_step_s == Approx(0.010).epsilon(1e-6));
+}
+
+TEST_CASE("Scales apply to every batch's cost") {
+  auto c = Loader(0, 1, {{0.010f, 0.010f}}, 10);
+  c.cpu_scale = 0.5;
+  c.io_scale = 0;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.005).epsilon(1e-6));
+}
+
+TEST_CASE("Zero batches or zero costs end without hanging") {
+  CHECK(SimulateLoader(Loader(2, 2, {{0, 0}}, 0)).seconds == 0);
+  CHECK(SimulateLoader(Loader(2, 2, {}, 50)).seconds == Approx(0).margin(1e-9));
+  CHECK(SimulateLoader(Loader(0, 1, {}, 50)).seconds == Approx(0).margin(1e-9));
+}
