@@ -152,50 +152,77 @@ TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanis
   CHECK(Predict(p, cached)->io_s == Approx(0.09));
 }
 
-TEST_CASE("The measured run-queue delay is used only for the profiled configuration") {
-  LoaderProfile p = BaseProfile();
-  p.workers = 4;
-  p.cpu_s_per_batch = 0.1;
-  p.delay_s_per_batch = 0.05;
-  p.profiled_cores = 2;
-  auto same = Predict(p, On(2));
-  REQUIRE(same.ok());
-  CHECK(same->delay_measured);
-  CHECK(same->delay_s == Approx(0.05));
-  auto other = Predict(p, On(8));
-  REQUIRE(other.ok());
-  CHECK_FALSE(other->delay_measured);
-  // Compute bound, the workers need 10 batches/s x 0.1 s = 1 core of the 2: no own queueing,
-  // so the measured 0.05 s came from outside the job and stays on 8 cores.
-  CHECK(other->external_delay_stretch == Approx(0.5));
-  CHECK(other->delay_s == Approx(0.05));
-  // 4 always-busy workers plus a main process using 1 core on 2 cores: bursts stretch by 5/2.
-  p.main_cpu_cores = 1;
-  p.compute_s_per_batch = 0.001;
-  p.profiled_cores = 4;
-  p.delay_s_per_batch = 0.1 * (5.0 / 4 - 1);  // exactly the own queueing on 4 cores: nothing external
-  auto over = Predict(p, On(2, 4));
-  REQUIRE(over.ok());
-  CHECK_FALSE(over->delay_measured);
-  CHECK(over->delay_s == Approx(0.1 * (5.0 / 2 - 1)));
-  CHECK(over->samples_per_s == Approx(1 * 10 / 0.1));  // capacity: 2 - 1 usable cores
-  CHECK(over->bottleneck == Bottleneck::kPrep);
-}
-
-TEST_CASE("Run-queue delay from outside the job is carried over to other configurations") {
+TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a background load") {
   LoaderProfile p = BaseProfile();
   p.workers = 1;
   p.cpu_s_per_batch = 0.04;
   p.delay_s_per_batch = 0.02;  // 1 worker on 2 cores explains none of it: other processes
   p.profiled_cores = 2;
+  // With L outside threads the worker gets 2 / (1 + L) of a core: delay = 0.04 x ((1 + L) / 2 - 1) = 0.02 at L = 2.
+  CHECK(BackgroundThreads(p) == Approx(2).epsilon(1e-3));
+  auto as_profiled = Predict(p, On(2));
+  REQUIRE(as_profiled.ok());
+  CHECK(as_profiled->background_threads == Approx(2).epsilon(1e-3));
+  CHECK(as_profiled->delay_s == Approx(0.02).epsilon(1e-3));
+  Scenario quiet = On(2);
+  quiet.background_threads = 0;  // the same machine to itself
+  auto alone = Predict(p, quiet);
+  REQUIRE(alone.ok());
+  CHECK(alone->delay_s == Approx(0).margin(1e-9));
+  p.delay_s_per_batch = 0;
+  CHECK(BackgroundThreads(p) == 0);
+}
+
+TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted, not carried over") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 4;
+  p.cpu_s_per_batch = 0.1;
+  p.compute_s_per_batch = 0.001;
+  p.profiled_cores = 4;
+  auto over = Predict(p, On(2, 4));
+  REQUIRE(over.ok());
+  CHECK(over->delay_s == Approx(0.1).epsilon(1e-3));  // 4 busy workers on 2 cores: each gets half a core
+  CHECK(over->samples_per_s == Approx(2 * 10 / 0.1).epsilon(1e-3));  // 2 cores / 0.1 CPU-s a batch
+  CHECK(over->bottleneck == Bottleneck::kPrep);
+}
+
+TEST_CASE("A step that uses the CPU slows when workers take its cores, and slows them") {
+  // Profiled without workers: 30 ms of fetch CPU and a 20 ms CPU-bound step per batch.
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.030;
+  p.compute_s_per_batch = 0.020;
+  p.compute_cpu_s_per_batch = {0.020, true, "test"};
+  p.profiled_cores = 1;
+  // One worker on the same single core: the core does 50 ms of CPU per batch either way.
   auto one_core = Predict(p, On(1, 1));
   REQUIRE(one_core.ok());
-  CHECK(one_core->external_delay_stretch == Approx(0.5));
-  CHECK(one_core->delay_s == Approx(0.02));  // own queueing 0 (1 worker, 1 core), external 0.5 x 0.04
-  auto two_workers = Predict(p, On(2, 2));
-  REQUIRE(two_workers.ok());
-  CHECK(two_workers->delay_s == Approx(0.02));
-  CHECK(two_workers->r_workers == Approx(2 * 10 / 0.06));
+  CHECK(one_core->step_s == Approx(0.050).epsilon(1e-3));
+  CHECK(one_core->compute_step_s > 0.020 * 1.2);  // the step waited for the core
+  // On two cores they overlap: the worker's 30 ms bind.
+  CHECK(Predict(p, On(2, 1))->step_s == Approx(0.030).epsilon(1e-3));
+  // The first model held the step fixed: with it off CPU the single core looks free.
+  p.compute_cpu_s_per_batch = {0, false, "not measured"};
+  CHECK(Predict(p, On(1, 1))->step_s == Approx(0.030).epsilon(1e-3));
+}
+
+TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the workers persist") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;  // compute bound in steady state: 100 samples/s
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.startup_first_s = 1.0;
+  p.startup_later_s = 1.0;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->samples_per_s == Approx(100).epsilon(1e-3));
+  // Per epoch: 1 s start-up, the first batch (10 ms) and 10 steps of 0.1 s.
+  CHECK(r->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.01 + 1.0))).epsilon(1e-3));
+  CHECK(r->startup_s_per_epoch == Approx(1.0));
+  p.persistent_workers = true;  // started once
+  CHECK(Predict(p, On(4))->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));
 }
 
 TEST_CASE("Receiving batches in the main process is serial with compute and is named the handoff bottleneck") {

@@ -32,7 +32,12 @@ model::Prediction Predicted(double samples_per_s, model::Bottleneck bottleneck, 
   p.r_fetch = kInf;  // nothing read from storage
   p.r_main = 1000;
   p.delay_s = 0.0015;
-  p.delay_measured = true;
+  p.background_threads = 0.5;
+  p.compute_step_s = 0.004;
+  p.whole_run_samples_per_s = 300;
+  p.startup_s_per_epoch = 1.25;
+  p.startup_measured = true;
+  p.analytic_samples_per_s = 410;
   p.handoff_s = 0.002;
   return p;
 }
@@ -75,34 +80,37 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 const std::string kHeader =
-    " cores workers      cache    hit   samples/s       step  stall  fetch   prep  bottleneck   change";
+    " cores workers      cache    hit   samples/s  whole run       step  stall  fetch   prep  bottleneck   change";
 
 }  // namespace
 
 TEST_CASE("The what-if text has the baseline, the table header, a row per scenario and the inputs") {
   const std::string text = WhatIfText(OneLoader(Swept()));
   const auto lines = Lines(text);
-  REQUIRE(lines.size() == 12);
+  REQUIRE(lines.size() == 13);
   CHECK(lines[0] == "stallprof whatif: loader 'train' (runs/t.pb)");
   CHECK(lines[1] == "baseline, as profiled (2 cores, 2 workers): predicted 420.0 samples/s, step 9.52 ms; "
                     "measured 400.0 samples/s: model error +5.0%");
-  CHECK(lines[2] == "scenario: cache policy lru, steady state");
-  CHECK(lines[3].empty());
-  CHECK(lines[4] == kHeader);
-  CHECK(lines[5] == "     1       2     as run    50%       200.0   20.00 ms    25%    15%    10%  cpu prep     -50.0%");
-  CHECK(lines[6] == "     2       2     as run    50%       400.0   10.00 ms    25%    15%    10%  cpu prep      +0.0%");
-  CHECK(lines[7] == "     4       2     as run    50%       800.0    5.00 ms    25%    15%    10%  compute     +100.0%");
-  CHECK(lines[8] == "");
-  CHECK(lines[9] == "change is against the measured baseline. Inputs:");
-  CHECK(lines[10] == "  compute per batch: 5.00 ms (measured, mean step - wait)");
-  CHECK(lines[11] == "  storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
+  CHECK(lines[2] == "  steady state above (past the warm-up); whole run, every epoch from iterator creation: "
+                    "predicted 300.0 samples/s (start-up 1.25 s per epoch)");
+  CHECK(lines[3] == "scenario: cache policy lru, steady state");
+  CHECK(lines[4].empty());
+  CHECK(lines[5] == kHeader);
+  CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%    10%  cpu prep     -50.0%");
+  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%    10%  cpu prep      +0.0%");
+  CHECK(lines[8] == "     4       2     as run    50%       800.0      300.0    5.00 ms    25%    15%    10%  compute     +100.0%");
+  CHECK(lines[9] == "");
+  CHECK(lines[10] == "samples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
+                     "state against the measured baseline. Inputs:");
+  CHECK(lines[11] == "  compute per batch: 5.00 ms (measured, mean step - wait)");
+  CHECK(lines[12] == "  storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
   CHECK_THAT(text, Catch::EndsWith("(assumed, --disk-bw)\n"));
 }
 
 TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
   const std::string text = WhatIfText(OneLoader(Swept(0)));
   CHECK_THAT(text, Catch::Contains("predicted 420.0 samples/s, step 9.52 ms; measured throughput unknown\n"));
-  CHECK_THAT(text, Catch::Contains("\nchange is against the predicted baseline. Inputs:\n"));
+  CHECK_THAT(text, Catch::Contains("change is the steady state against the predicted baseline. Inputs:\n"));
   CHECK(text.find("model error") == std::string::npos);
 }
 
@@ -161,7 +169,8 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   REQUIRE(d["loaders"].array.size() == 1);
   const JsonValue& l = d["loaders"][0];
   CHECK(l.Keys() == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
-                                             "swept", "scenarios", "inputs"});
+                                             "measured_whole_run_samples_per_s", "whole_run_model_error",
+                                             "profiled_background_threads", "swept", "scenarios", "inputs"});
   CHECK(l["loader"].string == "train");
   CHECK(l["profiled_cores"].number == 2);
   CHECK(l["measured_samples_per_s"].number == 400);
@@ -186,9 +195,12 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   const JsonValue& p = l["scenarios"][0]["prediction"];
   CHECK(p.Keys() == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
                                              "prep_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
-                                             "r_prep", "r_workers", "r_fetch", "delay_s", "delay_measured", "handoff_s",
-                                             "r_main"});
-  CHECK(p["delay_measured"].boolean);
+                                             "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
+                                             "r_main", "compute_step_s", "whole_run_samples_per_s",
+                                             "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s"});
+  CHECK(p["background_threads"].number == 0.5);
+  CHECK(p["whole_run_samples_per_s"].number == 300);
+  CHECK(p["startup_measured"].boolean);
   REQUIRE(l["inputs"].array.size() == 2);
   CHECK(l["inputs"][1].string == "storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
 }
@@ -221,7 +233,7 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
   CHECK_THAT(json, Catch::StartsWith("{\"trace\": \"runs/t.pb\", \"loaders\": [{\"loader\": \"train\", \"profiled_cores\": 2, "
                                      "\"measured_samples_per_s\": 123.457, \"baseline\": {\"samples_per_s\": 420, "
                                      "\"step_s\": 0.00952381, "));
-  CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"delay_measured\": true, "));
+  CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"cache_bytes\": null, \"cache_policy\": \"lru\", "
                                    "\"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"cpu_fit\": null}\n"));

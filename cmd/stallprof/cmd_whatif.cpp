@@ -67,6 +67,9 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--accel-speedup", o->flags.accel_speedup, "how many times faster the training step is (e.g. 2)");
   sub->add_option("--disk-bw", o->flags.disk_bw, "storage bandwidth, e.g. 2G/s (default: the measured peak)");
   sub->add_flag("--first-epoch", o->flags.first_epoch, "predict the cold first epoch instead of the steady state");
+  sub->add_option("--background-load", o->flags.background_load,
+                  "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
+                  "load fitted from the profile's run-queue delay), or a number");
   sub->add_option("--loader", o->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");

@@ -154,6 +154,41 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
   for (auto& it : loader.iterations) it.epoch = remap[it.epoch];
 }
 
+// What the step uses of the main process (LoaderAnalysis::main_step_*): its
+// threads' CPU and run-queue delay over the steps after each epoch's first
+// (the first holds iterator creation), less what its main thread spent in
+// next() (wait spans with CPU). The sampler's cumulative series are
+// interpolated at the step boundaries; steps tile the epoch, so their sum is
+// the series' change over the epoch less the first step.
+void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, LoaderAnalysis& loader) {
+  const ProcessSeries* series = nullptr;
+  for (const auto& p : trace.process_series)
+    if (p.pid == loader.pid && p.t_ns.size() >= 2 && p.cpu_ns.size() == p.t_ns.size() &&
+        p.delay_ns.size() == p.t_ns.size())
+      series = &p;
+  if (!series) return;
+  const auto& s = trace.spans;
+  // Iterations were built from the waits in start order, one each.
+  std::vector<uint32_t> waits = spans.waits;
+  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
+  if (waits.size() != loader.iterations.size()) return;
+  double cpu = 0, delay = 0, compute = 0;
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const Iteration& it = loader.iterations[i];
+    if (it.index_in_epoch == 0 || it.step_start_ns < series->t_ns.front() || it.return_ns > series->t_ns.back())
+      continue;
+    if (!s.has_cpu[waits[i]]) return;  // the wait's own CPU is unknown: cannot take it out
+    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.step_start_ns, it.return_ns) * kNs - s.cpu_ns[waits[i]] * kNs;
+    delay += SeriesDelta(series->t_ns, series->delay_ns, it.step_start_ns, it.return_ns) * kNs -
+             s.delay_ns[waits[i]] * kNs;
+    compute += it.compute_s;
+  }
+  if (compute <= 0) return;
+  loader.main_step_cpu_s = std::max(0.0, cpu);
+  loader.main_step_delay_s = std::max(0.0, delay);
+  loader.main_step_compute_s = compute;
+}
+
 void FillSummaries(LoaderAnalysis& loader) {
   std::vector<double> step, wait, compute, step_s, wait_s, compute_s;
   for (const auto& it : loader.iterations) {
@@ -248,6 +283,8 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, Loade
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> span_of_thread;  // first start, last end
   std::vector<double> produce;
   produce.reserve(fetches.size());
+  std::vector<std::pair<uint64_t, model::BatchCost>> costs;
+  costs.reserve(fetches.size());
   for (uint32_t f : fetches) {
     uint32_t thread = s.thread[f];
     auto& w = by_thread[thread];
@@ -264,8 +301,15 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, Loade
       w.cpu_s += cpu;
       w.delay_s += delay;
       w.io_s += std::max(0.0, d - cpu - delay);
+      costs.push_back({s.start_ns[f], {static_cast<float>(cpu), static_cast<float>(std::max(0.0, d - cpu - delay))}});
+    } else {
+      costs.push_back({s.start_ns[f], {0.0f, static_cast<float>(d)}});
     }
   }
+  std::sort(costs.begin(), costs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  loader.batch_costs.clear();
+  loader.batch_costs.reserve(costs.size());
+  for (const auto& c : costs) loader.batch_costs.push_back(c.second);
   loader.produce = analysis::Summarize(std::move(produce));
   auto epoch_of = [&](uint64_t t) -> size_t {
     size_t e = 0;
@@ -712,6 +756,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, loader);
+    MeasureMainStep(trace, l, loader);
     FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "model/fit.h"
 #include "model/model.h"
+#include "model/simulate.h"
 #include "trace/trace.h"
 
 namespace stallprof::analysis {
@@ -166,6 +167,14 @@ struct LoaderAnalysis {
   // Fetch spans with CPU whose thread recorded the bytes it read (the hook's
   // read spans): the rows of model::FitReadCost. Empty when not recorded.
   std::vector<model::ReadSample> fetch_reads;
+  // Every fetch span's CPU and off-CPU time (produce - cpu - delay), in start
+  // order: the per-batch costs the model's simulation draws from.
+  std::vector<model::BatchCost> batch_costs;
+  // The main process (all its threads, /proc sampler) over the steps after
+  // each epoch's first, less its main thread's CPU and delay in next() (wait
+  // spans): what the training step itself uses. main_step_compute_s = 0 when
+  // not measured (no sampler series, or wait spans without CPU).
+  double main_step_cpu_s = 0, main_step_delay_s = 0, main_step_compute_s = 0;
   std::vector<StageStats> stages;
 };
 

@@ -59,6 +59,42 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.io_s_per_batch = io / batches_with_cpu;
   }
   p.produce_s_per_batch = batches ? produce / batches : 0;
+  p.batch_costs = loader.batch_costs;
+
+  // The step's own CPU: cores the main process used during compute, times the steady compute.
+  if (loader.main_step_compute_s > 0) {
+    const double cores_used = loader.main_step_cpu_s / loader.main_step_compute_s;
+    p.compute_cpu_s_per_batch = {cores_used * p.compute_s_per_batch, true,
+                                 "main process CPU during the steps (/proc sampler) less its CPU in next()"};
+    p.compute_delay_s_per_batch = loader.main_step_delay_s / loader.main_step_compute_s * p.compute_s_per_batch;
+  } else {
+    p.compute_cpu_s_per_batch = {0, false,
+                                 "not measured (no sampler series of the main process, or wait spans without CPU): "
+                                 "the step is taken as off CPU"};
+  }
+
+  // Epochs: start-up = the first step of each epoch beyond one batch's
+  // production and receipt (what a running pipeline would have taken).
+  p.epochs = static_cast<uint32_t>(loader.epochs.size());
+  p.persistent_workers = loader.config.persistent_workers;
+  if (!loader.epochs.empty()) {
+    p.batches_per_epoch = static_cast<double>(loader.iterations.size()) / loader.epochs.size();
+    const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
+    double later = 0;
+    uint32_t later_count = 0;
+    for (const auto& it : loader.iterations) {
+      if (it.index_in_epoch != 0) continue;
+      const double startup = std::max(0.0, it.step_s - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
+      if (it.epoch == 0) {
+        p.startup_first_s = p.workers > 0 ? startup : 0;
+      } else {
+        later += p.workers > 0 ? startup : 0;
+        later_count++;
+      }
+    }
+    p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
+  }
+  if (loader.active_s > 0) p.measured_whole_run_samples_per_s = loader.samples / loader.active_s;
   p.produce_p99_s = loader.produce.p99;
   if (p.workers == 0 && !worker_pids.empty()) p.workers = static_cast<uint32_t>(worker_pids.size());
 

@@ -60,18 +60,66 @@ Terms Pipelined(const LoaderProfile& p, double cpu, double compute, double cores
   return t;
 }
 
-// Run-queue delay per batch from oversubscription (docs/model.md "Delay"):
-// workers that are busy demand u = cpu / (cpu + io) of a core each, but no
-// more than the pipeline's rate lets them use; with D = demand + the main
-// process's cores, processor sharing stretches each CPU burst by D / cores.
-double PredictedDelay(const LoaderProfile& p, double cpu, double compute, double cores, double workers, double io,
-                      double bandwidth, double miss) {
-  if (cpu <= 0) return 0;
-  if (workers == 0) return cpu * std::max(0.0, (1.0 + 0.0) / cores - 1);  // one serial thread
-  const Terms free = Pipelined(p, cpu, compute, kInf, workers, io, 0, bandwidth, miss);
-  const double rate_batches = std::min({free.r_main, free.r_workers, free.r_fetch}) / p.batch_size;
-  const double demand = std::min(workers * cpu / (cpu + io), rate_batches * cpu);
-  return cpu * std::max(0.0, (demand + p.main_cpu_cores) / cores - 1);
+// The step as the simulation runs it, from its measured wall time w, CPU c
+// and run-queue delay d per batch: runnable thread-seconds c + d over w give
+// its threads (at least one); alone it would take w less the delay.
+struct Step {
+  double cpu = 0, threads = 1, off = 0;
+};
+Step StepOf(const LoaderProfile& p, double speedup) {
+  const double w = p.compute_s_per_batch;
+  Step step;
+  if (!p.compute_cpu_s_per_batch.measured) {
+    step.off = w;  // unknown: off CPU, never competing for cores (the first model's assumption)
+  } else {
+    const double c = std::min(p.compute_cpu_s_per_batch.value, 64 * w);
+    const double runnable = c + p.compute_delay_s_per_batch;
+    step.cpu = c;
+    if (runnable <= w) step.off = w - runnable;
+    else step.threads = w > 0 ? runnable / w : 1;
+  }
+  step.cpu /= speedup;
+  step.off /= speedup;
+  return step;
+}
+
+// At most this many batches per simulation: beyond it the steady state is
+// long reached and a profile's costs are subsampled evenly.
+constexpr size_t kMaxSimBatches = 4000;
+constexpr size_t kMinSimBatches = 400;
+
+std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
+  if (p.batch_costs.empty()) {
+    if (p.cpu_s_per_batch + p.io_s_per_batch <= 0) return {};
+    return {{static_cast<float>(p.cpu_s_per_batch), static_cast<float>(p.io_s_per_batch)}};
+  }
+  if (p.batch_costs.size() <= kMaxSimBatches) return p.batch_costs;
+  std::vector<BatchCost> out;
+  out.reserve(kMaxSimBatches);
+  const double stride = static_cast<double>(p.batch_costs.size()) / kMaxSimBatches;
+  for (size_t i = 0; i < kMaxSimBatches; ++i) out.push_back(p.batch_costs[static_cast<size_t>(i * stride)]);
+  return out;
+}
+
+// The simulation of `p` with `workers` on `cores`, worker CPU and io scaled
+// (a cache), under a background load.
+SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t workers, double cores,
+                 double speedup, double cpu_scale, double io_scale, double background) {
+  SimConfig c;
+  c.workers = workers;
+  c.prefetch_factor = std::max<uint32_t>(1, p.prefetch_factor);
+  c.cores = cores;
+  c.background_threads = background;
+  const Step step = StepOf(p, speedup);
+  c.compute_cpu_s = step.cpu;
+  c.compute_threads = step.threads;
+  c.compute_off_s = step.off;
+  c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : 0;
+  c.costs = costs;
+  c.cpu_scale = cpu_scale;
+  c.io_scale = io_scale;
+  c.batches = std::clamp(costs.size(), kMinSimBatches, kMaxSimBatches);
+  return c;
 }
 }  // namespace
 
@@ -84,12 +132,27 @@ double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
   return std::max(0.0, p.cpu_s_per_batch - miss_cpu * (1 - miss / profiled_miss));
 }
 
-double ExternalDelayStretch(const LoaderProfile& p) {
-  if (p.profiled_cores <= 0 || p.cpu_s_per_batch <= 0) return 0;
-  const double profiled_miss = 1 - std::clamp(p.cold_hit_ratio, 0.0, 1.0);
-  const double own = PredictedDelay(p, p.cpu_s_per_batch, p.compute_s_per_batch, p.profiled_cores, p.workers,
-                                    p.io_s_per_batch, p.storage_bandwidth.value, profiled_miss);
-  return std::max(0.0, p.delay_s_per_batch - own) / p.cpu_s_per_batch;
+double BackgroundThreads(const LoaderProfile& p) {
+  if (p.profiled_cores <= 0) return 0;
+  const double measured = p.delay_s_per_batch + p.compute_delay_s_per_batch;  // per batch, job threads
+  if (measured <= 0) return 0;
+  const auto costs = SimCosts(p);
+  const auto delay_at = [&](double background) {
+    SimConfig c = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, background);
+    c.batches = kMinSimBatches;
+    const SimResult r = SimulateLoader(c);
+    return (r.worker_delay_s + r.compute_delay_s + (p.workers == 0 ? r.job_delay_s - r.compute_delay_s : 0)) /
+           static_cast<double>(c.batches);
+  };
+  // Delay grows with the load: bisect for the load that shows the measured delay.
+  double lo = 0, hi = 4 * p.profiled_cores;
+  if (delay_at(lo) >= measured) return 0;
+  if (delay_at(hi) <= measured) return hi;
+  for (int i = 0; i < 24; ++i) {
+    const double mid = (lo + hi) / 2;
+    (delay_at(mid) < measured ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
 }
 
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
@@ -119,66 +182,79 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double miss = 1 - hit, profiled_miss = 1 - profiled_hit;
   const double cpu = CpuSecondsAtMiss(p, miss);
   out.cpu_s = cpu;
-  double io = p.io_s_per_batch;
-  if (profiled_miss > 0) io *= miss / profiled_miss;  // else io is not storage misses (e.g. a sleep): keep it
+  const double io_scale = profiled_miss > 0 ? miss / profiled_miss : 1;  // else io is not misses (a sleep): kept
+  const double io = p.io_s_per_batch * io_scale;
   out.io_s = io;
+  const double cpu_scale = p.cpu_s_per_batch > 0 ? cpu / p.cpu_s_per_batch : 1;
   const double bandwidth = s.storage_bandwidth > 0 ? s.storage_bandwidth : p.storage_bandwidth.value;
+  const double bytes = p.bytes_per_sample.value * miss;
+  const double r_bandwidth = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
+  const double background = s.background_threads >= 0 ? s.background_threads : BackgroundThreads(p);
+  out.background_threads = background;
 
-  const bool as_profiled = workers == p.workers && (p.profiled_cores <= 0 || std::abs(cores - p.profiled_cores) < 1e-9);
-  out.delay_measured = as_profiled;
-  const double external_stretch = as_profiled ? 0 : ExternalDelayStretch(p);
-  out.external_delay_stretch = external_stretch;
-  auto delay_for = [&](double cpu_used, double io_used, double miss_used) {
-    return as_profiled ? p.delay_s_per_batch
-                       : PredictedDelay(p, cpu_used, compute, cores, workers, io_used, bandwidth, miss_used) +
-                             cpu_used * external_stretch;
-  };
-  const double delay = delay_for(cpu, io, miss);
-  out.delay_s = delay;
+  // The analytic rates: the sanity check of the simulation, and its terms for the reports.
+  const Terms t = Pipelined(p, cpu, compute, cores, std::max(1u, workers), io, 0, bandwidth, miss);
+  out.r_compute = t.r_compute;
+  out.r_main = workers > 0 ? t.r_main : t.r_compute;
+  out.r_prep = workers > 0 ? t.r_prep : Rate(b, cpu);
+  out.r_workers = workers > 0 ? t.r_workers : Rate(b, cpu + io);
+  out.r_fetch = workers > 0 ? t.r_fetch : (std::isinf(r_bandwidth) ? Rate(b, io) : r_bandwidth);
+  out.analytic_samples_per_s = workers > 0 ? t.samples_per_s : Rate(b, compute + cpu + io);
+  out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : 0;
 
-  if (workers == 0) {
-    // The main process fetches each batch itself, serially: nothing overlaps.
-    const double prep = cpu + delay;
-    out.step_s = compute + prep + io;
-    out.prep_step_s = compute + prep;
-    out.samples_per_s = Rate(b, out.step_s);
-    out.r_compute = Rate(b, compute);
-    out.r_prep = Rate(b, prep);
-    out.r_workers = out.samples_per_s;
-    const double bytes = p.bytes_per_sample.value * miss;
-    out.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : Rate(b, io);
-    // As analyze names it: compute unless input-bound, else the larger stall.
-    if ((prep + io) / out.step_s < kModeratelyInputBound) out.bottleneck = Bottleneck::kCompute;
-    else out.bottleneck = io > prep ? Bottleneck::kFetch : Bottleneck::kPrep;
-  } else {
-    const Terms t = Pipelined(p, cpu, compute, cores, workers, io, delay, bandwidth, miss);
-    out.r_compute = t.r_compute;
-    out.r_main = t.r_main;
-    out.handoff_s = MainReceiveSeconds(p);
-    out.r_prep = t.r_prep;
-    out.r_workers = t.r_workers;
-    out.r_fetch = t.r_fetch;
-    out.samples_per_s = t.samples_per_s;
-    if (std::isinf(out.samples_per_s))
-      return UnsupportedError("loader '" + p.name + "' has no measured cost per batch (compute, CPU and io are all 0)");
-    out.step_s = b / out.samples_per_s;
-    // The main loop binds: compute, unless receiving batches (IPC) costs it more than computing.
-    if (t.r_main <= t.samples_per_s)
-      out.bottleneck = compute >= out.handoff_s ? Bottleneck::kCompute : Bottleneck::kHandoff;
-    else if (t.r_fetch <= t.samples_per_s) out.bottleneck = Bottleneck::kFetch;
-    else if (t.r_workers <= t.samples_per_s && io > cpu + delay) out.bottleneck = Bottleneck::kFetch;
-    else out.bottleneck = Bottleneck::kPrep;
-    // T_prep: the same prediction with everything cached (no io, no miss CPU).
-    const double cached_cpu = CpuSecondsAtMiss(p, 0);
-    const Terms cached =
-        Pipelined(p, cached_cpu, compute, cores, workers, 0, delay_for(cached_cpu, 0, 0), bandwidth, 0);
-    out.prep_step_s = b / cached.samples_per_s;
+  // Steady state: the simulation over the measured per-batch costs.
+  const auto costs = SimCosts(p);
+  SimConfig config = SimFor(p, costs, workers, cores, s.accel_speedup, cpu_scale, io_scale, background);
+  if (s.prefetch_factor > 0) config.prefetch_factor = static_cast<uint32_t>(s.prefetch_factor);
+  const SimResult sim = SimulateLoader(config);
+  if (!(sim.steady_step_s > 0))
+    return UnsupportedError("loader '" + p.name + "' has no measured cost per batch (compute, CPU and io are all 0)");
+  const double n = static_cast<double>(config.batches);
+  out.samples_per_s = std::min(b / sim.steady_step_s, r_bandwidth);
+  out.step_s = b / out.samples_per_s;
+  out.compute_step_s = sim.compute_s / n;
+  out.delay_s = (workers > 0 ? sim.worker_delay_s : sim.job_delay_s - sim.compute_delay_s) / n;
+
+  // T_prep: the same with everything cached (no io, no miss CPU).
+  SimConfig cached = config;
+  cached.io_scale = 0;
+  cached.cpu_scale = p.cpu_s_per_batch > 0 ? CpuSecondsAtMiss(p, 0) / p.cpu_s_per_batch : 1;
+  const SimResult cached_sim = SimulateLoader(cached);
+  out.prep_step_s = cached_sim.steady_step_s > 0 ? cached_sim.steady_step_s : out.step_s;
+
+  // The bottleneck, as analyze names it: the main loop unless it waits for
+  // input; else storage bandwidth, else what the workers spend most on.
+  const double stall = std::max(0.0, 1 - (sim.compute_s + sim.receive_s) / std::max(sim.seconds, 1e-12));
+  if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
+  else if (stall < kModeratelyInputBound)
+    out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
+  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
+
+  // The whole run: per epoch the start-up (per worker, scaled from the
+  // profiled workers; persistent workers start once), the pipeline filling
+  // from empty, and the epoch's batches.
+  const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
+  const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
+  double startup_first = 0, startup_later = 0;
+  out.startup_measured = workers == 0 || p.workers > 0;
+  if (workers > 0 && p.workers > 0) {
+    const double per_worker = static_cast<double>(workers) / p.workers;
+    startup_first = p.startup_first_s * per_worker;
+    startup_later = p.persistent_workers ? 0 : p.startup_later_s * per_worker;
   }
+  SimConfig epoch = config;
+  epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));
+  const SimResult epoch_sim = SimulateLoader(epoch);
+  const double epoch_s = epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s;
+  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later;
+  out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later) / epochs;
+  out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
+
   // The DS-Analyzer split of the predicted step: ingest (compute) | prep | fetch.
-  out.prep_step_s = std::clamp(out.prep_step_s, compute, out.step_s);
+  out.prep_step_s = std::clamp(out.prep_step_s, std::min(out.compute_step_s, out.step_s), out.step_s);
   if (out.step_s > 0) {
-    out.stall_fraction = std::max(0.0, 1 - compute / out.step_s);
-    out.prep_stall_fraction = (out.prep_step_s - compute) / out.step_s;
+    out.stall_fraction = std::max(0.0, 1 - out.compute_step_s / out.step_s);
+    out.prep_stall_fraction = std::max(0.0, out.prep_step_s - out.compute_step_s) / out.step_s;
     out.fetch_stall_fraction = (out.step_s - out.prep_step_s) / out.step_s;
   }
   return out;

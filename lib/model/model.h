@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/simulate.h"
 
 namespace stallprof::model {
 
@@ -79,6 +80,21 @@ struct LoaderProfile {
   double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
   Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted
+  // The simulation's inputs (docs/model.md "Simulation"):
+  std::vector<BatchCost> batch_costs;    // every fetch span's CPU and off-CPU seconds, in start order
+  // What the step itself uses of the CPU: the main process's threads' CPU and
+  // run-queue delay per batch during compute (sampler less the wait spans).
+  // Not measured: the step is taken as off CPU (it never competes for cores).
+  Input compute_cpu_s_per_batch;
+  double compute_delay_s_per_batch = 0;
+  // Epochs: the time from iterator creation to the first batch beyond one
+  // batch's production (worker start-up: fork or spawn, imports,
+  // worker_init_fn), in the first epoch and on average in the later ones.
+  double startup_first_s = 0, startup_later_s = 0;
+  uint32_t epochs = 0;
+  double batches_per_epoch = 0;          // mean iterations per epoch
+  bool persistent_workers = false;
+  double measured_whole_run_samples_per_s = 0;  // samples / sum of epoch wall times (start-up included)
 };
 
 // The main process's serial cost per batch besides compute: the larger of the
@@ -103,11 +119,17 @@ inline constexpr int64_t kCacheAll = INT64_MAX / 2;
 struct Scenario {
   Machine machine;
   int32_t workers = -1;           // -1: as profiled
+  int32_t prefetch_factor = -1;   // -1: as profiled
   int64_t cache_bytes = -1;       // -1: as profiled
   CachePolicy cache_policy = CachePolicy::kLru;
   double accel_speedup = 1;
   double storage_bandwidth = 0;   // 0: as profiled
   bool first_epoch = false;       // predict the cold first epoch instead of steady state
+  // Runnable threads from outside the job (other processes' load), on
+  // average. kAsProfiled: the load fitted from the profiled run's run-queue
+  // delay (BackgroundThreads); 0: a machine to itself.
+  double background_threads = kAsProfiled;
+  static constexpr double kAsProfiled = -1;
 };
 
 struct Prediction {
@@ -129,15 +151,22 @@ struct Prediction {
   double cpu_s = 0;               // worker CPU per batch used (storage-miss CPU scaled by the miss ratio)
   double r_main = 0;              // samples/s the main loop allows: B / (compute + handoff)
   double delay_s = 0;             // run-queue delay per batch used
-  bool delay_measured = false;    // true: the measured delay (scenario = profile); false: predicted
-  double external_delay_stretch = 0;  // delay per CPU second from outside the job, carried over from the profile
+  double compute_step_s = 0;      // the step's wall time per batch beside the workers (stretched when it shares cores)
+  double background_threads = 0;  // the outside load the prediction assumed (runnable threads)
+  // Whole run: per epoch the start-up, the pipeline filling and the batches,
+  // over the profiled epochs and batches per epoch.
+  double whole_run_samples_per_s = 0;
+  double startup_s_per_epoch = 0;  // mean over the epochs
+  bool startup_measured = false;   // false: no workers in the profile to measure it from (taken as 0)
+  double analytic_samples_per_s = 0;  // min(R_main, R_prep, R_workers, R_fetch): the sanity check of the simulation
 };
 
-// Run-queue delay per CPU second that came from outside the job in the
-// profiled run: the measured delay beyond what the job's own oversubscription
-// explains (docs/model.md "Run-queue delay"). 0 when the profiled cores are
-// unknown. Predict carries it over to every other configuration.
-double ExternalDelayStretch(const LoaderProfile& profile);
+// Runnable threads from outside the job in the profiled run: the background
+// load with which the simulation of the profiled configuration shows the
+// run-queue delay the job's threads measured (docs/model.md "Background
+// load"). 0 when the job's own oversubscription explains the delay, or the
+// profiled cores are unknown.
+double BackgroundThreads(const LoaderProfile& profile);
 
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a
 // needed measurement is missing (the message names it and how to record it).

@@ -91,10 +91,10 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   lp.stages.push_back({p.stages.empty() ? "fetch" : "fetch (rest)", rest, 0});
   cpu_per_sample += rest;
   const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
-  // Contention from outside the job stretches each worker's CPU time (not its core use).
-  const double delay_per_sample = cpu_per_sample * ExternalDelayStretch(p);
+  // The LP plans for a machine to itself; Predict checks its proposal with
+  // the simulation, contention included.
   const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
-  lp.pools.push_back({"workers", cpu_per_sample + io_per_sample + delay_per_sample, member_memory});
+  lp.pools.push_back({"workers", cpu_per_sample + io_per_sample, member_memory});
   if (memory_budget > 0) lp.memory_bytes = static_cast<double>(memory_budget) - static_cast<double>(c.plan.bytes);
   return lp;
 }
@@ -204,6 +204,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   Scenario chosen;
   chosen.machine.cores = o.cores;
   chosen.workers = static_cast<int32_t>(workers);
+  chosen.prefetch_factor = static_cast<int32_t>(prefetch);
   if (rec.cache.point == CachePoint::kRawFiles) {
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;

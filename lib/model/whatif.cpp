@@ -67,6 +67,16 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     s.storage_bandwidth = *bw;
   }
   s.first_epoch = f.first_epoch;
+  if (f.background_load == "profiled") {
+    s.background_threads = Scenario::kAsProfiled;
+  } else if (!f.background_load.empty()) {
+    char* end = nullptr;
+    s.background_threads = std::strtod(f.background_load.c_str(), &end);
+    if (end == f.background_load.c_str() || *end != '\0' || !(s.background_threads >= 0) ||
+        !(s.background_threads <= 4096))
+      return UsageError("--background-load '" + f.background_load +
+                        "': expected 'profiled' or a number of busy threads from other processes, e.g. 0 or 1.5");
+  }
   return s;
 }
 
@@ -98,6 +108,22 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("batch size: {:g}, workers: {}, steady-state batches: {} (measured, loader config and trace)",
                            p.batch_size, p.workers, p.batches));
   in.push_back(fmt::format("compute per batch: {} (measured, mean step - wait)", FormatSeconds(p.compute_s_per_batch)));
+  in.push_back(p.compute_cpu_s_per_batch.measured
+                   ? fmt::format("the step's own CPU per batch: {} on {:.2f} cores, run-queue delay {} (measured, {}): "
+                                 "it shares the cores with the workers",
+                                 FormatSeconds(p.compute_cpu_s_per_batch.value),
+                                 p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0,
+                                 FormatSeconds(p.compute_delay_s_per_batch), p.compute_cpu_s_per_batch.source)
+                   : "the step's own CPU: " + p.compute_cpu_s_per_batch.source);
+  in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order)",
+                           p.batch_costs.size(), FormatSeconds(p.produce_p99_s)));
+  if (p.workers > 0)
+    in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers) "
+                             "(measured: the first step beyond one batch's production)",
+                             FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
+                             p.persistent_workers ? "persistent" : "non-persistent"));
+  else
+    in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   in.push_back(fmt::format("worker CPU / io / run-queue delay per batch: {} / {} / {} (measured, fetch spans)",
                            FormatSeconds(p.cpu_s_per_batch), FormatSeconds(p.io_s_per_batch),
                            FormatSeconds(p.delay_s_per_batch)));
@@ -141,6 +167,7 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
   s.accel_speedup = sweep.accel_speedup;
   s.storage_bandwidth = sweep.storage_bandwidth;
   s.first_epoch = sweep.first_epoch;
+  s.background_threads = sweep.background_threads;
   return s;
 }
 }  // namespace
@@ -154,12 +181,25 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   out.inputs = Inputs(profile, profiled);
   Scenario baseline;
   baseline.machine = profiled;
+  baseline.background_threads = Scenario::kAsProfiled;  // the run as it was, to measure the model's error
   auto base = Predict(profile, baseline);
   if (!base.ok()) return base.error();
   out.baseline = *base;
+  out.profiled_background_threads = base->background_threads;
+  out.inputs.push_back(fmt::format(
+      "outside load in the profiled run: {:.2f} busy threads (fitted: the run-queue delay the job's own threads do "
+      "not explain); the scenarios assume {}",
+      out.profiled_background_threads,
+      sweep.background_threads < 0 ? "the same (--background-load profiled)"
+                                   : fmt::format("{:g} (--background-load)", sweep.background_threads)));
   if (profile.measured_step_s_per_batch > 0) {
     out.measured_samples_per_s = profile.batch_size / profile.measured_step_s_per_batch;
     out.model_error = (out.baseline.samples_per_s - out.measured_samples_per_s) / out.measured_samples_per_s;
+  }
+  if (profile.measured_whole_run_samples_per_s > 0) {
+    out.measured_whole_run_samples_per_s = profile.measured_whole_run_samples_per_s;
+    out.whole_run_model_error = (out.baseline.whole_run_samples_per_s - out.measured_whole_run_samples_per_s) /
+                                out.measured_whole_run_samples_per_s;
   }
   const double reference = out.measured_samples_per_s > 0 ? out.measured_samples_per_s : out.baseline.samples_per_s;
 

@@ -21,6 +21,7 @@ struct SweepFlags {
   std::string accel_speedup; // "2"
   std::string disk_bw;       // "2G/s"
   bool first_epoch = false;
+  std::string background_load;  // "0" (default), "profiled", or runnable threads
 };
 
 inline constexpr int32_t kAutoWorkers = -2;  // Sweep::workers entry for --workers auto
@@ -34,6 +35,10 @@ struct Sweep {
   double accel_speedup = 1;
   double storage_bandwidth = 0;     // 0: as profiled
   bool first_epoch = false;
+  // Runnable threads from outside the job the scenarios assume: 0 (a machine
+  // to itself, the default) or Scenario::kAsProfiled (the load fitted from
+  // the profile). The baseline is always predicted as profiled.
+  double background_threads = 0;
 };
 
 // Parses and checks the flags (sizes via ParseBytes/ParseBandwidth; K/M/G/T
@@ -55,8 +60,11 @@ struct WhatIfResult {
   std::string loader;
   Machine profiled;
   Prediction baseline;                 // predicted for the profiled configuration
-  double measured_samples_per_s = 0;   // 0 = unknown
+  double measured_samples_per_s = 0;   // steady state (mean step past the warm-up); 0 = unknown
   double model_error = 0;              // (predicted - measured) / measured at the baseline
+  double measured_whole_run_samples_per_s = 0;  // samples / epoch wall times (start-up included); 0 = unknown
+  double whole_run_model_error = 0;
+  double profiled_background_threads = 0;       // the outside load fitted from the profile
   std::string swept;                   // "cores", "workers", "cache" or "" (a single scenario)
   std::vector<WhatIfRow> rows;
   std::vector<std::string> inputs;     // "compute per batch: 12.3 ms (measured, ...)" lines

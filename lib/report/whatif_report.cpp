@@ -24,8 +24,11 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("fetch_stall_fraction", p.fetch_stall_fraction).Field("prep_stall_fraction", p.prep_stall_fraction);
   w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers).Field("hit_ratio", p.hit_ratio);
   w.Field("r_compute", Rate(p.r_compute)).Field("r_prep", Rate(p.r_prep)).Field("r_workers", Rate(p.r_workers));
-  w.Field("r_fetch", Rate(p.r_fetch)).Field("delay_s", p.delay_s).Field("delay_measured", p.delay_measured);
+  w.Field("r_fetch", Rate(p.r_fetch)).Field("delay_s", p.delay_s).Field("background_threads", p.background_threads);
   w.Field("handoff_s", p.handoff_s).Field("r_main", Rate(p.r_main));
+  w.Field("compute_step_s", p.compute_step_s).Field("whole_run_samples_per_s", p.whole_run_samples_per_s);
+  w.Field("startup_s_per_epoch", p.startup_s_per_epoch).Field("startup_measured", p.startup_measured);
+  w.Field("analytic_samples_per_s", Rate(p.analytic_samples_per_s));
   w.EndObject();
 }
 
@@ -45,24 +48,34 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     out += fmt::format("; measured {:.1f} samples/s: model error {:+.1f}%\n", r.measured_samples_per_s, r.model_error * 100);
   else
     out += "; measured throughput unknown\n";
+  out += fmt::format("  steady state above (past the warm-up); whole run, every epoch from iterator creation: predicted "
+                     "{:.1f} samples/s (start-up {} per epoch)",
+                     r.baseline.whole_run_samples_per_s, FormatSeconds(r.baseline.startup_s_per_epoch));
+  if (r.measured_whole_run_samples_per_s > 0)
+    out += fmt::format("; measured {:.1f} samples/s: error {:+.1f}%", r.measured_whole_run_samples_per_s,
+                       r.whole_run_model_error * 100);
+  out += "\n";
   out += fmt::format("scenario: cache policy {}{}{}{}\n\n", model::ToString(sweep.cache_policy),
                      sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
                      sweep.storage_bandwidth > 0 ? ", storage " + FormatBytes(sweep.storage_bandwidth) + "/s" : "",
                      sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state");
-  out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>6} {:>6} {:>6}  {:<10} {:>8}\n", "cores", "workers", "cache",
-                     "hit", "samples/s", "step", "stall", "fetch", "prep", "bottleneck", "change");
+  out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>10} {:>6} {:>6} {:>6}  {:<10} {:>8}\n", "cores", "workers",
+                     "cache", "hit", "samples/s", "whole run", "step", "stall", "fetch", "prep", "bottleneck", "change");
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
-    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}%  {:<10} {:>+7.1f}%\n",
+    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}%  {:<10} {:>+7.1f}%\n",
                        row.scenario.machine.cores, p.workers, CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
-                       FormatSeconds(p.step_s), p.stall_fraction * 100, p.fetch_stall_fraction * 100,
-                       p.prep_stall_fraction * 100, model::ToString(p.bottleneck), row.change * 100);
+                       p.whole_run_samples_per_s, FormatSeconds(p.step_s), p.stall_fraction * 100,
+                       p.fetch_stall_fraction * 100, p.prep_stall_fraction * 100, model::ToString(p.bottleneck),
+                       row.change * 100);
     if (row.other_epoch)
       out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
   }
-  out += fmt::format("\nchange is against the {} baseline. Inputs:\n", r.measured_samples_per_s > 0 ? "measured" : "predicted");
+  out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
+                     "state against the {} baseline. Inputs:\n",
+                     r.measured_samples_per_s > 0 ? "measured" : "predicted");
   for (const auto& line : r.inputs) out += fmt::format("  {}\n", line);
   return out;
 }
@@ -97,6 +110,11 @@ std::string WhatIfJson(const WhatIfReport& report) {
     w.Key("baseline");
     WritePrediction(w, r.baseline);
     NumberIfMeasured(w, "model_error", r, r.model_error);
+    w.Key("measured_whole_run_samples_per_s");
+    if (r.measured_whole_run_samples_per_s > 0) w.Number(r.measured_whole_run_samples_per_s); else w.Null();
+    w.Key("whole_run_model_error");
+    if (r.measured_whole_run_samples_per_s > 0) w.Number(r.whole_run_model_error); else w.Null();
+    w.Field("profiled_background_threads", r.profiled_background_threads);
     w.Field("swept", r.swept);
     w.Key("scenarios").BeginArray();
     for (const auto& row : r.rows) {
