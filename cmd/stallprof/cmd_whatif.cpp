@@ -67,6 +67,9 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--accel-speedup", o->flags.accel_speedup, "how many times faster the training step is (e.g. 2)");
   sub->add_option("--disk-bw", o->flags.disk_bw, "storage bandwidth, e.g. 2G/s (default: the measured peak)");
   sub->add_flag("--first-epoch", o->flags.first_epoch, "predict the cold first epoch instead of the steady state");
+  sub->add_option("--persistent-workers", o->flags.persistent_workers,
+                  "true or false: predict persistent_workers (workers started once, not every epoch; "
+                  "the whole-run column shows the difference)");
   sub->add_option("--background-load", o->flags.background_load,
                   "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
                   "load fitted from the profile's run-queue delay), or a number");

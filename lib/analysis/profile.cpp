@@ -129,8 +129,22 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   if (p.dataset_bytes > 0 && p.dataset_items > 0) {
     p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true, "dataset_bytes / dataset_len"};
   } else {
-    // Worker rchar is not used: it counts the pipe reads of the index queue too.
-    p.bytes_per_sample = {0, false, "unknown: the loader reported no dataset_bytes (not a file-backed dataset)"};
+    // A dataset that opens its files by index lists none: its size is
+    // estimated from what its fetches read through read syscalls (the hook's
+    // read_calls spans count the fetching thread alone, during the fetch).
+    // Worker-process rchar is not used: it counts the index queue's pipe reads too.
+    double call_bytes = 0;
+    for (const auto& r : loader.fetch_reads) call_bytes += r.call_bytes;
+    const double per_sample = loader.fetch_reads.empty() ? 0 : call_bytes / loader.fetch_reads.size() / p.batch_size;
+    if (per_sample > 0 && p.dataset_items > 0) {
+      p.bytes_per_sample = {per_sample, false,
+                            "estimated: the bytes each fetch read through read syscalls (the hook's read spans) per "
+                            "sample, over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
+      p.dataset_bytes = static_cast<uint64_t>(per_sample * static_cast<double>(p.dataset_items));
+      p.dataset_bytes_estimated = true;
+    } else {
+      p.bytes_per_sample = {0, false, "unknown: the loader reported no dataset_bytes and its fetches read no files"};
+    }
   }
 
   // Storage bandwidth: the fastest disk read rate the sampler saw.
@@ -160,7 +174,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   for (const auto& r : loader.fetch_reads) storage += r.storage_bytes;
   if (!loader.fetch_reads.empty()) {
     p.storage_bytes_per_batch = storage / loader.fetch_reads.size();
-    if (p.bytes_per_sample.measured) {
+    if (p.bytes_per_sample.value > 0) {
       needed = p.bytes_per_sample.value * p.batch_size * loader.fetch_reads.size();
       from_disk = storage;
     }

@@ -230,17 +230,21 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
   else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
 
-  // The whole run: per epoch the start-up (per worker, scaled from the
-  // profiled workers; persistent workers start once), the pipeline filling
-  // from empty, and the epoch's batches.
+  // The whole run: per epoch the start-up, the pipeline filling from empty,
+  // and the epoch's batches. Workers start in parallel, each start a fixed
+  // amount of work (spawn: an interpreter importing torch), so start-up
+  // grows with the workers per core; persistent workers start once.
   const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
   const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
   double startup_first = 0, startup_later = 0;
   out.startup_measured = workers == 0 || p.workers > 0;
   if (workers > 0 && p.workers > 0) {
-    const double per_worker = static_cast<double>(workers) / p.workers;
-    startup_first = p.startup_first_s * per_worker;
-    startup_later = p.persistent_workers ? 0 : p.startup_later_s * per_worker;
+    const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
+    const double scale = waves(workers, cores) / waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores);
+    const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
+    startup_first = p.startup_first_s * scale;
+    const double later = p.persistent_workers ? p.startup_first_s : p.startup_later_s;  // non-persistent: each epoch
+    startup_later = persistent ? 0 : later * scale;
   }
   SimConfig epoch = config;
   epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));

@@ -62,6 +62,7 @@ struct LoaderProfile {
   Input bytes_per_sample;           // storage bytes read per sample
   Input storage_bandwidth;          // bytes/s
   uint64_t dataset_bytes = 0;
+  bool dataset_bytes_estimated = false;  // from the fetches' reads (bytes_per_sample's source), not the files' sizes
   uint64_t dataset_items = 0;
   AccessOrder order = AccessOrder::kRandom;
   std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
@@ -120,6 +121,7 @@ struct Scenario {
   Machine machine;
   int32_t workers = -1;           // -1: as profiled
   int32_t prefetch_factor = -1;   // -1: as profiled
+  int32_t persistent_workers = -1;  // -1: as profiled, 0 or 1: persistent_workers=False/True
   int64_t cache_bytes = -1;       // -1: as profiled
   CachePolicy cache_policy = CachePolicy::kLru;
   double accel_speedup = 1;

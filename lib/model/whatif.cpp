@@ -67,6 +67,12 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     s.storage_bandwidth = *bw;
   }
   s.first_epoch = f.first_epoch;
+  if (f.persistent_workers == "true" || f.persistent_workers == "True" || f.persistent_workers == "1")
+    s.persistent_workers = 1;
+  else if (f.persistent_workers == "false" || f.persistent_workers == "False" || f.persistent_workers == "0")
+    s.persistent_workers = 0;
+  else if (!f.persistent_workers.empty())
+    return UsageError("--persistent-workers '" + f.persistent_workers + "': expected true or false");
   if (f.background_load == "profiled") {
     s.background_threads = Scenario::kAsProfiled;
   } else if (!f.background_load.empty()) {
@@ -150,10 +156,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                          p.storage_bandwidth.value > 0 ? FormatBytes(p.storage_bandwidth.value) + "/s" : "no limit",
                          p.storage_bandwidth.measured, p.storage_bandwidth.source));
   in.push_back(p.dataset_bytes > 0
-                   ? fmt::format("dataset: {} in {} items, {} order (measured, loader config)",
+                   ? fmt::format("dataset: {} in {} items, {} order ({})",
                                  FormatBytes(static_cast<double>(p.dataset_bytes)), p.dataset_items,
-                                 p.order == AccessOrder::kRandom ? "random" : "sequential")
-                   : "dataset size: unknown (the dataset exposes no files): --cache cannot be predicted");
+                                 p.order == AccessOrder::kRandom ? "random" : "sequential",
+                                 p.dataset_bytes_estimated ? "estimated: bytes read per sample x dataset length"
+                                                           : "measured, loader config")
+                   : "dataset size: unknown (the dataset lists no files and its fetches read none): --cache cannot be predicted");
   in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, {} vs bytes needed)",
                            p.cold_hit_ratio * 100,
                            p.storage_bytes_per_batch > 0 ? "fetches' storage reads" : "disk reads"));
@@ -168,6 +176,7 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
   s.storage_bandwidth = sweep.storage_bandwidth;
   s.first_epoch = sweep.first_epoch;
   s.background_threads = sweep.background_threads;
+  s.persistent_workers = sweep.persistent_workers;
   return s;
 }
 }  // namespace

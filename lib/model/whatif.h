@@ -22,6 +22,7 @@ struct SweepFlags {
   std::string disk_bw;       // "2G/s"
   bool first_epoch = false;
   std::string background_load;  // "0" (default), "profiled", or runnable threads
+  std::string persistent_workers;  // "true" | "false"; empty: as profiled
 };
 
 inline constexpr int32_t kAutoWorkers = -2;  // Sweep::workers entry for --workers auto
@@ -39,6 +40,7 @@ struct Sweep {
   // to itself, the default) or Scenario::kAsProfiled (the load fitted from
   // the profile). The baseline is always predicted as profiled.
   double background_threads = 0;
+  int32_t persistent_workers = -1;  // -1: as profiled
 };
 
 // Parses and checks the flags (sizes via ParseBytes/ParseBandwidth; K/M/G/T

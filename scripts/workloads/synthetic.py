@@ -36,13 +36,16 @@ def burn_cpu(seconds):
 
 
 class SyntheticDataset(Dataset):
-    def __init__(self, length, fetch_sleep_s, prep_cpu_s, sample_floats, files=None, file_bytes=0):
+    def __init__(self, length, fetch_sleep_s, prep_cpu_s, sample_floats, files=None, file_bytes=0,
+                 tail_every=0, tail_factor=1.0):
         self.length = length
         self.fetch_sleep_s = fetch_sleep_s
         self.prep_cpu_s = prep_cpu_s
         self.sample_floats = sample_floats
         self.files = files  # list of paths, one per sample, when file-backed
         self.file_bytes = file_bytes
+        self.tail_every = tail_every    # every Nth sample costs tail_factor x the prep CPU
+        self.tail_factor = tail_factor
 
     def __len__(self):
         return self.length
@@ -54,8 +57,25 @@ class SyntheticDataset(Dataset):
                     pass
         if self.fetch_sleep_s > 0:
             time.sleep(self.fetch_sleep_s)
-        burn_cpu(self.prep_cpu_s)
+        tail = self.tail_every > 0 and index % self.tail_every == 0
+        burn_cpu(self.prep_cpu_s * (self.tail_factor if tail else 1.0))
         return torch.full((self.sample_floats,), float(index)), index % 10
+
+
+class IndexedFilesDataset(SyntheticDataset):
+    """Opens its files by index and lists none (no .files/.samples): the
+    common custom dataset, whose size stallprof has to estimate."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._directory = os.path.dirname(self.files[0])
+        self.files = None
+
+    def __getitem__(self, index):
+        with open(os.path.join(self._directory, f"sample_{index:07d}.bin"), "rb") as f:
+            while f.read(1 << 20):
+                pass
+        return super().__getitem__(index)
 
 
 def make_files(directory, count, size):
@@ -115,14 +135,19 @@ def main():
     p.add_argument("--sample-floats", type=int, default=16)
     p.add_argument("--files", default=None, help="file-backed dataset in this directory")
     p.add_argument("--file-bytes", type=int, default=64 << 10)
+    p.add_argument("--hide-files", action="store_true",
+                   help="with --files: a dataset that opens its files by index and lists none")
+    p.add_argument("--tail-every", type=int, default=0, help="every Nth sample is slow (long-tailed item cost)")
+    p.add_argument("--tail-factor", type=float, default=1.0, help="how many times the prep CPU a slow sample costs")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code at the end")
     args = p.parse_args()
 
     torch.set_num_threads(1)
     n = args.batches * args.batch_size
     files = make_files(args.files, n, args.file_bytes) if args.files else None
-    train_set = SyntheticDataset(n, args.fetch_sleep_ms / 1000.0, args.prep_cpu_ms / 1000.0,
-                                 args.sample_floats, files, args.file_bytes)
+    dataset_class = IndexedFilesDataset if files and args.hide_files else SyntheticDataset
+    train_set = dataset_class(n, args.fetch_sleep_ms / 1000.0, args.prep_cpu_ms / 1000.0,
+                              args.sample_floats, files, args.file_bytes, args.tail_every, args.tail_factor)
     common = dict(batch_size=args.batch_size, num_workers=args.workers, pin_memory=args.pin_memory)
     if args.workers > 0:
         common.update(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent)
