@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/profile.h"
+#include "model/cache.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;
@@ -236,4 +237,61 @@ TEST_CASE("A cold profile without spread in its misses estimates their CPU from 
   REQUIRE(profiles.ok());
   CHECK(profiles->front().cpu_s_per_storage_byte.value == 0);
   CHECK_THAT(profiles->front().cpu_s_per_storage_byte.source, Catch::Contains("not fitted, taken as 0"));
+}
+
+TEST_CASE("A dataset that lists no files gets its size estimated from what its fetches read") {
+  // Each fetch of 4 samples reads 4 MiB through read calls, 1 to 4 MiB of it from storage.
+  TraceBuilder b = ReadingLoader([](int i) { return 1 + i % 4; }, [](int) { return 5.0; }, [](int) { return -1.0; });
+  auto& configs = b.trace.configs;
+  configs.erase(std::remove_if(configs.begin(), configs.end(), [](const auto& c) { return c.key == "dataset_bytes"; }),
+                configs.end());
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.dataset_bytes_estimated);
+  CHECK(p.bytes_per_sample.value == Approx(1 << 20));
+  CHECK_FALSE(p.bytes_per_sample.measured);
+  CHECK(p.bytes_per_sample.source.find("estimated") == 0);
+  CHECK(p.dataset_bytes == (400ull << 20));   // 1 MiB a sample x 400 samples
+  CHECK(p.cold_hit_ratio == Approx(1 - 2.5 / 4));  // 2.5 of the 4 MiB a batch came from storage
+  auto half = stallprof::model::CacheHitRatio(p, 200ull << 20, stallprof::model::CachePolicy::kStatic, false);
+  REQUIRE(half.ok());  // so whatif --cache can answer
+  CHECK(*half == Approx(0.5));
+}
+
+TEST_CASE("The step's own CPU is the main process's CPU over the steps less its CPU in next()") {
+  // 20 iterations: next() waits 10 ms using 2 ms of CPU (1 ms run-queue delay),
+  // then the step computes 30 ms using 15 ms of CPU (3 ms delay). The sampler
+  // ticks at each return with the main process's cumulative CPU and delay.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 4);
+  const uint32_t main = b.Thread(100, 100);
+  const uint64_t start = 1000 * kMs;
+  b.Instant(main, names::kEpoch, start, 1, 0);
+  ProcessSeries series;
+  series.pid = 100;
+  uint64_t t = start, cpu = 0, delay = 0;
+  for (int i = 0; i < 20; ++i) {
+    b.Span(main, names::kWait, t, 10 * kMs, 1, i, 2 * kMs, 1 * kMs);
+    t += 10 * kMs;
+    cpu += 2 * kMs;
+    delay += 1 * kMs;
+    series.t_ns.push_back(t);
+    series.cpu_ns.push_back(cpu);
+    series.delay_ns.push_back(delay);
+    t += 30 * kMs;
+    cpu += 15 * kMs;
+    delay += 3 * kMs;
+  }
+  b.trace.process_series.push_back(series);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  REQUIRE(p.compute_cpu_s_per_batch.measured);
+  CHECK(p.compute_cpu_s_per_batch.value == Approx(0.015));
+  CHECK(p.compute_delay_s_per_batch == Approx(0.003));
+  // Without the wait spans' CPU the step's share cannot be told apart.
+  for (auto& has : b.trace.spans.has_cpu) has = 0;
+  CHECK_FALSE(MeasureProfiles(b.trace, {})->front().compute_cpu_s_per_batch.measured);
 }

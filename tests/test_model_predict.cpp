@@ -221,8 +221,15 @@ TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the wor
   // Per epoch: 1 s start-up, the first batch (10 ms) and 10 steps of 0.1 s.
   CHECK(r->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.01 + 1.0))).epsilon(1e-3));
   CHECK(r->startup_s_per_epoch == Approx(1.0));
-  p.persistent_workers = true;  // started once
+  Scenario persistent = On(4);
+  persistent.persistent_workers = 1;  // whatif --persistent-workers true: started once
+  CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));
+  p.persistent_workers = true;  // profiled that way
   CHECK(Predict(p, On(4))->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));
+  // Each worker's start is work done in parallel: 8 workers on 4 cores start in two waves.
+  p.persistent_workers = false;
+  CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(2.0));
+  CHECK(Predict(p, On(4, 1))->startup_s_per_epoch == Approx(1.0));
 }
 
 TEST_CASE("Receiving batches in the main process is serial with compute and is named the handoff bottleneck") {
