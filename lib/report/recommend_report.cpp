@@ -51,10 +51,11 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                                 trace);
   out += fmt::format("  {}\n\n", DataLoaderLine(r));
   out += fmt::format("cache plan:   {}\n", CacheLine(r, p));
-  out += fmt::format("throughput:   {:.1f} samples/s predicted (LP optimum {:.1f} with fractional workers), {} bound",
+  out += fmt::format("throughput:   {:.1f} samples/s predicted, steady state (simulated; LP optimum {:.1f} with "
+                     "fractional workers), {} bound",
                      r.predicted.samples_per_s, r.lp_samples_per_s, model::ToString(r.predicted.bottleneck));
   if (speedup > 0)
-    out += fmt::format("; measured {:.1f} samples/s: {:.2f}x\n", r.measured_samples_per_s, speedup);
+    out += fmt::format("; measured {:.1f} samples/s steady state: {:.2f}x\n", r.measured_samples_per_s, speedup);
   else
     out += "\n";
   out += fmt::format("binding:      {} ({}): {}\n", r.binding.name.empty() ? "none" : r.binding.name,
