@@ -70,7 +70,7 @@ Result<std::unique_ptr<Segment>> Segment::Create(uint64_t bytes, uint32_t lanes)
   const uint64_t stride = sizeof(sp_lane_control) + capacity * sizeof(sp_record);  // multiple of 64 (capacity >= 16)
   const uint64_t size = SP_HEADER_SIZE + stride * lanes;
 
-  int fd = memfd_create("stallprof-ring", MFD_ALLOW_SEALING);
+  int fd = memfd_create("stallprof-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return RuntimeError("cannot create the shared-memory ring, memfd_create failed: " + ErrnoText());
   auto fail = [&](const std::string& what) -> Error {
     std::string why = ErrnoText();

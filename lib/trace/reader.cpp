@@ -61,7 +61,7 @@ Result<std::unique_ptr<ChunkReader>> ChunkReader::Open(const std::string& path) 
     return InputError(fmt::format("cannot read trace '{}', it is a directory, pass the trace file inside it", path));
   std::unique_ptr<ChunkReader> r(new ChunkReader());
   r->path_ = path;
-  r->file_ = std::fopen(path.c_str(), "rb");
+  r->file_ = std::fopen(path.c_str(), "rbe");
   if (!r->file_)
     return InputError(fmt::format("cannot read trace '{}', {}, check its permissions", path, std::strerror(errno)));
   std::setvbuf(r->file_, nullptr, _IOFBF, 1 << 20);
