@@ -65,7 +65,9 @@ void RegisterRun(CLI::App& app, Action& action) {
                   "Trace file to write (default trace.pb); %r = RANK, %h = hostname, %p = pid. "
                   "Its directory must exist");
   sub->add_option("--ring-size", flags->ring_size,
-                  "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped");
+                  "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped. "
+                  "The ring is held for the whole run and the pages its lanes touch stay resident, up to the "
+                  "full size; at most half of the machine's memory");
   sub->add_option("--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)");
   sub->add_option("--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)")
       ->check(CLI::Range(1u, 60000u));

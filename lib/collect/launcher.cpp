@@ -282,6 +282,12 @@ Result<RunSummary> Run(const RunOptions& options) {
   if (options.command.empty())
     return UsageError("no command to run, put it after '--': stallprof run -- python3 train.py");
   if (options.sample_ms == 0) return UsageError("bad --sample-ms 0, it must be at least 1");
+  if (const uint64_t max_ring = MaxRingBytes(); options.ring_bytes > max_ring)
+    return UsageError(fmt::format("bad --ring-size {}, it is more than half of this machine's memory ({}), "
+                                  "use at most {} (the default 64M is enough for most jobs)",
+                                  FormatBytes(static_cast<double>(options.ring_bytes)),
+                                  FormatBytes(static_cast<double>(max_ring * 2)),
+                                  FormatBytes(static_cast<double>(max_ring))));
   const uint64_t start_ns = MonotonicNs();
 
   RunSummary summary;
