@@ -37,11 +37,17 @@ struct RunSummary {
   uint64_t dropped = 0;     // records lost in full lanes
   uint64_t invalid = 0;     // records the consumer rejected
   uint64_t trace_bytes = 0;
+  double duration_s = 0;    // from start to the trace being closed
   // The command could not be executed (exit_code 127 not found, 126 not
-  // executable); the trace is still written.
+  // executable); no trace is written and an existing file at the path is kept.
   std::optional<Error> launch_error;
-  // Writing the trace failed part way (disk full): the file holds what came before.
+  bool trace_written = true;
+  // Writing the trace failed part way (disk full): the file holds what came
+  // before, its footer (when it fits) says where it ends, and the message
+  // says how much was lost.
   std::optional<Error> write_error;
+  bool incomplete = false;   // the trace lacks events the run produced (write failure)
+  uint64_t events_lost = 0;  // spans that could not be written
 };
 
 // Runs `options.command` to completion. A Result error means the command could

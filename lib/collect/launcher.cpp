@@ -302,7 +302,9 @@ Result<RunSummary> Run(const RunOptions& options) {
 
   auto header = DescribeMachine(options.command, {ring.size(), options.lanes}, options.sample_ms,
                                 ring.header()->run_id);
-  auto writer = TraceWriter::Create(*path, header);
+  // Written under a temporary name until the command has started: a command
+  // that cannot be executed (a typo) leaves an existing trace untouched.
+  auto writer = TraceWriter::Create(*path, header, TraceWriter::Placement::kTemporary);
   if (!writer.ok()) return writer.error();
   TraceSink sink(std::move(*writer));
 
@@ -328,7 +330,9 @@ Result<RunSummary> Run(const RunOptions& options) {
   }
   LiveCounters live;
   live.main_pid = child.pid;
-  if (child.exec_errno != 0) {
+  if (child.exec_errno == 0) {
+    if (auto s = sink.Publish(); !s.ok()) summary.write_error = s.error();
+  } else {
     std::string why = std::strerror(child.exec_errno);
     if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
     summary.launch_error = Error{ErrorKind::kRuntime, fmt::format("cannot run '{}', {}, check the command name and PATH",
@@ -440,9 +444,40 @@ Result<RunSummary> Run(const RunOptions& options) {
   f->set_spans(summary.spans);
   f->set_dropped(summary.dropped);
   f->set_invalid_records(summary.invalid);
+  if (summary.launch_error) {
+    // Nothing ran: keep whatever trace was there before.
+    sink.Discard();
+    summary.trace_written = false;
+    return summary;
+  }
   sink.Write(footer);
-  if (auto s = sink.Close(); !s.ok()) summary.write_error = s.error();
+  if (sink.status().ok()) {
+    if (auto s = sink.Close(); !s.ok() && !summary.write_error) summary.write_error = s.error();
+  } else {
+    f->set_write_failed_ns(sink.failed_at_ns());
+    f->set_events_lost(sink.events_lost());
+    sink.WriteFooterAfterFailure(footer);
+    (void)sink.Close();
+  }
   summary.trace_bytes = sink.bytes_written();
+  summary.duration_s = static_cast<double>(MonotonicNs() - start_ns) / 1e9;
+  if (const uint64_t failed = sink.failed_at_ns(); failed != 0) {
+    summary.incomplete = true;
+    summary.events_lost = sink.events_lost();
+    const double at_s = static_cast<double>(failed - start_ns) / 1e9;
+    const int err = sink.failed_errno();
+    std::string why = err ? std::strerror(err) : "write error";
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    const std::string dir = fs::path(summary.trace_path).parent_path().empty()
+                                ? std::string(".")
+                                : fs::path(summary.trace_path).parent_path().string();
+    summary.write_error = Error{
+        ErrorKind::kRuntime,
+        fmt::format("trace '{}' is incomplete, writing it failed {:.1f} s into the run ({}): it ends there with {} "
+                    "events ({}), {} events after that were lost; free space in {} or write elsewhere with -o",
+                    summary.trace_path, at_s, why, sink.events_written(),
+                    FormatBytes(static_cast<double>(summary.trace_bytes)), summary.events_lost, dir)};
+  }
   return summary;
 }
 
