@@ -30,6 +30,15 @@ int RunAnalyze(const AnalyzeOptions& options) {
   for (const auto& path : paths) {
     auto digest = analysis::LoadForAnalysis(path);
     if (!digest.ok()) return ReportError(digest.error());
+    if (const auto& footer = digest->trace.footer; footer && footer->write_failed_ns != 0) {
+      const double at_s = footer->write_failed_ns > digest->trace.header.start_monotonic_ns
+                              ? static_cast<double>(footer->write_failed_ns - digest->trace.header.start_monotonic_ns) / 1e9
+                              : 0;
+      fmt::print(stderr,
+                 "stallprof: warning: trace '{}' is incomplete, writing it failed {:.1f} s into the run (disk full?), "
+                 "{} events after that were lost: the figures cover the part before\n",
+                 path, at_s, footer->events_lost);
+    }
     auto result = analysis::Analyze(*digest, analysis_options);
     if (!result.ok()) return ReportError(result.error());
     analyses.push_back(std::move(*result));

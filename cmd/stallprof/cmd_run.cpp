@@ -9,12 +9,17 @@
 namespace stallprof::cli {
 namespace {
 
+// --strict: what `run` returns when the trace is incomplete (writing it failed
+// or the ring dropped events), whatever the command returned.
+constexpr int kExitIncompleteTrace = 4;
+
 struct RunFlags {
   std::string output = "trace.pb";
   std::string ring_size = "64M";
   uint32_t lanes = SP_DEFAULT_LANES;
   uint32_t sample_ms = 100;
   bool quiet = false;
+  bool strict = false;
   std::vector<std::string> command;
 };
 
@@ -38,13 +43,19 @@ int RunCommand(const RunFlags& flags) {
   const auto& r = *result;
   if (r.launch_error) ReportError(*r.launch_error);
   if (r.write_error) ReportError(*r.write_error);
+  for (const auto& w : r.warnings) fmt::print(stderr, "stallprof: warning: {}\n", w);
   if (r.dropped > 0) {
     const uint64_t bigger = std::max<uint64_t>(options.ring_bytes * 4, 256ull << 20);
     fmt::print(stderr, "stallprof: warning: {} events dropped (ring full); use --ring-size {}M\n", r.dropped,
                bigger >> 20);
   }
-  if (!flags.quiet && isatty(STDERR_FILENO))
-    fmt::print(stderr, "stallprof: wrote {} ({} events, {})\n", r.trace_path, r.spans, FormatBytes(static_cast<double>(r.trace_bytes)));
+  // One summary line, terminal or not (batch logs need to know where the trace went).
+  if (!flags.quiet && r.trace_written)
+    fmt::print(stderr, "stallprof: wrote {} ({} events, {} dropped, {:.1f} s, {}){}\n", r.trace_path,
+               r.spans - std::min(r.spans, r.events_lost),
+               r.dropped, r.duration_s, FormatBytes(static_cast<double>(r.trace_bytes)),
+               r.incomplete ? ", INCOMPLETE" : "");
+  if (flags.strict && (r.incomplete || r.dropped > 0 || r.write_error)) return kExitIncompleteTrace;
   return r.exit_code;
 }
 
@@ -56,6 +67,8 @@ void RegisterRun(CLI::App& app, Action& action) {
   sub->footer(
       "The command runs unchanged: Python scripts that use torch.utils.data.DataLoader are\n"
       "recorded automatically; stallprof returns the command's own exit status.\n"
+      "A trace that lost events (disk full, ring full) is reported on stderr; with --strict\n"
+      "the run then exits 4 instead of the command's status.\n"
       "Everything after '--' belongs to the command, flags included.\n\n"
       "Examples:\n"
       "  stallprof run -- /usr/bin/python3 train.py --epochs 2      # writes ./trace.pb\n"
@@ -65,11 +78,16 @@ void RegisterRun(CLI::App& app, Action& action) {
                   "Trace file to write (default trace.pb); %r = RANK, %h = hostname, %p = pid. "
                   "Its directory must exist");
   sub->add_option("--ring-size", flags->ring_size,
-                  "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped");
+                  "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped. "
+                  "The ring is held for the whole run and the pages its lanes touch stay resident, up to the "
+                  "full size; at most half of the machine's memory");
   sub->add_option("--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)");
   sub->add_option("--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)")
       ->check(CLI::Range(1u, 60000u));
   sub->add_flag("-q,--quiet", flags->quiet, "No live status line and no summary line on stderr");
+  sub->add_flag("--strict", flags->strict,
+                "Exit 4 (not the command's status) when the trace is incomplete: writing it failed (disk "
+                "full) or the ring dropped events");
   sub->add_option("command", flags->command, "The command to run, after '--'")->required();
   sub->positionals_at_end(true);
   sub->callback([flags, &action] { action = [flags] { return RunCommand(*flags); }; });

@@ -173,8 +173,9 @@ void Drainer::OnLaneReleased(const ring::LaneOwner& owner, uint64_t dropped) {
 void Drainer::Flush(ThreadState& t) {
   if (t.batch.empty()) return;
   encoded_.clear();
+  const uint64_t events = t.batch.size();
   t.batch.TakeEncoded(encoded_);
-  sink_.WriteEncoded(encoded_);
+  sink_.WriteEncoded(encoded_, events);
 }
 
 void Drainer::FlushAll() {

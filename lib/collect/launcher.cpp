@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -245,8 +246,11 @@ Result<std::string> ExpandOutputPath(const std::string& pattern) {
       return UsageError(fmt::format("bad --output '{}', it ends with a lone '%', use %r, %h, %p or %%", pattern));
     switch (pattern[++i]) {
       case 'r': {
+        // RANK comes from the environment: keep it a plain file-name part
+        // (a '/' or ".." in it must not move the trace to another directory).
         const char* rank = std::getenv("RANK");
-        out += (rank && *rank) ? rank : "0";
+        std::string_view value = (rank && *rank) ? rank : "0";
+        for (char c : value) out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_');
         break;
       }
       case 'h': out += Hostname(); break;
@@ -278,10 +282,50 @@ Status CheckOutputDirectory(const std::string& path) {
   return Status::Ok();
 }
 
+std::optional<std::string> PythonFlagSkippingHook(const std::vector<std::string>& command) {
+  if (command.empty()) return std::nullopt;
+  const std::string name = fs::path(command[0]).filename().string();
+  if (!name.starts_with("python")) return std::nullopt;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& arg = command[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") return std::nullopt;  // the script: options end
+    if (arg[1] == '-') continue;                                              // --long options take no part here
+    for (size_t k = 1; k < arg.size(); ++k) {
+      const char c = arg[k];
+      if (c == 'E' || c == 'I' || c == 'S') return "-" + std::string(1, c);
+      // These take a value (the rest of the word or the next one): options end.
+      if (c == 'c' || c == 'm') return std::nullopt;
+      if (c == 'W' || c == 'X') {
+        if (k + 1 == arg.size()) ++i;
+        break;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsTorchrun(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string name = fs::path(command[i]).filename().string();
+    if (name == "torchrun") return true;
+    if (i + 1 < command.size() && command[i] == "-m" &&
+        (command[i + 1] == "torch.distributed.run" || command[i + 1] == "torch.distributed.launch"))
+      return true;
+    if (i == 0 && !name.starts_with("python")) return false;  // torchrun is the command or python -m's module
+  }
+  return false;
+}
+
 Result<RunSummary> Run(const RunOptions& options) {
   if (options.command.empty())
     return UsageError("no command to run, put it after '--': stallprof run -- python3 train.py");
   if (options.sample_ms == 0) return UsageError("bad --sample-ms 0, it must be at least 1");
+  if (const uint64_t max_ring = MaxRingBytes(); options.ring_bytes > max_ring)
+    return UsageError(fmt::format("bad --ring-size {}, it is more than half of this machine's memory ({}), "
+                                  "use at most {} (the default 64M is enough for most jobs)",
+                                  FormatBytes(static_cast<double>(options.ring_bytes)),
+                                  FormatBytes(static_cast<double>(max_ring * 2)),
+                                  FormatBytes(static_cast<double>(max_ring))));
   const uint64_t start_ns = MonotonicNs();
 
   RunSummary summary;
@@ -296,7 +340,9 @@ Result<RunSummary> Run(const RunOptions& options) {
 
   auto header = DescribeMachine(options.command, {ring.size(), options.lanes}, options.sample_ms,
                                 ring.header()->run_id);
-  auto writer = TraceWriter::Create(*path, header);
+  // Written under a temporary name until the command has started: a command
+  // that cannot be executed (a typo) leaves an existing trace untouched.
+  auto writer = TraceWriter::Create(*path, header, TraceWriter::Placement::kTemporary);
   if (!writer.ok()) return writer.error();
   TraceSink sink(std::move(*writer));
 
@@ -307,6 +353,12 @@ Result<RunSummary> Run(const RunOptions& options) {
                "stallprof: warning: Python hook not found (looked in {}), running without it: only C clients "
                "will record\n",
                looked_in);
+
+  if (IsTorchrun(options.command))
+    fmt::print(stderr,
+               "stallprof: note: every rank torchrun starts records into this one trace ({}); 'stallprof analyze {}' "
+               "shows them per rank\n",
+               *path, *path);
 
   // Orphaned grandchildren (DataLoader workers whose parent died) become ours,
   // so the sampler still sees them and they are reaped here.
@@ -322,7 +374,9 @@ Result<RunSummary> Run(const RunOptions& options) {
   }
   LiveCounters live;
   live.main_pid = child.pid;
-  if (child.exec_errno != 0) {
+  if (child.exec_errno == 0) {
+    if (auto s = sink.Publish(); !s.ok()) summary.write_error = s.error();
+  } else {
     std::string why = std::strerror(child.exec_errno);
     if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
     summary.launch_error = Error{ErrorKind::kRuntime, fmt::format("cannot run '{}', {}, check the command name and PATH",
@@ -424,6 +478,12 @@ Result<RunSummary> Run(const RunOptions& options) {
   drainer.FlushAll();
 
   summary.spans = drainer.spans();
+  if (hook && drainer.producers() == 0)
+    if (auto flag = PythonFlagSkippingHook(options.command))
+      summary.warnings.push_back(fmt::format(
+          "no process was recorded: python ran with {}, which skips {} and with it the stallprof hook; run it "
+          "without {}",
+          *flag, *flag == "-S" ? "the site import" : "PYTHONPATH", *flag));
   summary.dropped = ring.TotalDropped();
   summary.invalid = ring.TotalInvalid();
   pb::Chunk footer;
@@ -434,9 +494,40 @@ Result<RunSummary> Run(const RunOptions& options) {
   f->set_spans(summary.spans);
   f->set_dropped(summary.dropped);
   f->set_invalid_records(summary.invalid);
+  if (summary.launch_error) {
+    // Nothing ran: keep whatever trace was there before.
+    sink.Discard();
+    summary.trace_written = false;
+    return summary;
+  }
   sink.Write(footer);
-  if (auto s = sink.Close(); !s.ok()) summary.write_error = s.error();
+  if (sink.status().ok()) {
+    if (auto s = sink.Close(); !s.ok() && !summary.write_error) summary.write_error = s.error();
+  } else {
+    f->set_write_failed_ns(sink.failed_at_ns());
+    f->set_events_lost(sink.events_lost());
+    sink.WriteFooterAfterFailure(footer);
+    (void)sink.Close();
+  }
   summary.trace_bytes = sink.bytes_written();
+  summary.duration_s = static_cast<double>(MonotonicNs() - start_ns) / 1e9;
+  if (const uint64_t failed = sink.failed_at_ns(); failed != 0) {
+    summary.incomplete = true;
+    summary.events_lost = sink.events_lost();
+    const double at_s = static_cast<double>(failed - start_ns) / 1e9;
+    const int err = sink.failed_errno();
+    std::string why = err ? std::strerror(err) : "write error";
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    const std::string dir = fs::path(summary.trace_path).parent_path().empty()
+                                ? std::string(".")
+                                : fs::path(summary.trace_path).parent_path().string();
+    summary.write_error = Error{
+        ErrorKind::kRuntime,
+        fmt::format("trace '{}' is incomplete, writing it failed {:.1f} s into the run ({}): it ends there with {} "
+                    "events ({}), {} events after that were lost; free space in {} or write elsewhere with -o",
+                    summary.trace_path, at_s, why, sink.events_written(),
+                    FormatBytes(static_cast<double>(summary.trace_bytes)), summary.events_lost, dir)};
+  }
   return summary;
 }
 

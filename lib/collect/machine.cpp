@@ -26,6 +26,13 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+uint64_t MaxRingBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 1ull << 30;  // unknown machine: 1 GiB is safe anywhere we run
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
 uint64_t RandomRunId() {
   uint64_t id = 0;
   if (getrandom(&id, sizeof(id), 0) != sizeof(id)) id = MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 40);

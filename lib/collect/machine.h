@@ -25,6 +25,12 @@ double MeasurePageCacheCopyNsPerByte();
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,
                                 uint64_t run_id);
 
+// The largest --ring-size a run accepts: half of this machine's physical
+// memory. Lane pages, once touched, stay resident for the whole run (about
+// 47 B per event in flight), so a ring beyond that can push the training job
+// itself into swap or the OOM killer.
+uint64_t MaxRingBytes();
+
 uint64_t MonotonicNs();
 uint64_t RandomRunId();
 

@@ -1,8 +1,10 @@
 #include "sink.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "common/utf8.h"
+#include "machine.h"
 #include "procfs.h"
 
 namespace stallprof::collect {
@@ -12,17 +14,68 @@ void TraceSink::Write(const pb::Chunk& chunk) {
   WriteLocked(chunk);
 }
 
-void TraceSink::WriteEncoded(std::string_view chunk_bytes) {
+void TraceSink::WriteEncoded(std::string_view chunk_bytes, uint64_t events) {
   std::lock_guard lock(mu_);
   FlushStringsLocked();
-  if (!status_.ok()) return;
-  if (auto s = writer_->WriteEncoded(chunk_bytes); !s.ok()) status_ = s;
+  if (!status_.ok()) {
+    events_lost_ += events;
+    return;
+  }
+  NoteResult(writer_->WriteEncoded(chunk_bytes), events);
+}
+
+void TraceSink::NoteResult(const Status& s, uint64_t events) {
+  if (s.ok()) {
+    events_written_ += events;
+    return;
+  }
+  if (status_.ok()) {
+    failed_errno_ = errno;
+    failed_at_ns_ = MonotonicNs();
+    status_ = s;
+  }
+  events_lost_ += events;
+}
+
+void TraceSink::WriteFooterAfterFailure(const pb::Chunk& footer) {
+  std::lock_guard lock(mu_);
+  (void)writer_->Write(footer);  // best effort: the disk may still be full
+}
+
+Status TraceSink::Publish() {
+  std::lock_guard lock(mu_);
+  return writer_->Publish();
+}
+
+void TraceSink::Discard() {
+  std::lock_guard lock(mu_);
+  writer_->Discard();
+}
+
+uint64_t TraceSink::failed_at_ns() const {
+  std::lock_guard lock(mu_);
+  return failed_at_ns_;
+}
+
+int TraceSink::failed_errno() const {
+  std::lock_guard lock(mu_);
+  return failed_errno_;
+}
+
+uint64_t TraceSink::events_written() const {
+  std::lock_guard lock(mu_);
+  return events_written_;
+}
+
+uint64_t TraceSink::events_lost() const {
+  std::lock_guard lock(mu_);
+  return events_lost_;
 }
 
 void TraceSink::WriteLocked(const pb::Chunk& chunk) {
   FlushStringsLocked();
   if (!status_.ok()) return;
-  if (auto s = writer_->Write(chunk); !s.ok()) status_ = s;
+  NoteResult(writer_->Write(chunk), 0);
 }
 
 void TraceSink::FlushStringsLocked() {
@@ -32,7 +85,7 @@ void TraceSink::FlushStringsLocked() {
   for (auto& s : pending_) c.mutable_strings()->add_value(std::move(s));
   pending_.clear();
   pending_first_ = next_id_;
-  if (auto s = writer_->Write(c); !s.ok()) status_ = s;
+  NoteResult(writer_->Write(c), 0);
 }
 
 uint32_t TraceSink::Intern(const std::string& text) {

@@ -39,7 +39,7 @@ Result<uint64_t> ParseBytes(std::string_view text, std::string_view flag) {
   auto mult = Multiplier(suffix, flag, text);
   if (!mult) return mult.error();
   double bytes = number * *mult;
-  if (bytes >= 1.8e19) return UsageError(fmt::format("{} {}: too large", flag, text));
+  if (bytes >= 9.2e18) return UsageError(fmt::format("{} {}: too large", flag, text));
   return static_cast<uint64_t>(std::llround(bytes));
 }
 

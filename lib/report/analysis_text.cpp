@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "analysis_report.h"
+#include "terminal.h"
 #include "common/units.h"
 
 namespace stallprof::report {
@@ -45,13 +46,13 @@ void SummaryRow(std::string& out, const char* label, const Summary& s) {
 void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& trace, const LoaderAnalysis& l,
                    uint32_t warmup) {
   const auto& c = l.config;
-  std::string who = fmt::format("{} (pid {}{}, loader {})", c.name, l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
+  std::string who = fmt::format("{} (pid {}{}, loader {})", TerminalSafe(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
                                 l.scope);
   Heading(out, style, "== " + who + " ==");
   out += fmt::format("  batch {}, {} workers{}, prefetch {}, pin_memory {}, {}{}{}\n", c.batch_size_known ? fmt::format("{:g}", c.batch_size) : c.batch_size != 1 ? fmt::format("{:g} (from getitem spans)", c.batch_size) : "?",
-                     c.num_workers, c.multiprocessing_context.empty() ? "" : " (" + c.multiprocessing_context + ")",
+                     c.num_workers, c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
                      c.prefetch_factor, c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
-                     c.sampler.empty() ? "sampler ?" : c.sampler,
+                     c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
                                    : "");
@@ -141,7 +142,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     bool attributed = false;
     for (const auto& st : l.stages) {
       attributed |= st.cpu_source == CpuSource::kAttributed;
-      out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10.1f} {:>10.1f} {:>10.1f} {:>6} {}\n", st.name, st.count,
+      out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10.1f} {:>10.1f} {:>10.1f} {:>6} {}\n", TerminalSafe(st.name), st.count,
                          FormatSeconds(st.wall_s), FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? "*" : ""),
                          st.parallelism, st.per_core_rate, st.parallel_rate, st.observed_rate, Pct(st.utilization),
                          st.bottleneck ? style.Paint("<- bottleneck", "1;33") : "");
@@ -166,24 +167,24 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
   Style style{colour};
   std::string out;
   for (const auto& t : traces)
-    for (const auto& l : t.loaders) out += style.ForVerdict(VerdictLine(l), l.verdict) + "\n";
+    for (const auto& l : t.loaders) out += style.ForVerdict(TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
 
   if (job) {
     Heading(out, style, "Ranks");
     out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11} {:>7} {:>7} {:>7}\n", "rank", "host", "pid", "epochs", "samples/s", "stall",
                        "fetch", "prep");
     for (const auto& r : job->ranks)
-      out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11.1f} {:>7} {:>7} {:>7}{}\n", r.rank, r.hostname.substr(0, 16), r.pid,
+      out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11.1f} {:>7} {:>7} {:>7}{}\n", r.rank, TerminalSafe(r.hostname.substr(0, 16)), r.pid,
                          FormatSeconds(r.epoch_time_s), r.samples_per_s, Pct(r.stall_fraction), Pct(r.fetch_stall_fraction),
                          Pct(r.prep_stall_fraction), r.rank == job->straggler_rank ? "  <- straggler" : "");
     out += fmt::format("  global throughput {:.1f} samples/s (samples / slowest rank's epoch time) vs sum of local {:.1f}: scaling efficiency {}\n",
                        job->global_samples_per_s, job->sum_local_samples_per_s, Pct(job->scaling_efficiency));
-    out += fmt::format("  straggler: rank {}: {}\n", job->straggler_rank, job->straggler_reason);
+    out += fmt::format("  straggler: rank {}: {}\n", job->straggler_rank, TerminalSafe(job->straggler_reason));
     out += fmt::format("  all ranks' loops span {} on clocks aligned by each host's realtime/monotonic pair\n", FormatSeconds(job->aligned_span_s));
   }
 
   for (const auto& t : traces) {
-    if (traces.size() > 1) Heading(out, style, "#### " + t.path + " (" + t.hostname + ")");
+    if (traces.size() > 1) Heading(out, style, "#### " + TerminalSafe(t.path) + " (" + TerminalSafe(t.hostname) + ")");
     for (const auto& l : t.loaders) LoaderSection(out, style, t, l, warmup);
 
     Heading(out, style, "System");
@@ -209,7 +210,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     for (const auto& c : q.clients) clients += (clients.empty() ? "" : ", ") + c;
     out += fmt::format("  {} spans, {} dropped ({} of records){}; {} lanes used of {}; clients: {}; clock {} (resolution {} ns)\n", q.spans,
                        q.dropped, Pct1(q.dropped_share), q.dropped ? ": figures cover the records that arrived" : "", q.lanes_used,
-                       q.ring_lanes, clients.empty() ? "none" : clients, q.clock, q.clock_resolution_ns);
+                       q.ring_lanes, clients.empty() ? "none" : TerminalSafe(clients), q.clock, q.clock_resolution_ns);
     if (q.truncated) out += style.Paint("  the trace is truncated (the run was killed?): analyzed up to its last complete chunk\n", "33");
     if (!q.footer_present) out += "  no footer: the run did not finish cleanly\n";
     else if (q.exit_code != 0) out += fmt::format("  the profiled command exited with code {}\n", q.exit_code);

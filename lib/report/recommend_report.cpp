@@ -4,6 +4,7 @@
 #include "json_writer.h"
 #include "model/cache.h"
 #include "model_report.h"
+#include "terminal.h"
 
 namespace stallprof::report {
 
@@ -46,7 +47,7 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   const auto& p = loader.profile;
   const auto& r = loader.plan;
   const double speedup = Speedup(r);
-  std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", p.name, options.cores,
+  std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", TerminalSafe(p.name), options.cores,
                                 options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
                                 trace);
   out += fmt::format("  {}\n\n", DataLoaderLine(r));
@@ -58,8 +59,8 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += fmt::format("; measured {:.1f} samples/s steady state: {:.2f}x\n", r.measured_samples_per_s, speedup);
   else
     out += "\n";
-  out += fmt::format("binding:      {} ({}): {}\n", r.binding.name.empty() ? "none" : r.binding.name,
-                     model::ToString(r.binding.kind), r.advice);
+  out += fmt::format("binding:      {} ({}): {}\n", r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name),
+                     model::ToString(r.binding.kind), TerminalSafe(r.advice));
   const double rate_b = r.lp_samples_per_s / p.batch_size;
   out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
                      "workers -> prefetch_factor={}\n",
@@ -69,11 +70,11 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   bool first = true;
   for (const auto& row : r.lp.rows) {
     if (row.dual <= 1e-6) continue;  // slack, or only the LP's tiny cost per core and worker
-    out += fmt::format("{}{} (shadow price {:.4g})", first ? "" : ", ", row.name, row.dual);
+    out += fmt::format("{}{} (shadow price {:.4g})", first ? "" : ", ", TerminalSafe(row.name), row.dual);
     first = false;
   }
   out += first ? "none\n" : "\n";
-  for (const auto& a : r.assumptions) out += fmt::format("assumed:      {}\n", a);
+  for (const auto& a : r.assumptions) out += fmt::format("assumed:      {}\n", TerminalSafe(a));
   return out;
 }
 

@@ -236,6 +236,8 @@ Status TraceDecoder::Footer(const pb::TraceFooter& f) {
   o.spans = f.spans();
   o.dropped = f.dropped();
   o.invalid_records = f.invalid_records();
+  o.write_failed_ns = f.write_failed_ns();
+  o.events_lost = f.events_lost();
   t_.footer = o;
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "decoder.h"
+#include <google/protobuf/stubs/logging.h>
 
 namespace stallprof {
 namespace {
@@ -47,7 +48,16 @@ Status CheckTraceVersion(const std::string& path, const pb::TraceHeader& header)
   return Status::Ok();
 }
 
+void QuietProtobufLog() {
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);  // nullptr: discard every message
+    return true;
+  }();
+  (void)quiet;
+}
+
 Result<std::unique_ptr<ChunkReader>> ChunkReader::Open(const std::string& path) {
+  QuietProtobufLog();
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT)
@@ -61,11 +71,24 @@ Result<std::unique_ptr<ChunkReader>> ChunkReader::Open(const std::string& path) 
     return InputError(fmt::format("cannot read trace '{}', it is a directory, pass the trace file inside it", path));
   std::unique_ptr<ChunkReader> r(new ChunkReader());
   r->path_ = path;
-  r->file_ = std::fopen(path.c_str(), "rb");
+  r->file_ = std::fopen(path.c_str(), "rbe");
   if (!r->file_)
     return InputError(fmt::format("cannot read trace '{}', {}, check its permissions", path, std::strerror(errno)));
   std::setvbuf(r->file_, nullptr, _IOFBF, 1 << 20);
   r->file_size_ = static_cast<uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode)) {
+    // A device or pipe (/dev/urandom, <(...)) has no size to check chunks
+    // against: say whether it is a trace at all, never "empty".
+    char head[sizeof(kTraceMagic)] = {};
+    const size_t n = std::fread(head, 1, sizeof(head), r->file_);
+    if (n < sizeof(head) || std::memcmp(head, kTraceMagic, sizeof(head)) != 0)
+      return InputError(fmt::format("'{}' is not a stallprof trace, it does not start with the SPTRACE magic, "
+                                    "pass a trace.pb written by 'stallprof run'",
+                                    path));
+    return InputError(fmt::format("cannot read trace '{}', it is not a regular file (a pipe or device), copy it "
+                                  "to a file first",
+                                  path));
+  }
   if (r->file_size_ == 0)
     return InputError(fmt::format("cannot read trace '{}', the file is empty, the run recorded nothing: re-record it",
                                   path));

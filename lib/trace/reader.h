@@ -51,6 +51,13 @@ class ChunkReader {
 
 // Loads a whole trace, validating every id. A truncated file loads (with
 // Trace::truncated set) up to its last complete chunk.
+// Silences protobuf's own logging (idempotent, thread-safe). A chunk that does
+// not parse (e.g. a string field with invalid UTF-8) makes libprotobuf print
+// "[libprotobuf ERROR ...]" on stderr before we report the error; the reader
+// already turns that into the one "stallprof: error:" line. Called by
+// ChunkReader::Open; call it before parsing chunks some other way.
+void QuietProtobufLog();
+
 Result<Trace> LoadTrace(const std::string& path);
 
 // InputError unless `header` is of a version this build reads (major <= ours).

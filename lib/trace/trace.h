@@ -127,6 +127,8 @@ struct TraceFooter {
   uint64_t spans = 0;
   uint64_t dropped = 0;
   uint64_t invalid_records = 0;
+  uint64_t write_failed_ns = 0;  // writing failed then (disk full): nothing after it is in the trace
+  uint64_t events_lost = 0;      // spans lost to that failure
 };
 
 struct Trace {

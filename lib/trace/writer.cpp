@@ -1,6 +1,8 @@
 #include "writer.h"
 
 #include <fmt/core.h>
+#include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -26,25 +28,42 @@ Error WriteError(const std::string& path) {
                                   std::strerror(errno)));
 }
 
+// A hidden name beside `path`: rename(2) within one directory is atomic.
+std::string TemporaryPathFor(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return fmt::format("{}.{}.stallprof-{}.tmp", dir, base, getpid());
+}
+
 }  // namespace
 
-Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, const pb::TraceHeader& header) {
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, const pb::TraceHeader& header,
+                                                         Placement placement) {
   std::unique_ptr<TraceWriter> w(new TraceWriter());
   w->path_ = path;
-  w->file_ = std::fopen(path.c_str(), "wb");
-  if (!w->file_)
+  w->published_ = placement == Placement::kDirect;
+  w->current_path_ = w->published_ ? path : TemporaryPathFor(path);
+  // O_CLOEXEC: the profiled command must not inherit (and write into) the trace.
+  w->fd_ = open(w->current_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0)
     return RuntimeError(fmt::format("cannot create trace '{}', {}, check that the directory exists and is writable",
                                     path, std::strerror(errno)));
-  if (std::fwrite(kTraceMagic, 1, sizeof(kTraceMagic), w->file_) != sizeof(kTraceMagic)) return WriteError(path);
-  w->bytes_ = sizeof(kTraceMagic);
   pb::Chunk chunk;
   *chunk.mutable_header() = header;
-  if (auto s = w->Write(chunk); !s.ok()) return s.error();
+  if (auto s = w->WriteEncoded(std::string_view(kTraceMagic, sizeof(kTraceMagic)), /*raw=*/true); !s.ok()) {
+    w->Discard();
+    return s.error();
+  }
+  if (auto s = w->Write(chunk); !s.ok()) {
+    w->Discard();
+    return s.error();
+  }
   return w;
 }
 
 TraceWriter::~TraceWriter() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) close(fd_);
 }
 
 Status TraceWriter::Write(const pb::Chunk& chunk) {
@@ -54,29 +73,76 @@ Status TraceWriter::Write(const pb::Chunk& chunk) {
   return WriteEncoded(body);
 }
 
-Status TraceWriter::WriteEncoded(std::string_view body) {
-  if (!file_) return RuntimeError(fmt::format("cannot write trace '{}', it is already closed, this is a bug", path_));
+Status TraceWriter::WriteEncoded(std::string_view body) { return WriteEncoded(body, /*raw=*/false); }
+
+Status TraceWriter::WriteEncoded(std::string_view body, bool raw) {
+  if (fd_ < 0) return RuntimeError(fmt::format("cannot write trace '{}', it is already closed, this is a bug", path_));
   buffer_.clear();
-  AppendVarint32(buffer_, static_cast<uint32_t>(body.size()));
-  const size_t prefix = buffer_.size();
-  uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size()));
   char crc_bytes[4];
-  for (int i = 0; i < 4; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  // The whole chunk, then a flush: a killed launcher leaves whole chunks
-  // (and at worst a partial last one, which readers report as truncated).
-  if (std::fwrite(buffer_.data(), 1, prefix, file_) != prefix ||
-      std::fwrite(body.data(), 1, body.size(), file_) != body.size() || std::fwrite(crc_bytes, 1, 4, file_) != 4 ||
-      std::fflush(file_) != 0)
-    return WriteError(path_);
-  bytes_ += prefix + body.size() + 4;
+  if (!raw) {
+    AppendVarint32(buffer_, static_cast<uint32_t>(body.size()));
+    const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size()));
+    for (int i = 0; i < 4; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  }
+  iovec parts[3] = {{buffer_.data(), buffer_.size()},
+                    {const_cast<char*>(body.data()), body.size()},
+                    {crc_bytes, raw ? 0u : 4u}};
+  const size_t total = parts[0].iov_len + parts[1].iov_len + parts[2].iov_len;
+  // The whole chunk in one writev (looping over short writes): a killed
+  // launcher leaves whole chunks and at worst a partial last one, which
+  // readers report as truncated.
+  size_t done = 0;
+  while (done < total) {
+    iovec rest[3];
+    int n = 0;
+    size_t skip = done;
+    for (const iovec& p : parts) {
+      if (skip >= p.iov_len) {
+        skip -= p.iov_len;
+        continue;
+      }
+      rest[n++] = {static_cast<char*>(p.iov_base) + skip, p.iov_len - skip};
+      skip = 0;
+    }
+    const ssize_t w = writev(fd_, rest, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      const int saved = errno;
+      // Cut the partial chunk off so the file ends at a chunk boundary.
+      if (ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) lseek(fd_, static_cast<off_t>(bytes_), SEEK_SET);
+      errno = saved;
+      return WriteError(path_);
+    }
+    done += static_cast<size_t>(w);
+  }
+  bytes_ += total;
   return Status::Ok();
 }
 
+Status TraceWriter::Publish() {
+  if (published_) return Status::Ok();
+  if (rename(current_path_.c_str(), path_.c_str()) != 0)
+    return RuntimeError(fmt::format("cannot write trace '{}', renaming '{}' to it failed: {}, check the directory's "
+                                    "permissions",
+                                    path_, current_path_, std::strerror(errno)));
+  current_path_ = path_;
+  published_ = true;
+  return Status::Ok();
+}
+
+void TraceWriter::Discard() {
+  if (published_) return;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  unlink(current_path_.c_str());
+}
+
 Status TraceWriter::Close() {
-  if (!file_) return Status::Ok();
-  bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
-  ok = (std::fclose(file_) == 0) && ok;
-  file_ = nullptr;
+  if (fd_ < 0) return Status::Ok();
+  bool ok = fsync(fd_) == 0;
+  ok = (close(fd_) == 0) && ok;
+  fd_ = -1;
   if (!ok) return WriteError(path_);
   return Status::Ok();
 }

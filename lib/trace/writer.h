@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,21 +15,37 @@ namespace stallprof {
 
 class TraceWriter {
  public:
-  // Creates (truncates) `path` and writes the magic and `header` as the first chunk.
-  static Result<std::unique_ptr<TraceWriter>> Create(const std::string& path, const pb::TraceHeader& header);
+  // Where Create writes: straight to `path`, or to a hidden temporary file in
+  // the same directory that Publish() renames to `path` (so a run that never
+  // starts leaves an existing trace alone).
+  enum class Placement { kDirect, kTemporary };
+  // Creates (truncates) the file and writes the magic and `header` as the first chunk.
+  static Result<std::unique_ptr<TraceWriter>> Create(const std::string& path, const pb::TraceHeader& header,
+                                                     Placement placement = Placement::kDirect);
   ~TraceWriter();
-  // Appends one chunk and flushes it to the kernel (not fsync'd).
+  // Appends one chunk (one write(2), not fsync'd). After a failed write the
+  // file is cut back to its last complete chunk, so it stays readable.
   Status Write(const pb::Chunk& chunk);
   // Appends one chunk given as its protobuf encoding (SpanBatchBuilder output).
   Status WriteEncoded(std::string_view chunk_bytes);
+  // kTemporary: renames the temporary file to the final path (atomic, same
+  // directory). No-op for kDirect or when already published.
+  Status Publish();
+  // kTemporary and not published: closes and removes the temporary file.
+  void Discard();
   // fsyncs and closes; Write after Close is an error.
   Status Close();
   uint64_t bytes_written() const { return bytes_; }
+  // The file being written now (the temporary name until Publish).
+  const std::string& current_path() const { return current_path_; }
 
  private:
   TraceWriter() = default;
-  std::FILE* file_ = nullptr;
-  std::string path_;
+  Status WriteEncoded(std::string_view bytes, bool raw);
+  int fd_ = -1;
+  std::string path_;          // the final path, used in messages
+  std::string current_path_;  // == path_ once published
+  bool published_ = true;
   std::string buffer_;
   uint64_t bytes_ = 0;
 };

@@ -129,6 +129,8 @@ int main(int argc, char** argv) {
   if (t.footer)
     fmt::print("exit_code={}\nterm_signal={}\nfooter_spans={}\nfooter_dropped={}\ninvalid={}\n", t.footer->exit_code,
                t.footer->term_signal, t.footer->spans, t.footer->dropped, t.footer->invalid_records);
+  if (t.footer)
+    fmt::print("write_failed={}\nevents_lost={}\n", t.footer->write_failed_ns != 0 ? 1 : 0, t.footer->events_lost);
   fmt::print("run_id={:x}\nhostname={}\nusable_cores={}\nmemory_bytes={}\nbytes={}\n", t.header.run_id,
              t.header.hostname, t.header.usable_cores, t.header.memory_bytes, t.bytes);
   fmt::print("command={}\n", fmt::join(t.header.command, " "));

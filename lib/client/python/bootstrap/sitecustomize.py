@@ -35,6 +35,10 @@ def _stallprof_bootstrap():
             module.__file__ = candidate
             with open(candidate, "rb") as source:
                 code = compile(source.read(), candidate, "exec")
+            # The user's module, not this bootstrap, is `sitecustomize` from
+            # now on: `import sitecustomize` in the job finds it. (The import
+            # system returns whatever sys.modules holds once this file ends.)
+            sys.modules["sitecustomize"] = module
             exec(code, module.__dict__)
         except Exception as error:
             # Python itself reports a failing sitecustomize the same way.
