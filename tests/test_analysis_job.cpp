@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/ranks.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;

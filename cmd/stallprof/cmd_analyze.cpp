@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "analysis/analysis.h"
+#include "analysis/ranks.h"
 #include "cli.h"
 #include "report/analysis_report.h"
 #include "trace/reader.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/ranks.h"
 
 namespace stallprof::report {
 
