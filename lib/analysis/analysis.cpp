@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "profile.h"
+#include "ranks.h"
 
 namespace stallprof::analysis {
 
@@ -738,6 +739,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.duration_s = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
+  DescribeProcesses(trace, out);
   return out;
 }
 

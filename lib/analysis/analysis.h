@@ -201,6 +201,15 @@ struct DataQuality {
   std::string clock = "CLOCK_MONOTONIC";
 };
 
+// A process of the trace, as the job view (ranks.h) needs it.
+struct ProcessSummary {
+  uint32_t pid = 0, ppid = 0;
+  // Rank identity: RANK from its environment, else the rank torch.distributed
+  // gave it (the hook's "rank" config), else LOCAL_RANK; -1 when none.
+  int32_t rank = -1;
+  std::string command;           // command line, else comm
+};
+
 struct TraceAnalysis {
   std::string path;
   std::string hostname;
@@ -209,6 +218,7 @@ struct TraceAnalysis {
   double duration_s = 0;
   uint32_t usable_cores = 0;
   std::vector<LoaderAnalysis> loaders;  // ordered by (rank, pid, scope)
+  std::vector<ProcessSummary> processes;  // every process of the trace
   SystemStats system;
   DataQuality quality;
 };
