@@ -28,6 +28,8 @@ TraceAnalysis ProcessTrace(uint32_t pid, int32_t rank, double wait_s, double com
   l.samples = 1000;
   l.active_s = 100 * (wait_s + compute_s);
   l.samples_per_s = l.samples / l.active_s;
+  l.wait_all.count = l.wait_steady.count = l.step_all.count = l.step_steady.count = 100;
+  l.compute_all.count = l.compute_steady.count = 100;
   l.wait_all.total = l.wait_steady.total = 100 * wait_s;
   l.compute_all.total = l.compute_steady.total = 100 * compute_s;
   l.step_all.total = l.step_steady.total = l.active_s;
@@ -80,8 +82,8 @@ TEST_CASE("Two ranks 2% apart print one table and no straggler, with the margin"
   const std::string text = AnalysisText(traces, &*job, 5, Colour::kOff);
   CHECK_THAT(text, Catch::Contains("Ranks (2 ranks: 0-1; loaders matched by name)"));
   CHECK_THAT(text, Catch::Contains("  train, 2 rank(s)\n"));
-  CHECK_THAT(text, Catch::Contains("no straggler: the slowest rank, 1, is +2.0% against the others' median epoch time, within the "
-                                   "margin 5.0% (max(5%, 3 x the others' MAD / median))"));
+  CHECK_THAT(text, Catch::Contains("no straggler: the slowest rank, 1, is +2.0% against the others' median steady time, within the "
+                                   "margin 5.0% (max(5%, 3 x the others' MAD / median); steady time = steps x steady-state time per step"));
   CHECK(text.find("<- straggler") == std::string::npos);
   CHECK_THAT(text, Catch::Contains("scaling efficiency"));
   CHECK(Count(text, "train: not input-bound") == 2);  // few ranks: one headline each, as before
@@ -123,4 +125,6 @@ TEST_CASE("The JSON keeps every rank's figures and the straggler's cause") {
   CHECK(train["stragglers"][0]["cause"].string == "more wait");
   CHECK(train["stragglers"][0]["extra_wait_s"].number == Approx(100 * 0.010));
   CHECK(train["epoch_time_s"]["max"].number == Approx(4.1));
+  CHECK(train["steady_time_s"]["max"].number == Approx(4.1));
+  CHECK(train["ranks"][3]["steady_time_s"].number == Approx(4.1));
 }

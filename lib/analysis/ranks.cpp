@@ -33,7 +33,7 @@ Spread SpreadOf(const std::vector<double>& values) {
   return s;
 }
 
-// The relative margin a rank must exceed against `others` (their epoch times):
+// The relative margin a rank must exceed against `others` (their steady times):
 // max(5%, 3 x MAD / median).
 double MarginOf(const std::vector<double>& others, double median) {
   if (others.empty() || median <= 0) return kStragglerMinMargin;
@@ -48,8 +48,8 @@ std::string Percent(double f) { return fmt::format("{:.0f}%", f * 100); }
 // the same variable is one loader).
 struct Merged {
   RankLoaderStats stats;
-  double wait_s = 0, compute_s = 0;            // all iterations
-  double steady_wait_s = 0, steady_step_s = 0;
+  uint64_t steady_steps = 0;
+  double steady_wait_s = 0, steady_compute_s = 0, steady_step_s = 0;
   double fetch_s = 0, prep_s = 0, split_step_s = 0;
   double start_realtime_s = std::numeric_limits<double>::infinity(), end_realtime_s = 0;
 };
@@ -62,8 +62,8 @@ std::map<std::string, Merged> MergeByName(const TraceAnalysis& t, uint32_t pid) 
     m.stats.steps += l.iterations.size();
     m.stats.samples += l.samples;
     m.stats.epoch_time_s += l.active_s;
-    m.wait_s += l.wait_all.total;
-    m.compute_s += l.compute_all.total;
+    m.steady_steps += l.step_steady.count;
+    m.steady_compute_s += l.compute_steady.total;
     m.steady_wait_s += l.wait_steady.total;
     m.steady_step_s += l.step_steady.total;
     if (l.split.available) {
@@ -85,8 +85,9 @@ std::map<std::string, Merged> MergeByName(const TraceAnalysis& t, uint32_t pid) 
     r.stall_fraction = m.steady_step_s > 0 ? m.steady_wait_s / m.steady_step_s : 0;
     r.fetch_stall_fraction = m.split_step_s > 0 ? m.fetch_s / m.split_step_s : 0;
     r.prep_stall_fraction = m.split_step_s > 0 ? m.prep_s / m.split_step_s : 0;
-    r.wait_per_step_s = r.steps ? m.wait_s / r.steps : 0;
-    r.compute_per_step_s = r.steps ? m.compute_s / r.steps : 0;
+    r.wait_per_step_s = m.steady_steps ? m.steady_wait_s / m.steady_steps : 0;
+    r.compute_per_step_s = m.steady_steps ? m.steady_compute_s / m.steady_steps : 0;
+    r.steady_time_s = r.steps * (r.wait_per_step_s + r.compute_per_step_s);
     if (m.end_realtime_s > 0) {
       r.start_realtime_s = m.start_realtime_s;
       r.end_realtime_s = m.end_realtime_s;
@@ -154,12 +155,12 @@ void FindStragglers(JobLoader& loader) {
   if (ranks.size() < 2) return;
   size_t slowest = 0;
   for (size_t i = 1; i < ranks.size(); ++i)
-    if (ranks[i].epoch_time_s > ranks[slowest].epoch_time_s) slowest = i;
+    if (ranks[i].steady_time_s > ranks[slowest].steady_time_s) slowest = i;
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::vector<double> time, wait, compute, steps;
     for (size_t j = 0; j < ranks.size(); ++j) {
       if (j == i) continue;
-      time.push_back(ranks[j].epoch_time_s);
+      time.push_back(ranks[j].steady_time_s);
       wait.push_back(ranks[j].wait_per_step_s);
       compute.push_back(ranks[j].compute_per_step_s);
       steps.push_back(static_cast<double>(ranks[j].steps));
@@ -167,7 +168,7 @@ void FindStragglers(JobLoader& loader) {
     const auto& r = ranks[i];
     const double others = Median(time);
     const double margin = MarginOf(time, others);
-    const double slower_by = others > 0 ? r.epoch_time_s / others - 1 : 0;
+    const double slower_by = others > 0 ? r.steady_time_s / others - 1 : 0;
     if (i == slowest) {
       loader.slowest_rank = r.rank;
       loader.slowest_slower_by = slower_by;
@@ -176,8 +177,8 @@ void FindStragglers(JobLoader& loader) {
     if (others <= 0 || slower_by <= margin) continue;
     Straggler s;
     s.rank = r.rank;
-    s.epoch_time_s = r.epoch_time_s;
-    s.others_epoch_time_s = others;
+    s.steady_time_s = r.steady_time_s;
+    s.others_steady_time_s = others;
     s.slower_by = slower_by;
     s.margin = margin;
     const double others_wait = Median(wait), others_compute = Median(compute), others_steps = Median(steps);
@@ -204,8 +205,8 @@ void FindStragglers(JobLoader& loader) {
         figures = fmt::format("{} steps ({:.0f} samples) against {:.0f} steps on the others", r.steps, r.samples, others_steps);
         break;
     }
-    s.reason = fmt::format("{}: {}; epoch time {} against the others' median {} (+{:.1f}%, margin {:.1f}%)", ToString(s.cause),
-                           figures, FormatSeconds(r.epoch_time_s), FormatSeconds(others), slower_by * 100, margin * 100);
+    s.reason = fmt::format("{}: {}; steady time {} against the others' median {} (+{:.1f}%, margin {:.1f}%)", ToString(s.cause),
+                           figures, FormatSeconds(r.steady_time_s), FormatSeconds(others), slower_by * 100, margin * 100);
     loader.stragglers.push_back(std::move(s));
   }
 }
@@ -265,11 +266,12 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces) {
   for (auto& [name, loader] : loaders) {
     std::sort(loader.ranks.begin(), loader.ranks.end(),
               [](const RankLoaderStats& a, const RankLoaderStats& b) { return std::tie(a.rank, a.pid) < std::tie(b.rank, b.pid); });
-    std::vector<double> rate, time, stall, wait, compute;
+    std::vector<double> rate, time, steady, stall, wait, compute;
     double total_samples = 0, slowest = 0, earliest = std::numeric_limits<double>::infinity(), latest = 0;
     for (const auto& r : loader.ranks) {
       rate.push_back(r.samples_per_s);
       time.push_back(r.epoch_time_s);
+      steady.push_back(r.steady_time_s);
       stall.push_back(r.stall_fraction);
       wait.push_back(r.wait_per_step_s);
       compute.push_back(r.compute_per_step_s);
@@ -283,6 +285,7 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces) {
     }
     loader.samples_per_s = SpreadOf(rate);
     loader.epoch_time_s = SpreadOf(time);
+    loader.steady_time_s = SpreadOf(steady);
     loader.stall_fraction = SpreadOf(stall);
     loader.wait_per_step_s = SpreadOf(wait);
     loader.compute_per_step_s = SpreadOf(compute);

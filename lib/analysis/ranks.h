@@ -16,11 +16,12 @@
 
 namespace stallprof::analysis {
 
-// A straggler is a rank whose epoch time exceeds the median of the other
-// ranks' by more than max(kStragglerMinMargin, kStragglerSpreadFactor x the
-// others' MAD / median): slower than their run-to-run spread, and never for a
-// few percent (ranks that run the same script on the same data differ by a
-// few percent from scheduling and page-cache luck alone).
+// A straggler is a rank whose steady time (RankLoaderStats::steady_time_s)
+// exceeds the median of the other ranks' by more than
+// max(kStragglerMinMargin, kStragglerSpreadFactor x the others' MAD / median):
+// slower than their run-to-run spread, and never for a few percent (ranks that
+// run the same script on the same data differ by a few percent from
+// scheduling and page-cache luck alone).
 inline constexpr double kStragglerMinMargin = 0.05;
 inline constexpr double kStragglerSpreadFactor = 3;
 
@@ -40,10 +41,15 @@ struct RankLoaderStats {
   double samples_per_s = 0;        // samples / epoch_time_s
   double stall_fraction = 0;       // steady state: sum(wait) / sum(step)
   double fetch_stall_fraction = 0, prep_stall_fraction = 0;
-  // Per step over all iterations (warm-up included), so that steps x (wait +
-  // compute) is the epoch time less the gaps between epochs.
+  // Per step in the steady state (the first --warmup iterations of each epoch
+  // left out).
   double wait_per_step_s = 0;
   double compute_per_step_s = 0;
+  // steps x (wait + compute) per steady step: the epoch time at the rank's
+  // steady pace. What ranks are compared on: the measured epoch time also
+  // holds when each rank started its epoch and how long its workers took to
+  // start, which differ between ranks in lock step (DDP) that run equally fast.
+  double steady_time_s = 0;
   double start_realtime_s = 0;     // first epoch start, aligned across hosts (CLOCK_REALTIME)
   double end_realtime_s = 0;       // last return of next()
   bool straggler = false;
@@ -55,11 +61,11 @@ const char* ToString(StragglerCause cause);
 
 struct Straggler {
   int32_t rank = -1;
-  double epoch_time_s = 0;
-  double others_epoch_time_s = 0;  // median of the other ranks'
-  double slower_by = 0;            // epoch_time_s / others_epoch_time_s - 1
-  double margin = 0;               // the relative margin it exceeded
-  // Its extra epoch time over the others' median split by cause (seconds):
+  double steady_time_s = 0;
+  double others_steady_time_s = 0;  // median of the other ranks'
+  double slower_by = 0;             // steady_time_s / others_steady_time_s - 1
+  double margin = 0;                // the relative margin it exceeded
+  // Its extra steady time over the others' median split by cause (seconds):
   // steps x (its wait per step - theirs), steps x (its compute per step -
   // theirs), (its steps - theirs) x their step time. The largest is the cause.
   double extra_wait_s = 0, extra_compute_s = 0, extra_work_s = 0;
@@ -75,7 +81,7 @@ struct Spread {
 struct JobLoader {
   std::string name;
   std::vector<RankLoaderStats> ranks;  // ordered by rank
-  Spread samples_per_s, epoch_time_s, stall_fraction, wait_per_step_s, compute_per_step_s;
+  Spread samples_per_s, epoch_time_s, steady_time_s, stall_fraction, wait_per_step_s, compute_per_step_s;
   double global_samples_per_s = 0;     // all ranks' samples / the slowest rank's epoch time
   double sum_local_samples_per_s = 0;
   double scaling_efficiency = 0;       // global / sum of local
@@ -83,7 +89,7 @@ struct JobLoader {
   // The slowest rank against the others, straggler or not: what the margin
   // was compared with (0 with a single rank).
   int32_t slowest_rank = -1;
-  double slowest_slower_by = 0;        // its epoch time / the others' median - 1
+  double slowest_slower_by = 0;        // its steady time / the others' median - 1
   double slowest_margin = 0;
   std::vector<Straggler> stragglers;   // ranks beyond the margin, ordered by rank; empty when none
 };

@@ -249,22 +249,22 @@ std::string RanksSection(const JobAnalysis& job) {
     }
     s += "</svg>";
     s += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>samples/s</th><th>stall</th><th>fetch</th><th>prep</th>"
-         "<th>wait/step</th><th>compute/step</th><th>epoch time</th></tr>";
+         "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
     for (const auto& r : l.ranks)
       s += std::string(r.straggler ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) + Cell(r.hostname) +
            Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
-           Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(FormatSeconds(r.wait_per_step_s)) +
-           Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
+           Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
+           Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
     s += "</table>";
     std::string stragglers;
     for (const auto& st : l.stragglers) stragglers += fmt::format(" Straggler: rank {}: {}.", st.rank, EscapeHtml(st.reason));
     if (l.stragglers.empty())
-      stragglers = fmt::format(" No straggler: the slowest rank, {}, is {:+.1f}% against the others' median epoch time, within the "
+      stragglers = fmt::format(" No straggler: the slowest rank, {}, is {:+.1f}% against the others' median steady time, within the "
                                "margin {:.1f}%.",
                                l.slowest_rank, l.slowest_slower_by * 100, l.slowest_margin * 100);
     s += fmt::format("<p class=\"note\">global throughput {:.1f} samples/s (samples / the slowest rank's epoch time) against "
-                     "{:.1f} summed over the ranks: scaling efficiency {}.{} A straggler's epoch time exceeds the other ranks' "
-                     "median by more than max({:.0f}%, {:g} x their MAD / median).</p>",
+                     "{:.1f} summed over the ranks: scaling efficiency {}.{} A straggler's steady time (steps x steady-state "
+                     "time per step) exceeds the other ranks' median by more than max({:.0f}%, {:g} x their MAD / median).</p>",
                      l.global_samples_per_s, l.sum_local_samples_per_s, Pct(l.scaling_efficiency), stragglers,
                      kStragglerMinMargin * 100, kStragglerSpreadFactor);
   }

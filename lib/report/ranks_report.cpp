@@ -37,17 +37,20 @@ std::string MarginRule() {
   return fmt::format("max({:.0f}%, {:g} x the others' MAD / median)", kStragglerMinMargin * 100, kStragglerSpreadFactor);
 }
 
+const char* kSteadyTime = "steady time = steps x steady-state time per step, warm-up and start-up left out";
+
 void StragglerLines(std::string& out, Colour colour, const JobLoader& l) {
   if (l.ranks.size() < 2) return;
   if (l.stragglers.empty()) {
-    out += fmt::format("    no straggler: the slowest rank, {}, is {:+.1f}% against the others' median epoch time, within the "
-                       "margin {:.1f}% ({})\n",
-                       l.slowest_rank, l.slowest_slower_by * 100, l.slowest_margin * 100, MarginRule());
+    out += fmt::format("    no straggler: the slowest rank, {}, is {:+.1f}% against the others' median steady time, within the "
+                       "margin {:.1f}% ({}; {})\n",
+                       l.slowest_rank, l.slowest_slower_by * 100, l.slowest_margin * 100, MarginRule(), kSteadyTime);
     return;
   }
   for (const auto& s : l.stragglers)
     out += "    " + Paint(colour, fmt::format("straggler: rank {}", s.rank), "1;33") + ": " + s.reason + "\n";
-  out += fmt::format("    (a straggler's epoch time exceeds the other ranks' median by more than {})\n", MarginRule());
+  out += fmt::format("    (a straggler's steady time exceeds the other ranks' median by more than {}; {})\n", MarginRule(),
+                     kSteadyTime);
 }
 
 void ThroughputLines(std::string& out, const JobLoader& l) {
@@ -60,12 +63,13 @@ void ThroughputLines(std::string& out, const JobLoader& l) {
 }
 
 void RankTableRows(std::string& out, Colour colour, const JobLoader& l) {
-  out += fmt::format("    {:>5} {:<16} {:>8} {:>11} {:>6} {:>6} {:>6} {:>10} {:>13} {:>11}\n", "rank", "host", "pid", "samples/s", "stall",
-                     "fetch", "prep", "wait/step", "compute/step", "epoch time");
+  out += fmt::format("    {:>5} {:<12} {:>8} {:>10} {:>6} {:>6} {:>6} {:>7} {:>10} {:>13} {:>11} {:>11}\n", "rank", "host", "pid",
+                     "samples/s", "stall", "fetch", "prep", "steps", "wait/step", "compute/step", "steady time", "epoch time");
   for (const auto& r : l.ranks)
-    out += fmt::format("    {:>5} {:<16} {:>8} {:>11.1f} {:>6} {:>6} {:>6} {:>10} {:>13} {:>11}{}\n", r.rank, r.hostname.substr(0, 16),
-                       r.pid, r.samples_per_s, Pct(r.stall_fraction), Pct(r.fetch_stall_fraction), Pct(r.prep_stall_fraction),
-                       FormatSeconds(r.wait_per_step_s), FormatSeconds(r.compute_per_step_s), FormatSeconds(r.epoch_time_s),
+    out += fmt::format("    {:>5} {:<12} {:>8} {:>10.1f} {:>6} {:>6} {:>6} {:>7} {:>10} {:>13} {:>11} {:>11}{}\n", r.rank,
+                       r.hostname.substr(0, 12), r.pid, r.samples_per_s, Pct(r.stall_fraction), Pct(r.fetch_stall_fraction),
+                       Pct(r.prep_stall_fraction), r.steps, FormatSeconds(r.wait_per_step_s), FormatSeconds(r.compute_per_step_s),
+                       FormatSeconds(r.steady_time_s), FormatSeconds(r.epoch_time_s),
                        r.straggler ? Paint(colour, "  <- straggler", "1;33") : "");
 }
 
@@ -73,10 +77,10 @@ void RankTableRows(std::string& out, Colour colour, const JobLoader& l) {
 std::string DistributionLine(const JobLoader& l) {
   std::vector<int32_t> stragglers;
   for (const auto& s : l.stragglers) stragglers.push_back(s.rank);
-  return fmt::format("  {}, {} ranks: samples/s min {:.1f} median {:.1f} max {:.1f}; epoch time min {} median {} max {}; "
+  return fmt::format("  {}, {} ranks: samples/s min {:.1f} median {:.1f} max {:.1f}; steady time min {} median {} max {}; "
                      "stall min {} median {} max {}; {}\n",
                      l.name, l.ranks.size(), l.samples_per_s.min, l.samples_per_s.median, l.samples_per_s.max,
-                     FormatSeconds(l.epoch_time_s.min), FormatSeconds(l.epoch_time_s.median), FormatSeconds(l.epoch_time_s.max),
+                     FormatSeconds(l.steady_time_s.min), FormatSeconds(l.steady_time_s.median), FormatSeconds(l.steady_time_s.max),
                      Pct(l.stall_fraction.min), Pct(l.stall_fraction.median), Pct(l.stall_fraction.max),
                      stragglers.empty() ? std::string("no straggler") : "stragglers: rank " + RankList(stragglers));
 }
@@ -153,6 +157,7 @@ void WriteJobJson(JsonWriter& w, const JobAnalysis& job) {
       w.Field("samples_per_s", r.samples_per_s).Field("stall_fraction", r.stall_fraction);
       w.Field("fetch_stall_fraction", r.fetch_stall_fraction).Field("prep_stall_fraction", r.prep_stall_fraction);
       w.Field("wait_per_step_s", r.wait_per_step_s).Field("compute_per_step_s", r.compute_per_step_s);
+      w.Field("steady_time_s", r.steady_time_s);
       w.Field("start_realtime_s", r.start_realtime_s).Field("end_realtime_s", r.end_realtime_s).Field("straggler", r.straggler);
       w.EndObject();
     }
@@ -164,6 +169,7 @@ void WriteJobJson(JsonWriter& w, const JobAnalysis& job) {
     };
     spread("samples_per_s", l.samples_per_s);
     spread("epoch_time_s", l.epoch_time_s);
+    spread("steady_time_s", l.steady_time_s);
     spread("stall_fraction", l.stall_fraction);
     spread("wait_per_step_s", l.wait_per_step_s);
     spread("compute_per_step_s", l.compute_per_step_s);
@@ -174,7 +180,7 @@ void WriteJobJson(JsonWriter& w, const JobAnalysis& job) {
     for (const auto& s : l.stragglers) {
       w.BeginObject();
       w.Field("rank", s.rank).Field("cause", ToString(s.cause)).Field("reason", s.reason);
-      w.Field("epoch_time_s", s.epoch_time_s).Field("others_epoch_time_s", s.others_epoch_time_s);
+      w.Field("steady_time_s", s.steady_time_s).Field("others_steady_time_s", s.others_steady_time_s);
       w.Field("slower_by", s.slower_by).Field("margin", s.margin);
       w.Field("extra_wait_s", s.extra_wait_s).Field("extra_compute_s", s.extra_compute_s).Field("extra_work_s", s.extra_work_s);
       w.EndObject();
