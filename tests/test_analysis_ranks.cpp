@@ -314,3 +314,20 @@ TEST_CASE("64 ranks with one straggler: the spread over ranks names it") {
   CHECK(train.epoch_time_s.min == Approx(100 * 0.031));
   CHECK(train.samples_per_s.max == Approx(10 / 0.031));
 }
+
+TEST_CASE("Sibling processes sharing one RANK, their parent iterating nothing, are processes, not that rank") {
+  // Rank 0 runs a pool of two trainers (they inherit RANK=0) and iterates
+  // nothing itself; rank 1 trains alone.
+  TraceAnalysis t;
+  t.path = "job.pb";
+  t.processes = {{100, 1, 0, "python3 train.py"}, {101, 100, 0, "python3 train.py"}, {102, 100, 0, "python3 train.py"},
+                 {200, 1, 1, "python3 train.py"}};
+  t.loaders = {Loader(101, "train", 100, 0.001, 0.030), Loader(102, "train", 100, 0.001, 0.060),
+               Loader(200, "train", 100, 0.001, 0.030)};
+  const auto job = AnalyzeJob({t});
+  REQUIRE(job.ok());
+  CHECK(job->ranks == std::vector<int32_t>{1});
+  REQUIRE(job->processes.size() == 2);
+  CHECK(job->processes[0].inherited_rank == 0);
+  CHECK(job->processes[1].inherited_rank == 0);
+}
