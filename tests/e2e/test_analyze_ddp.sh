@@ -6,7 +6,9 @@
 # 20 ms compute per step): both ranks' loader has one name and one row per
 # rank, and no rank is a straggler. Launched by torchrun when it starts here,
 # else the way torchrun launches (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
-# MASTER_PORT in each rank's environment).
+# MASTER_PORT in each rank's environment). Then the ranks started by
+# torch.multiprocessing.spawn with their rank given to init_process_group and
+# no RANK anywhere: the hook's record of torch.distributed's rank makes them ranks.
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
@@ -61,4 +63,15 @@ PY
 grep -q "^  loader1, 2 rank(s)" job.txt || fail "the text has no one-row-per-rank table for loader1: $(sed -n '/^Ranks/,/^$/p' job.txt)"
 grep -q "no straggler: the slowest rank" job.txt || fail "the text does not say there is no straggler"
 if grep -q "<- straggler\|  straggler: rank" job.txt; then fail "a rank is called a straggler: $(sed -n '/^Ranks/,/^$/p' job.txt)"; fi
+
+# spawn: no RANK in any environment, ranks from init_process_group(rank=...).
+$SP run -q -o spawn.pb -- env -u RANK -u LOCAL_RANK "$PY" "$W" --spawn 2 --port "$(port)" >spawn.log 2>&1 \
+  || fail "the job started with torch.multiprocessing.spawn failed: $(tail -5 spawn.log)"
+$SP analyze spawn.pb --json | "$PY" -c '
+import json, sys
+job = json.load(sys.stdin)["job"]
+assert job is not None and job["ranks"] == [0, 1], job
+assert [l["name"] for l in job["loaders"]] == ["loader1"] and job["loaders"][0]["stragglers"] == [], job["loaders"]
+assert job["processes"] == [], job["processes"]
+' || fail "ranks started by mp.spawn with init_process_group(rank=...) are not ranks 0 and 1 of one loader"
 echo PASS
