@@ -60,7 +60,7 @@ TEST_CASE("A trace with several ranks gets a ranks section that marks the stragg
   REQUIRE(analysis.ok());
   const std::string page = ReportHtml(b.trace, *analysis);
   CHECK_THAT(page, Catch::Contains("<h2>Ranks</h2>"));
-  CHECK_THAT(page, Catch::Contains("id=\"ranks\""));
+  CHECK_THAT(page, Catch::Contains("id=\"ranks-train\""));  // one chart per loader, matched by name
   CHECK_THAT(page, Catch::Contains("straggler</text>"));  // rank 1 waits 40x longer
   CHECK_THAT(page, Catch::Contains("Straggler: rank 1"));
   CHECK_THAT(page, Catch::Contains("scaling efficiency"));
@@ -73,4 +73,24 @@ TEST_CASE("A trace with several ranks gets a ranks section that marks the stragg
   auto single = analysis::Analyze(one.trace, {});
   REQUIRE(single.ok());
   CHECK(ReportHtml(one.trace, *single).find("<h2>Ranks</h2>") == std::string::npos);
+}
+
+TEST_CASE("Processes without rank identity get a processes section, not ranks") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  for (auto [pid, wait] : {std::tuple{101u, 1 * kMs}, std::tuple{102u, 40 * kMs}}) {
+    b.Process(pid, 100);
+    b.Config(pid, 1, "name", "train");
+    LoopSpec spec;
+    spec.pid = pid;
+    spec.thread = b.Thread(pid, pid);
+    spec.wait = wait;
+    AddLoop(b, spec);
+  }
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<h2>Processes</h2>"));
+  CHECK(page.find("<h2>Ranks</h2>") == std::string::npos);
+  CHECK(page.find("traggler:") == std::string::npos);
 }

@@ -72,7 +72,7 @@ TEST_CASE("The verdict line names the loader, the class, the stall and the bottl
 TEST_CASE("The analysis JSON carries the schema id and the loader's figures") {
   const auto a = Analyzed();
   const std::string json = AnalysisJson({a}, nullptr, 5);
-  CHECK_THAT(json, Catch::StartsWith("{\"schema\":\"stallprof.analysis/1\",\"warmup\":5,"));
+  CHECK_THAT(json, Catch::StartsWith("{\"schema\":\"stallprof.analysis/2\",\"warmup\":5,"));
   CHECK_THAT(json, Catch::Contains("\"name\":\"train \\\"main\\\"\""));
   CHECK_THAT(json, Catch::Contains("\"stall_fraction\":0.25"));
   CHECK_THAT(json, Catch::Contains("\"verdict\":\"highly_input_bound\""));

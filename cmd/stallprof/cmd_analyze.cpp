@@ -1,10 +1,11 @@
-// stallprof analyze [trace.pb ...] [--json] [--warmup N]: where the step time goes.
+// stallprof analyze [trace.pb ...] [--json] [--warmup N] [--ranks]: where the step time goes.
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "analysis/analysis.h"
+#include "analysis/ranks.h"
 #include "cli.h"
 #include "report/analysis_report.h"
 #include "trace/reader.h"
@@ -19,6 +20,7 @@ struct AnalyzeOptions {
   std::vector<std::string> traces;
   Output output = Output::kText;
   uint32_t warmup = 5;
+  report::RankTable rank_table = report::RankTable::kAuto;
 };
 
 int RunAnalyze(const AnalyzeOptions& options) {
@@ -43,7 +45,7 @@ int RunAnalyze(const AnalyzeOptions& options) {
     if (!result.ok()) return ReportError(result.error());
     analyses.push_back(std::move(*result));
   }
-  // Several training processes (ranks) in the traces: compare them.
+  // Several training processes in the traces: compare the ranks, list the others.
   auto job = analysis::AnalyzeJob(analyses);
   const analysis::JobAnalysis* job_ptr = job.ok() ? &*job : nullptr;
   if (options.output == Output::kJson) {
@@ -51,7 +53,7 @@ int RunAnalyze(const AnalyzeOptions& options) {
   } else {
     bool colour = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
     fmt::print("{}", report::AnalysisText(analyses, job_ptr, options.warmup,
-                                          colour ? report::Colour::kOn : report::Colour::kOff));
+                                          colour ? report::Colour::kOn : report::Colour::kOff, options.rank_table));
   }
   return 0;
 }
@@ -64,6 +66,9 @@ void RegisterAnalyze(CLI::App& app, Action& action) {
   sub->add_option("traces", options->traces, "trace files (default ./trace.pb); several = ranks of one job");
   sub->add_flag_callback("--json", [options] { options->output = Output::kJson; },
                          "print the same facts as JSON (schema in docs/analysis.md)");
+  sub->add_flag_callback("--ranks", [options] { options->rank_table = report::RankTable::kAlways; },
+                         "one row per rank for every loader even with many ranks (beyond " +
+                             std::to_string(analysis::kManyRanks) + " the text gives each loader one line: min, median, max, stragglers)");
   sub->add_option("--warmup", options->warmup, "iterations skipped at the start of each epoch for steady-state figures")
       ->default_val(5);
   sub->callback([&action, options] { action = [options] { return RunAnalyze(*options); }; });

@@ -1,7 +1,8 @@
 // Step and stall decomposition of a loaded trace (DESIGN.md "Definitions"):
 // per loader its iterations, step/wait/compute statistics, the DS-Analyzer
 // fetch/prep split, epochs, workers, Plumber stages; per trace the system
-// series and data quality; across traces the ranks of one job.
+// series and data quality. The job view across processes and ranks is
+// ranks.h.
 // Pure computation over Trace: no I/O, no printing.
 #pragma once
 
@@ -209,6 +210,15 @@ struct DataQuality {
   std::string clock = "CLOCK_MONOTONIC";
 };
 
+// A process of the trace, as the job view (ranks.h) needs it.
+struct ProcessSummary {
+  uint32_t pid = 0, ppid = 0;
+  // Rank identity: RANK from its environment, else the rank torch.distributed
+  // gave it (the hook's "rank" config), else LOCAL_RANK; -1 when none.
+  int32_t rank = -1;
+  std::string command;           // command line, else comm
+};
+
 struct TraceAnalysis {
   std::string path;
   std::string hostname;
@@ -217,6 +227,7 @@ struct TraceAnalysis {
   double duration_s = 0;
   uint32_t usable_cores = 0;
   std::vector<LoaderAnalysis> loaders;  // ordered by (rank, pid, scope)
+  std::vector<ProcessSummary> processes;  // every process of the trace
   SystemStats system;
   DataQuality quality;
 };
@@ -255,37 +266,6 @@ Result<TraceDigest> LoadForAnalysis(const std::string& path);
 
 // Analyze over a digest: the same results as Analyze over the full trace.
 Result<TraceAnalysis> Analyze(const TraceDigest& digest, const AnalysisOptions& options);
-
-// One rank of a job: its main (most iterated) loader.
-struct RankStats {
-  int32_t rank = -1;
-  std::string trace_path;
-  std::string hostname;
-  uint32_t pid = 0;
-  std::string loader;
-  double samples = 0;
-  double epoch_time_s = 0;         // sum of its epoch durations
-  double samples_per_s = 0;
-  double stall_fraction = 0;
-  double fetch_stall_fraction = 0, prep_stall_fraction = 0;
-  double mean_compute_s = 0;
-  double start_realtime_s = 0;     // first epoch start, aligned across hosts (CLOCK_REALTIME)
-  double end_realtime_s = 0;       // last return
-};
-
-struct JobAnalysis {
-  std::vector<RankStats> ranks;    // ordered by rank
-  double global_samples_per_s = 0; // total samples / slowest rank's epoch time
-  double sum_local_samples_per_s = 0;
-  double scaling_efficiency = 0;   // global / sum of local
-  double aligned_span_s = 0;       // earliest start to latest end, host clocks aligned
-  int32_t straggler_rank = -1;
-  std::string straggler_reason;
-};
-
-// Combines the analyses of one or more traces of one job. Fails with an
-// UnsupportedError when fewer than two ranks are found.
-Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces);
 
 // The realtime (ns since the epoch) of a monotonic instant of `trace`, from
 // the header's pair recorded at the same instant.

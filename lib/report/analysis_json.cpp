@@ -1,5 +1,6 @@
 #include "analysis_report.h"
 #include "json_writer.h"
+#include "ranks_report.h"
 
 namespace stallprof::report {
 
@@ -157,26 +158,8 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     for (const auto& l : traces[i].loaders) WriteLoader(w, i, l);
   w.EndArray();
   w.Key("job");
-  if (!job) {
-    w.Null();
-  } else {
-    w.BeginObject();
-    w.Key("ranks").BeginArray();
-    for (const auto& r : job->ranks) {
-      w.BeginObject();
-      w.Field("rank", r.rank).Field("trace", r.trace_path).Field("hostname", r.hostname).Field("pid", r.pid);
-      w.Field("loader", r.loader).Field("samples", r.samples).Field("epoch_time_s", r.epoch_time_s);
-      w.Field("samples_per_s", r.samples_per_s).Field("stall_fraction", r.stall_fraction);
-      w.Field("fetch_stall_fraction", r.fetch_stall_fraction).Field("prep_stall_fraction", r.prep_stall_fraction);
-      w.Field("mean_compute_s", r.mean_compute_s).Field("start_realtime_s", r.start_realtime_s).Field("end_realtime_s", r.end_realtime_s);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Field("global_samples_per_s", job->global_samples_per_s).Field("sum_local_samples_per_s", job->sum_local_samples_per_s);
-    w.Field("scaling_efficiency", job->scaling_efficiency).Field("aligned_span_s", job->aligned_span_s);
-    w.Field("straggler_rank", job->straggler_rank).Field("straggler_reason", job->straggler_reason);
-    w.EndObject();
-  }
+  if (!job) w.Null();
+  else WriteJobJson(w, *job);
   w.EndObject();
   out += '\n';
   return out;

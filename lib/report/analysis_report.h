@@ -8,21 +8,27 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/ranks.h"
 
 namespace stallprof::report {
 
 enum class Colour { kOff, kOn };
 
+// The per-rank table of the job view: kAuto prints it up to
+// analysis::kManyRanks ranks and one line per loader beyond; kAlways always.
+enum class RankTable { kAuto, kAlways };
+
 // Schema id written as "schema" in the JSON; bump on incompatible changes.
-inline constexpr const char* kAnalysisSchema = "stallprof.analysis/1";
+inline constexpr const char* kAnalysisSchema = "stallprof.analysis/2";
 
 // The one-line verdict of a loader, e.g. "train: HIGHLY input-bound: 41% of
 // step time waiting for data (fetch 29%, prep 12%); bottleneck: storage".
 std::string VerdictLine(const analysis::LoaderAnalysis& loader);
 
-// The terminal report of `traces` (and of the job when there are several ranks).
+// The terminal report of `traces` (and of the job when there are several
+// processes: ranks and others).
 std::string AnalysisText(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,
-                         uint32_t warmup, Colour colour);
+                         uint32_t warmup, Colour colour, RankTable rank_table = RankTable::kAuto);
 
 // The same facts as JSON (one object, newline-terminated).
 std::string AnalysisJson(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,

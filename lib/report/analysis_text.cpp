@@ -6,6 +6,7 @@
 #include "analysis_report.h"
 #include "terminal.h"
 #include "common/units.h"
+#include "ranks_report.h"
 
 namespace stallprof::report {
 
@@ -163,25 +164,17 @@ std::string VerdictLine(const LoaderAnalysis& l) {
                      Pct(l.stall_fraction), split, model::ToString(l.bottleneck));
 }
 
-std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour) {
+std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour,
+                         RankTable rank_table) {
   Style style{colour};
   std::string out;
+  // Many ranks: one headline per loader over the ranks instead of one per rank.
+  const bool rank_headlines = job && job->ranks.size() > kManyRanks;
   for (const auto& t : traces)
-    for (const auto& l : t.loaders) out += style.ForVerdict(TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
-
-  if (job) {
-    Heading(out, style, "Ranks");
-    out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11} {:>7} {:>7} {:>7}\n", "rank", "host", "pid", "epochs", "samples/s", "stall",
-                       "fetch", "prep");
-    for (const auto& r : job->ranks)
-      out += fmt::format("  {:>4} {:<16} {:>8} {:>10} {:>11.1f} {:>7} {:>7} {:>7}{}\n", r.rank, TerminalSafe(r.hostname.substr(0, 16)), r.pid,
-                         FormatSeconds(r.epoch_time_s), r.samples_per_s, Pct(r.stall_fraction), Pct(r.fetch_stall_fraction),
-                         Pct(r.prep_stall_fraction), r.rank == job->straggler_rank ? "  <- straggler" : "");
-    out += fmt::format("  global throughput {:.1f} samples/s (samples / slowest rank's epoch time) vs sum of local {:.1f}: scaling efficiency {}\n",
-                       job->global_samples_per_s, job->sum_local_samples_per_s, Pct(job->scaling_efficiency));
-    out += fmt::format("  straggler: rank {}: {}\n", job->straggler_rank, TerminalSafe(job->straggler_reason));
-    out += fmt::format("  all ranks' loops span {} on clocks aligned by each host's realtime/monotonic pair\n", FormatSeconds(job->aligned_span_s));
-  }
+    for (const auto& l : t.loaders)
+      if (!rank_headlines || !IsRankProcess(*job, t.path, l.pid)) out += style.ForVerdict(TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
+  if (rank_headlines) out += JobHeadlines(*job);
+  if (job) out += JobText(*job, rank_table, colour);
 
   for (const auto& t : traces) {
     if (traces.size() > 1) Heading(out, style, "#### " + TerminalSafe(t.path) + " (" + TerminalSafe(t.hostname) + ")");

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analysis_report.h"
+#include "analysis/ranks.h"
 #include "common/units.h"
 
 namespace stallprof::report {
@@ -219,42 +220,64 @@ std::string StepTable(const LoaderAnalysis& l) {
   return s + "</table>";
 }
 
-// Several ranks of one job in the trace: samples/s per rank (straggler
-// marked), their stalls, and global against local throughput (CosmoFlow).
+// Several ranks of one job in the trace: per loader (by name) samples/s per
+// rank (stragglers marked), the per-rank figures, and global against local
+// throughput (CosmoFlow); then the processes without rank identity.
 std::string RanksSection(const JobAnalysis& job) {
-  const int row = 20;
-  const int height = kTop + static_cast<int>(job.ranks.size()) * row + 10;
-  const int plot_w = kWidth - kLeft - kRight - 90;
-  double fastest = 0;
-  for (const auto& r : job.ranks) fastest = std::max(fastest, r.samples_per_s);
-  std::string s = "<h2>Ranks</h2>";
-  s += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks">)", kWidth, height, kWidth, height);
-  s += fmt::format(R"(<text x="{}" y="16" class="title">samples/s per rank (local throughput)</text>)", kLeft);
-  for (size_t i = 0; i < job.ranks.size(); ++i) {
-    const auto& r = job.ranks[i];
-    const double y = kTop + i * row;
-    const bool straggler = r.rank == job.straggler_rank;
-    const double width = fastest > 0 ? r.samples_per_s / fastest * plot_w : 0;
-    s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
-    s += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
-                     kLeft, y + 2, width, row - 5, straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
-                     Pct(r.stall_fraction));
-    s += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
-                     straggler ? " straggler" : "");
+  std::string s;
+  if (job.ranks.size() >= 2) s += "<h2>Ranks</h2>";
+  for (const auto& l : job.ranks.size() >= 2 ? job.loaders : std::vector<JobLoader>{}) {
+    const int row = 20;
+    const int height = kTop + static_cast<int>(l.ranks.size()) * row + 10;
+    const int plot_w = kWidth - kLeft - kRight - 90;
+    double fastest = 0;
+    for (const auto& r : l.ranks) fastest = std::max(fastest, r.samples_per_s);
+    s += "<h3>" + EscapeHtml(l.name) + "</h3>";
+    s += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks-{}">)", kWidth, height, kWidth,
+                     height, EscapeHtml(l.name));
+    s += fmt::format(R"(<text x="{}" y="16" class="title">{}: samples/s per rank (local throughput)</text>)", kLeft, EscapeHtml(l.name));
+    for (size_t i = 0; i < l.ranks.size(); ++i) {
+      const auto& r = l.ranks[i];
+      const double y = kTop + i * row;
+      const double width = fastest > 0 ? r.samples_per_s / fastest * plot_w : 0;
+      s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
+      s += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
+                       kLeft, y + 2, width, row - 5, r.straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
+                       Pct(r.stall_fraction));
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
+                       r.straggler ? " straggler" : "");
+    }
+    s += "</svg>";
+    s += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>samples/s</th><th>stall</th><th>fetch</th><th>prep</th>"
+         "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
+    for (const auto& r : l.ranks)
+      s += std::string(r.straggler ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) + Cell(r.hostname) +
+           Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
+           Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
+           Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
+    s += "</table>";
+    std::string stragglers;
+    for (const auto& st : l.stragglers) stragglers += fmt::format(" Straggler: rank {}: {}.", st.rank, EscapeHtml(st.reason));
+    if (l.stragglers.empty())
+      stragglers = fmt::format(" No straggler: the slowest rank, {}, is {:+.1f}% against the others' median steady time, within the "
+                               "margin {:.1f}%.",
+                               l.slowest_rank, l.slowest_slower_by * 100, l.slowest_margin * 100);
+    s += fmt::format("<p class=\"note\">global throughput {:.1f} samples/s (samples / the slowest rank's epoch time) against "
+                     "{:.1f} summed over the ranks: scaling efficiency {}.{} A straggler's steady time (steps x steady-state "
+                     "time per step) exceeds the other ranks' median by more than max({:.0f}%, {:g} x their MAD / median).</p>",
+                     l.global_samples_per_s, l.sum_local_samples_per_s, Pct(l.scaling_efficiency), stragglers,
+                     kStragglerMinMargin * 100, kStragglerSpreadFactor);
   }
-  s += "</svg>";
-  s += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>epoch time</th><th>samples/s</th><th>stall</th><th>fetch</th>"
-       "<th>prep</th></tr>";
-  for (const auto& r : job.ranks)
-    s += std::string(r.rank == job.straggler_rank ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) +
-         Cell(r.hostname) + Cell(std::to_string(r.pid)) + Cell(FormatSeconds(r.epoch_time_s)) +
-         Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) + Cell(Pct(r.fetch_stall_fraction)) +
-         Cell(Pct(r.prep_stall_fraction)) + "</tr>";
-  s += "</table>";
-  s += fmt::format("<p class=\"note\">global throughput {:.1f} samples/s (samples / the slowest rank's epoch time) against "
-                   "{:.1f} summed over the ranks: scaling efficiency {}. Straggler: rank {}: {}.</p>",
-                   job.global_samples_per_s, job.sum_local_samples_per_s, Pct(job.scaling_efficiency), job.straggler_rank,
-                   EscapeHtml(job.straggler_reason));
+  if (!job.processes.empty()) {
+    s += "<h2>Processes</h2><p class=\"note\">Processes without rank identity (no RANK or LOCAL_RANK, no torch.distributed "
+         "rank): shown as themselves, never stragglers of a job.</p>";
+    s += "<table><tr><th>pid</th><th>loader</th><th>steps</th><th>samples/s</th><th>stall</th><th>command</th></tr>";
+    for (const auto& p : job.processes)
+      for (const auto& l : p.loaders)
+        s += "<tr>" + Cell(std::to_string(p.pid)) + Cell(l.name) + Cell(std::to_string(l.steps)) +
+             Cell(fmt::format("{:.1f}", l.samples_per_s)) + Cell(Pct(l.stall_fraction)) + Cell(p.command.substr(0, 80)) + "</tr>";
+    s += "</table>";
+  }
   return s;
 }
 

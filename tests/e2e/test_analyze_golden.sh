@@ -12,7 +12,7 @@ golden() {  # golden <trace> <loader> <verdict id> <bottleneck id> <verdict text
 import json, sys
 loader, verdict, bottleneck = sys.argv[1:]
 d = json.load(sys.stdin)
-assert d["schema"] == "stallprof.analysis/1"
+assert d["schema"] == "stallprof.analysis/2"
 l = next(x for x in d["loaders"] if x["name"] == loader)
 assert l["verdict"] == verdict, (l["verdict"], verdict)
 assert l["bottleneck"] == bottleneck, (l["bottleneck"], bottleneck)

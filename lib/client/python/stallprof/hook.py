@@ -6,9 +6,12 @@ torch.utils.data (a meta-path finder watches for it), so a script without
 torch runs exactly as it would without stallprof. The names recorded are the
 contract with the analysis (lib/trace/trace.h, namespace names).
 
-Per DataLoader (main process): a loader id (scope), its configuration, an
-epoch instant per iterator, a wait span per next() (with the main thread's CPU
-time and run-queue delay while in next()) and an epoch_end instant.
+Per DataLoader (main process): a loader id (scope), its configuration (with
+its name: the variable that holds it, else "loader<n>" in the order this
+process first iterated its loaders, so every rank of a job names it alike; and
+torch.distributed's rank when initialized), an epoch instant per iterator, a
+wait span per next() (with the main thread's CPU time and run-queue delay while
+in next()) and an epoch_end instant.
 Wherever batches are fetched (workers, or the main process with
 num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
 worker_start instant per worker. Right after each fetch span, in the same
@@ -45,6 +48,10 @@ _pin_scopes = {}
 # False once thread_io() said None in this process: per-thread io accounting is
 # missing (kernel, permissions), so stop paying for the call.
 _thread_io_ok = True
+# Loaders this process has named so far, for the fallback name "loader<n>":
+# counted per process (a forked child starts again at 1), so the same script
+# names its loaders alike on every rank; the scope id is global to the ring.
+_loaders_named = {"pid": 0, "count": 0}
 _GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "self", "_", "x", "l"}
 
 
@@ -137,9 +144,10 @@ def _warn(message):
 
 # ---- main process: loaders and iterators -----------------------------------
 
-def _loader_name(loader, scope):
+def _loader_name(loader):
     """The variable that refers to the loader in the calling frames:
-    train_loader -> "train"; generic names fall back to "loader<scope>"."""
+    train_loader -> "train"; generic names (dl, loader, ...) fall back to
+    "loader<n>", n counting the loaders this process first iterated."""
     frame = sys._getframe(2)
     for _ in range(6):
         if frame is None:
@@ -160,7 +168,16 @@ def _loader_name(loader, scope):
     for var, value in list(getattr(main, "__dict__", {}).items()):
         if value is loader and var.lower() not in _GENERIC_NAMES:
             return _readable(var)
-    return "loader%d" % scope
+    return "loader%d" % _next_loader_ordinal()
+
+
+def _next_loader_ordinal():
+    pid = os.getpid()
+    if _loaders_named["pid"] != pid:
+        _loaders_named["pid"] = pid
+        _loaders_named["count"] = 0
+    _loaders_named["count"] += 1
+    return _loaders_named["count"]
 
 
 def _readable(var):
@@ -218,6 +235,16 @@ def _record_config(loader, scope, name):
     else:
         method = context.get_start_method()
     cfg(scope, "multiprocessing_context", method)
+    # The rank torch.distributed gave this process, when it was initialized
+    # before the loader's first iteration: rank identity without RANK in the
+    # environment (mp.spawn + init_process_group(rank=...)). Only read when the
+    # script imported torch.distributed itself.
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            cfg(scope, "rank", dist.get_rank())
+    except Exception:
+        pass
     dataset = loader.dataset
     try:
         cfg(scope, "dataset_len", len(dataset))
@@ -284,7 +311,7 @@ def _patch():
             scope = ext.new_scope()
             state = self.__dict__["_stallprof"] = [scope, 0]
             try:
-                _record_config(self, scope, _loader_name(self, scope))
+                _record_config(self, scope, _loader_name(self))
             except Exception as error:
                 _warn("could not record the DataLoader configuration (%s)" % error)
         scope = state[0]
