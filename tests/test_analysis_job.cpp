@@ -39,7 +39,8 @@ TEST_CASE("Ranks in one trace are compared and the slow input-bound rank is the 
   CHECK(job->ranks[1].rank == 1);
   CHECK(job->straggler_rank == 1);
   CHECK_THAT(job->straggler_reason, Catch::Contains("input-bound"));
-  double t0 = 20 * 0.001 + 19 * 0.030, t1 = 20 * 0.040 + 19 * 0.030;
+  // Epochs end at the StopIteration next(), after the last batch's step.
+  double t0 = 20 * (0.001 + 0.030), t1 = 20 * (0.040 + 0.030);
   CHECK(job->ranks[0].epoch_time_s == Approx(t0));
   CHECK(job->ranks[1].epoch_time_s == Approx(t1));
   CHECK(job->global_samples_per_s == Approx(400 / t1));

@@ -9,7 +9,7 @@ using namespace stallprof::testing;
 
 namespace {
 // num_workers = 0: each next() waits for the main process to fetch the batch
-// itself (cpu + io), then the step computes for 20 ms.
+// itself (cpu + io, reading 256 KiB from the device), then the step computes for 20 ms.
 Trace SerialLoader(uint64_t cpu, uint64_t io) {
   TraceBuilder b;
   b.Process(100, 1);
@@ -26,13 +26,15 @@ Trace SerialLoader(uint64_t cpu, uint64_t io) {
   uint64_t t = spec.start;
   for (uint32_t i = 0; i < spec.iterations; ++i) {
     b.Span(main, names::kFetch, t, cpu + io, 1, i, static_cast<int64_t>(cpu), 0);
+    b.Span(main, names::kReadStorage, t, cpu + io, 1, 256 << 10);
+    b.Span(main, names::kReadCalls, t, cpu + io, 1, 256 << 10);
     t += cpu + io + spec.compute;
   }
   return b.trace;
 }
 }  // namespace
 
-TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the rest in fetch stall") {
+TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the device-reading rest in fetch stall") {
   const Trace trace = SerialLoader(10 * kMs, 30 * kMs);
   const auto result = Analyze(trace, {});
   REQUIRE(result.ok());
@@ -48,7 +50,7 @@ TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the 
   CHECK(s.handoff_s == 0);
   CHECK_FALSE(s.scaled);
   CHECK(l.verdict == Verdict::kHighlyInputBound);
-  CHECK(l.bottleneck == model::Bottleneck::kFetch);
+  CHECK(l.bottleneck == Cause::kStorage);
 }
 
 TEST_CASE("A CPU-heavy serial loader is named prep-bound") {
@@ -57,7 +59,7 @@ TEST_CASE("A CPU-heavy serial loader is named prep-bound") {
   const auto& l = result->loaders.at(0);
   CHECK(l.split.prep_stall_s == Approx(20 * 0.030));
   CHECK(l.split.fetch_stall_s == Approx(20 * 0.005));
-  CHECK(l.bottleneck == model::Bottleneck::kPrep);
+  CHECK(l.bottleneck == Cause::kPrep);
 }
 
 TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
@@ -65,7 +67,7 @@ TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
   REQUIRE(result.ok());
   const auto& l = result->loaders.at(0);
   CHECK(l.verdict == Verdict::kNotInputBound);
-  CHECK(l.bottleneck == model::Bottleneck::kCompute);
+  CHECK(l.bottleneck == Cause::kCompute);
 }
 
 TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch stall") {
@@ -84,7 +86,7 @@ TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch
   CHECK(s.handoff_s == Approx(s.measured_stall_s));
   CHECK(s.fetch_stall_s == Approx(0).margin(1e-12));
   CHECK(s.prep_stall_s + s.fetch_stall_s + s.handoff_s <= Approx(s.measured_stall_s));
-  CHECK(result->loaders.at(0).bottleneck == model::Bottleneck::kHandoff);
+  CHECK(result->loaders.at(0).bottleneck == Cause::kHandoff);
 }
 
 TEST_CASE("A batch finished by a worker that went straight on to the next is not handoff") {
@@ -110,5 +112,5 @@ TEST_CASE("A batch finished by a worker that went straight on to the next is not
   // Only the last batch counts: after it the worker idles and can send it.
   CHECK(l.iterations.back().batch_deliverable);
   CHECK(l.split.handoff_s == Approx(0.030));
-  CHECK(l.bottleneck != model::Bottleneck::kHandoff);
+  CHECK(l.bottleneck != Cause::kHandoff);
 }

@@ -13,8 +13,9 @@ namespace stallprof::report {
 
 enum class Colour { kOff, kOn };
 
-// Schema id written as "schema" in the JSON; bump on incompatible changes.
-inline constexpr const char* kAnalysisSchema = "stallprof.analysis/1";
+// Schema id written as "schema" in the JSON; bump on incompatible changes
+// (2: bottleneck is a cause of the account, "account" and "advice" added).
+inline constexpr const char* kAnalysisSchema = "stallprof.analysis/2";
 
 // The one-line verdict of a loader, e.g. "train: HIGHLY input-bound: 41% of
 // step time waiting for data (fetch 29%, prep 12%); bottleneck: storage".
