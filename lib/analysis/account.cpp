@@ -129,9 +129,8 @@ struct Context {
   double WorkerHookNs() const { return hook.fetch_ns + samples_per_batch * hook.sample_ns + hook.collate_ns; }
 
   // Proportions of one fetch span: CPU (less what storage misses cost),
-  // run-queue delay, off CPU (storage only with device bytes); with
-  // `with_hook`, the hook's share of the span as stallprof. False without CPU.
-  bool WeightsOf(const FetchFact& f, bool with_hook, Weights& w) const {
+  // run-queue delay, off CPU (storage only with device bytes). False without CPU.
+  bool WeightsOf(const FetchFact& f, Weights& w) const {
     if (!f.has_cpu || f.end_ns <= f.start_ns) return false;
     w.fill(0);
     const double produce = static_cast<double>(f.end_ns - f.start_ns);
@@ -141,17 +140,12 @@ struct Context {
       cpu *= scale;
       delay *= scale;
     }
-    const double io = produce - cpu - delay;
+    const double io = std::max(0.0, produce - cpu - delay);
     const double miss = f.device_bytes > 0 ? std::min(cpu, miss_cpu_ns_per_byte * f.device_bytes) : 0;
     w[I(Cause::kPrep)] = cpu - miss;
     w[I(Cause::kContention)] = delay;
     w[I(f.device_bytes > 0 ? Cause::kStorage : Cause::kOtherBlocking)] += io;
     w[I(Cause::kStorage)] += miss;
-    if (with_hook) {
-      const double hook_share = std::min(1.0, WorkerHookNs() / produce);
-      for (auto& x : w) x *= 1 - hook_share;
-      w[I(Cause::kStallprof)] = hook_share * produce;
-    }
     return true;
   }
 };
@@ -194,12 +188,18 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
         }
     Weights w{};
     l.Add(Cause::kStallprof, inside);
-    if (fetch && c.WeightsOf(*fetch, true, w)) {
+    const int64_t rest = wait - inside;
+    if (fetch && c.WeightsOf(*fetch, w)) {
+      // The worker's hook events are part of the production this wait covers:
+      // all of them when it covers the whole fetch span, in proportion when less.
+      const double produce = static_cast<double>(fetch->end_ns - fetch->start_ns);
+      const int64_t hook = std::min<int64_t>(rest, static_cast<int64_t>(c.WorkerHookNs() * std::min(1.0, rest / produce)));
       l.waits_by_fetch++;
-      l.Spread(wait - inside, w);
+      l.Add(Cause::kStallprof, hook);
+      l.Spread(rest - hook, w);
     } else {
       l.waits_by_mean++;
-      l.Spread(wait - inside, c.has_mean ? c.mean : Weights{});
+      l.Spread(rest, c.has_mean ? c.mean : Weights{});
     }
     return;
   }
@@ -217,7 +217,7 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
     fetch_ns += Ns(x.start_ns, std::min(x.end_ns, it.return_ns));
     fetch_count++;
     Weights one{};
-    if (c.WeightsOf(x, false, one)) {
+    if (c.WeightsOf(x, one)) {
       by_fetch = true;
       for (size_t k = 0; k < kN; ++k) w[k] += one[k];
     }
@@ -430,7 +430,7 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
     if (fetches[f].pid == loader.pid) c.main_fetches.push_back(f);
     else c.worker_fetch_of_batch[fetches[f].batch].push_back(f);
     Weights w{};
-    if (c.WeightsOf(fetches[f], loader.config.num_workers > 0, w)) {
+    if (c.WeightsOf(fetches[f], w)) {
       c.has_mean = true;
       for (size_t k = 0; k < kN; ++k) c.mean[k] += w[k];
     }
