@@ -114,3 +114,44 @@ TEST_CASE("A batch finished by a worker that went straight on to the next is not
   CHECK(l.split.handoff_s == Approx(0.030));
   CHECK(l.bottleneck != Cause::kHandoff);
 }
+
+TEST_CASE("Handoff and a real fetch stall in one loader stay apart in the split") {
+  // One worker. Even batches are produced long before next() asks (a 3 ms
+  // handoff); odd batches are produced during a 20 ms wait, 2 ms on CPU and
+  // 18 ms off CPU reading 1 MiB from the device (fetch stall). A split that
+  // folded the handoff into the fetch stall, or left it out of the view, fails.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 25;
+  spec.compute = 10 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  b.trace.spans = {};  // the loop is rebuilt below with its two kinds of waits
+  const uint32_t main = 0;
+  uint64_t t = spec.start;
+  b.Instant(main, names::kEpoch, t, 1, 0);
+  for (uint64_t i = 0; i < 25; ++i) {
+    const uint64_t wait = i % 2 ? 20 * kMs : 3 * kMs;
+    if (i % 2) {
+      b.Span(w, names::kFetch, t, wait, 1, i, 2 * kMs, 0);
+      b.Span(w, names::kReadStorage, t, wait, 1, 1 << 20);
+      b.Span(w, names::kReadCalls, t, wait, 1, 1 << 20);
+    } else {
+      b.Span(w, names::kFetch, t - 5 * kMs, kMs, 1, i, kMs, 0);
+      b.Span(w, names::kReadStorage, t - 5 * kMs, kMs, 1, 0);
+      b.Span(w, names::kReadCalls, t - 5 * kMs, kMs, 1, 0);
+    }
+    b.Span(main, names::kWait, t, wait, 1, i);
+    t += wait + spec.compute;
+  }
+  b.Instant(main, names::kEpochEnd, t, 1, 25);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  const auto& s = l.split;
+  // Steady: iterations 5..24, 10 odd (fetch) and 10 even (handoff).
+  CHECK(s.handoff_s == Approx(10 * 0.003));
+  CHECK(s.prep_stall_s == Approx(10 * 0.002));
+  CHECK(s.fetch_stall_s == Approx(10 * 0.018));
+  CHECK(s.measured_stall_s == Approx(s.handoff_s + s.prep_stall_s + s.fetch_stall_s));
+  CHECK(l.bottleneck == Cause::kStorage);
+}
