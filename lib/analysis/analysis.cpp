@@ -854,6 +854,7 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces) {
         r.fetch_stall_fraction = l->split.fetch_stall_s / l->split.step_s;
         r.prep_stall_fraction = l->split.prep_stall_s / l->split.step_s;
       }
+      r.bottleneck = l->bottleneck;
       r.mean_compute_s = l->compute_steady.mean;
       if (!l->epochs.empty()) {
         r.start_realtime_s = ToRealtime(t, l->epochs.front().start_ns) * kNs;
@@ -899,7 +900,8 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces) {
     if (straggler->stall_fraction - stall_others >= 0.05) {
       job.straggler_reason = "input-bound: " + pct(straggler->stall_fraction) + " of its step time waiting for data (fetch " +
                              pct(straggler->fetch_stall_fraction) + ", prep " + pct(straggler->prep_stall_fraction) +
-                             ") against " + pct(stall_others) + " on the other ranks";
+                             "; bottleneck: " + ToString(straggler->bottleneck) + ") against " + pct(stall_others) +
+                             " on the other ranks";
     } else if (compute_others > 0 && straggler->mean_compute_s > 1.1 * compute_others) {
       job.straggler_reason = "slower compute: " + std::to_string(straggler->mean_compute_s * 1e3).substr(0, 6) +
                              " ms per step against " + std::to_string(compute_others * 1e3).substr(0, 6) +

@@ -301,6 +301,7 @@ struct RankStats {
   double samples_per_s = 0;
   double stall_fraction = 0;
   double fetch_stall_fraction = 0, prep_stall_fraction = 0;
+  Cause bottleneck = Cause::kCompute;  // its loader's (the account's largest cause when input-bound)
   double mean_compute_s = 0;
   double start_realtime_s = 0;     // first epoch start, aligned across hosts (CLOCK_REALTIME)
   double end_realtime_s = 0;       // last return

@@ -180,6 +180,7 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
       w.Field("loader", r.loader).Field("samples", r.samples).Field("epoch_time_s", r.epoch_time_s);
       w.Field("samples_per_s", r.samples_per_s).Field("stall_fraction", r.stall_fraction);
       w.Field("fetch_stall_fraction", r.fetch_stall_fraction).Field("prep_stall_fraction", r.prep_stall_fraction);
+      w.Field("bottleneck", CauseId(r.bottleneck));
       w.Field("mean_compute_s", r.mean_compute_s).Field("start_realtime_s", r.start_realtime_s).Field("end_realtime_s", r.end_realtime_s);
       w.EndObject();
     }
