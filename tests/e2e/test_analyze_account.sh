@@ -52,9 +52,9 @@ assert a["storage"] == 0 and w["storage"] == 0
 assert 0.0025 <= a["other_blocking"] / n <= 0.0075, a["other_blocking"] / n
 '"$wall_matches"
 
-# (e) 16 items, batch 8, a 100 ms busy step, 3 epochs: every batch, the last of
+# (e) 16 items, batch 8, a 100 ms busy step, 5 epochs: every batch, the last of
 # each epoch included, computes 100 ms; no stall.
-record laststep laststep --step-ms 100 --epochs 3
+record laststep laststep --step-ms 100 --epochs 5
 check laststep '
 assert abs(l["steady"]["compute"]["mean_s"] - 0.100) <= 0.010, l["steady"]["compute"]
 assert abs(l["with_warmup"]["compute"]["mean_s"] - 0.100) <= 0.010, l["with_warmup"]["compute"]
@@ -78,7 +78,11 @@ assert l["verdict"] == "not_input_bound", l["verdict_line"]
 assert l["bottleneck"] == "compute"
 '
 
-# (b) one 1 MiB file per sample read after dropping the page cache: storage.
+# (b) 64 random 4 KiB reads of a 1 MiB file per sample after dropping the page
+# cache (readahead off): each read waits on the device: storage. On a quiet
+# machine storage is the bottleneck; on one whose run queue is longer than the
+# reads themselves (other jobs building), CPU contention can outgrow it, so
+# storage must then be the largest of the other causes.
 if [ "$(id -u)" != 0 ] || ! [ -w /proc/sys/vm/drop_caches ]; then
   echo "cold-read case skipped: /proc/sys/vm/drop_caches is not writable (needs root)"
   skip_cold=1
@@ -93,7 +97,8 @@ else
   record files files --dir data --step-ms 1
   check files '
 assert w["storage"] > 0 and a["storage"] > 0
-assert l["bottleneck"] == "storage"
+others = {k: v for k, v in a.items() if k not in ("storage", "compute", "contention")}
+assert l["bottleneck"] == "storage" or (l["bottleneck"] == "contention" and a["storage"] > max(others.values())), others
 '
 fi
 [ -z "${skip_cold:-}" ] || skip "cases a, c, d, e passed; the cold-read case (b) could not run"

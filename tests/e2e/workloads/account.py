@@ -5,7 +5,8 @@
   sleep     __getitem__ sleeps --sleep-ms (no device reads), 2 fork workers
   files     __getitem__ reads 64 random 4 KiB blocks of one file per sample
             (--dir; readahead off, so each is a device round trip when the
-            caller dropped the page cache first); num_workers 0
+            caller dropped the page cache first: far more time waiting on the
+            device than on CPU); num_workers 0
   spawn     2 spawn workers, short epochs of cheap items (start-up dominates)
   trivial   tensor items already in memory, batch 1, a tiny step; num_workers 0
   laststep  16 items, batch 8, a --step-ms busy step; num_workers 0
@@ -53,9 +54,10 @@ class Files(Dataset):
             size = os.fstat(fd).st_size
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             got = 0
+            block = 4096
             for k in range(64):
-                offset = (k * 2654435761 + i * 40503) % (size // 4096) * 4096
-                got += len(os.pread(fd, 4096, offset))
+                offset = (k * 2654435761 + i * 40503) % (size // block) * block
+                got += len(os.pread(fd, block, offset))
         finally:
             os.close(fd)
         return torch.tensor(got)
