@@ -59,12 +59,14 @@ TEST_CASE("Stall fraction is sum of waits over sum of steps, steady state exclud
   CHECK(loader.compute_steady.mean == Approx(0.030));
   CHECK(loader.stall_fraction == Approx(0.25));
   CHECK(loader.verdict == Verdict::kHighlyInputBound);
-  // With warm-up: step 0 is its wait alone (from the epoch instant), steps 1-4 wait 100 ms.
+  // With warm-up: steps 0-4 wait 100 ms; every step, the last one of the epoch
+  // included, computes 30 ms on the batch it got.
   double waits = 5 * 0.100 + 20 * 0.010;
-  double steps = 0.100 + 4 * 0.130 + 20 * 0.040;
+  double steps = 5 * 0.130 + 20 * 0.040;
   CHECK(loader.stall_fraction_all == Approx(waits / steps));
-  CHECK(loader.iterations[0].step_s == Approx(0.100));
-  CHECK(loader.iterations[0].compute_s == Approx(0.0).margin(1e-12));
+  CHECK(loader.iterations[0].step_s == Approx(0.130));
+  CHECK(loader.iterations[0].compute_s == Approx(0.030));
+  CHECK(loader.iterations.back().compute_s == Approx(0.030));
 }
 
 TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all iterations") {
@@ -101,7 +103,8 @@ TEST_CASE("Epochs report samples per second and exclude the time between epochs"
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   REQUIRE(loader.epochs.size() == 3);
-  double epoch_s = 20 * 0.010 + 19 * 0.030;
+  // From the epoch start to the next() that raised StopIteration, after the last step.
+  double epoch_s = 20 * (0.010 + 0.030);
   for (const auto& e : loader.epochs) {
     CHECK(e.iterations == 20);
     CHECK(e.samples == 195);
@@ -127,7 +130,7 @@ TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a
   spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
   spec.wait = 0;
-  spec.compute = 100 * kMs;  // epoch: 0 .. 900 ms after start
+  spec.compute = 100 * kMs;  // epoch: 0 .. 1000 ms after start (the last batch's step included)
   AddLoop(b, spec);
   uint32_t w1 = b.Thread(201, 201), w2 = b.Thread(202, 202);
   for (int i = 0; i < 5; ++i) {
@@ -142,11 +145,11 @@ TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a
   const auto& fast = loader.workers[0].pid == 201 ? loader.workers[0] : loader.workers[1];
   const auto& slow = loader.workers[0].pid == 202 ? loader.workers[0] : loader.workers[1];
   CHECK(fast.batches == 5);
-  CHECK(fast.window_s == Approx(0.9));
-  CHECK(fast.busy_fraction == Approx(0.1 / 0.9));
-  CHECK(fast.cpu_fraction == Approx(0.05 / 0.9));
-  CHECK(fast.delay_fraction == Approx(0.01 / 0.9));
-  CHECK(fast.io_fraction == Approx(0.04 / 0.9));
+  CHECK(fast.window_s == Approx(1.0));
+  CHECK(fast.busy_fraction == Approx(0.1 / 1.0));
+  CHECK(fast.cpu_fraction == Approx(0.05 / 1.0));
+  CHECK(fast.delay_fraction == Approx(0.01 / 1.0));
+  CHECK(fast.io_fraction == Approx(0.04 / 1.0));
   CHECK_FALSE(fast.straggler);
   CHECK(slow.straggler);  // 80 ms > 1.5 x median (50 ms)
   CHECK(loader.worker_imbalance == Approx(0.0));

@@ -96,7 +96,8 @@ TEST_CASE("Ranks in one trace are compared and the slow input-bound rank is the 
   CHECK(train.stragglers[0].cause == StragglerCause::kMoreWait);
   CHECK(train.ranks[1].straggler);
   CHECK_FALSE(train.ranks[0].straggler);
-  double t0 = 20 * 0.001 + 19 * 0.030, t1 = 20 * 0.040 + 19 * 0.030;
+  // Epochs end at the StopIteration next(), after the last batch's step.
+  double t0 = 20 * (0.001 + 0.030), t1 = 20 * (0.040 + 0.030);
   CHECK(train.ranks[0].epoch_time_s == Approx(t0));
   CHECK(train.ranks[1].epoch_time_s == Approx(t1));
   CHECK(train.ranks[1].wait_per_step_s == Approx(0.040));

@@ -9,7 +9,7 @@ using namespace stallprof::testing;
 
 namespace {
 // num_workers = 0: each next() waits for the main process to fetch the batch
-// itself (cpu + io), then the step computes for 20 ms.
+// itself (cpu + io, reading 256 KiB from the device), then the step computes for 20 ms.
 Trace SerialLoader(uint64_t cpu, uint64_t io) {
   TraceBuilder b;
   b.Process(100, 1);
@@ -26,13 +26,15 @@ Trace SerialLoader(uint64_t cpu, uint64_t io) {
   uint64_t t = spec.start;
   for (uint32_t i = 0; i < spec.iterations; ++i) {
     b.Span(main, names::kFetch, t, cpu + io, 1, i, static_cast<int64_t>(cpu), 0);
+    b.Span(main, names::kReadStorage, t, cpu + io, 1, 256 << 10);
+    b.Span(main, names::kReadCalls, t, cpu + io, 1, 256 << 10);
     t += cpu + io + spec.compute;
   }
   return b.trace;
 }
 }  // namespace
 
-TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the rest in fetch stall") {
+TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the device-reading rest in fetch stall") {
   const Trace trace = SerialLoader(10 * kMs, 30 * kMs);
   const auto result = Analyze(trace, {});
   REQUIRE(result.ok());
@@ -48,7 +50,7 @@ TEST_CASE("The split of a serial loader puts the CPU part in prep stall and the 
   CHECK(s.handoff_s == 0);
   CHECK_FALSE(s.scaled);
   CHECK(l.verdict == Verdict::kHighlyInputBound);
-  CHECK(l.bottleneck == model::Bottleneck::kFetch);
+  CHECK(l.bottleneck == Cause::kStorage);
 }
 
 TEST_CASE("A CPU-heavy serial loader is named prep-bound") {
@@ -57,7 +59,7 @@ TEST_CASE("A CPU-heavy serial loader is named prep-bound") {
   const auto& l = result->loaders.at(0);
   CHECK(l.split.prep_stall_s == Approx(20 * 0.030));
   CHECK(l.split.fetch_stall_s == Approx(20 * 0.005));
-  CHECK(l.bottleneck == model::Bottleneck::kPrep);
+  CHECK(l.bottleneck == Cause::kPrep);
 }
 
 TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
@@ -65,7 +67,7 @@ TEST_CASE("A loader that barely waits is compute-bound whatever its split") {
   REQUIRE(result.ok());
   const auto& l = result->loaders.at(0);
   CHECK(l.verdict == Verdict::kNotInputBound);
-  CHECK(l.bottleneck == model::Bottleneck::kCompute);
+  CHECK(l.bottleneck == Cause::kCompute);
 }
 
 TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch stall") {
@@ -84,7 +86,7 @@ TEST_CASE("Waits at next() calls that found a batch ready are handoff, not fetch
   CHECK(s.handoff_s == Approx(s.measured_stall_s));
   CHECK(s.fetch_stall_s == Approx(0).margin(1e-12));
   CHECK(s.prep_stall_s + s.fetch_stall_s + s.handoff_s <= Approx(s.measured_stall_s));
-  CHECK(result->loaders.at(0).bottleneck == model::Bottleneck::kHandoff);
+  CHECK(result->loaders.at(0).bottleneck == Cause::kHandoff);
 }
 
 TEST_CASE("A batch finished by a worker that went straight on to the next is not handoff") {
@@ -110,5 +112,46 @@ TEST_CASE("A batch finished by a worker that went straight on to the next is not
   // Only the last batch counts: after it the worker idles and can send it.
   CHECK(l.iterations.back().batch_deliverable);
   CHECK(l.split.handoff_s == Approx(0.030));
-  CHECK(l.bottleneck != model::Bottleneck::kHandoff);
+  CHECK(l.bottleneck != Cause::kHandoff);
+}
+
+TEST_CASE("Handoff and a real fetch stall in one loader stay apart in the split") {
+  // One worker. Even batches are produced long before next() asks (a 3 ms
+  // handoff); odd batches are produced during a 20 ms wait, 2 ms on CPU and
+  // 18 ms off CPU reading 1 MiB from the device (fetch stall). A split that
+  // folded the handoff into the fetch stall, or left it out of the view, fails.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 25;
+  spec.compute = 10 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  b.trace.spans = {};  // the loop is rebuilt below with its two kinds of waits
+  const uint32_t main = 0;
+  uint64_t t = spec.start;
+  b.Instant(main, names::kEpoch, t, 1, 0);
+  for (uint64_t i = 0; i < 25; ++i) {
+    const uint64_t wait = i % 2 ? 20 * kMs : 3 * kMs;
+    if (i % 2) {
+      b.Span(w, names::kFetch, t, wait, 1, i, 2 * kMs, 0);
+      b.Span(w, names::kReadStorage, t, wait, 1, 1 << 20);
+      b.Span(w, names::kReadCalls, t, wait, 1, 1 << 20);
+    } else {
+      b.Span(w, names::kFetch, t - 5 * kMs, kMs, 1, i, kMs, 0);
+      b.Span(w, names::kReadStorage, t - 5 * kMs, kMs, 1, 0);
+      b.Span(w, names::kReadCalls, t - 5 * kMs, kMs, 1, 0);
+    }
+    b.Span(main, names::kWait, t, wait, 1, i);
+    t += wait + spec.compute;
+  }
+  b.Instant(main, names::kEpochEnd, t, 1, 25);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  const auto& s = l.split;
+  // Steady: iterations 5..24, 10 odd (fetch) and 10 even (handoff).
+  CHECK(s.handoff_s == Approx(10 * 0.003));
+  CHECK(s.prep_stall_s == Approx(10 * 0.002));
+  CHECK(s.fetch_stall_s == Approx(10 * 0.018));
+  CHECK(s.measured_stall_s == Approx(s.handoff_s + s.prep_stall_s + s.fetch_stall_s));
+  CHECK(l.bottleneck == Cause::kStorage);
 }

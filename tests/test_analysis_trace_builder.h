@@ -97,9 +97,12 @@ class TraceBuilder {
   }
 };
 
-// A main-process loop over one loader: per epoch an epoch instant, then
-// `iterations` next() calls each waiting `wait` and computing `compute`
-// (the first `warmup_wait_iters` of each epoch wait `warmup_wait` instead).
+// A main-process loop over one loader, as the hook records it: per epoch the
+// __iter__ call (an epoch span of `iter_create`, or an old hook's instant when
+// 0), `iterations` next() calls each waiting `wait` and then computing
+// `compute` on its batch (the first `warmup_wait_iters` of each epoch wait
+// `warmup_wait` instead), and the next() that raises StopIteration (an
+// epoch_end span of `shutdown`, or an old hook's instant when 0).
 struct LoopSpec {
   uint32_t pid = 100;
   uint16_t scope = 1;
@@ -112,21 +115,25 @@ struct LoopSpec {
   uint64_t warmup_wait = 0;
   uint64_t gap_between_epochs = 0;  // time outside any epoch (e.g. validation)
   uint64_t start = 1000 * kMs;
+  uint64_t iter_create = 0;         // DataLoader.__iter__ (worker start-up)
+  uint64_t shutdown = 0;            // the StopIteration next() (worker shutdown)
 };
 
-// Appends the loop; returns the time after its last iteration.
+// Appends the loop; returns the time after its last epoch and gap.
 inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
   uint64_t t = spec.start;
   for (uint32_t e = 0; e < spec.epochs; ++e) {
-    b.Instant(spec.thread, names::kEpoch, t, spec.scope, e);
+    if (spec.iter_create > 0) b.Span(spec.thread, names::kEpoch, t, spec.iter_create, spec.scope, e);
+    else b.Instant(spec.thread, names::kEpoch, t, spec.scope, e);
+    t += spec.iter_create;
     for (uint32_t i = 0; i < spec.iterations; ++i) {
       uint64_t wait = i < spec.warmup_wait_iters ? spec.warmup_wait : spec.wait;
       b.Span(spec.thread, names::kWait, t, wait, spec.scope, i);
       t += wait + spec.compute;
     }
-    t -= spec.compute;  // the epoch ends at the last return
-    b.Instant(spec.thread, names::kEpochEnd, t, spec.scope, spec.iterations);
-    t += spec.compute + spec.gap_between_epochs;
+    if (spec.shutdown > 0) b.Span(spec.thread, names::kEpochEnd, t, spec.shutdown, spec.scope, spec.iterations);
+    else b.Instant(spec.thread, names::kEpochEnd, t, spec.scope, spec.iterations);
+    t += spec.shutdown + spec.gap_between_epochs;
   }
   return t;
 }

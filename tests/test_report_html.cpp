@@ -42,6 +42,13 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK(page.find("http://") == std::string::npos);
   CHECK(page.find("https://") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("<h3>Epochs</h3><table>"));
+  // The account: its table with one row per cause (the bottleneck marked), evidence and advice.
+  CHECK_THAT(page, Catch::Contains("<table class=\"account\">"));
+  for (size_t k = 0; k < analysis::kCauseCount; ++k)
+    CHECK_THAT(page, Catch::Contains("<td>" + EscapeHtml(analysis::ToString(static_cast<analysis::Cause>(k))) + "</td>"));
+  CHECK_THAT(page, Catch::Contains("<tr class=\"bottleneck\"><td>handoff</td>"));
+  CHECK_THAT(page, Catch::Contains(EscapeHtml(analysis->loaders[0].account_all.Line(analysis::Cause::kCompute).evidence)));
+  CHECK_THAT(page, Catch::Contains("<ul class=\"advice\"><li>"));
 }
 
 TEST_CASE("A trace with several ranks gets a ranks section that marks the straggler, one rank none") {

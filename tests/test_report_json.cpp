@@ -79,6 +79,27 @@ TEST_CASE("The analysis JSON carries the schema id and the loader's figures") {
   CHECK_THAT(json, Catch::Contains("\"job\":null}"));
 }
 
+TEST_CASE("The analysis JSON carries both accounts, one line per cause, summing to the wall time") {
+  const auto a = Analyzed();
+  const auto v = ParseJson(AnalysisJson({a}, nullptr, 5));
+  const auto& l = v["loaders"][0];
+  // No fetch spans: the 10 ms waits are the DataLoader's own code in next() (handoff).
+  CHECK(l["bottleneck"].string == "handoff");
+  for (const char* view : {"whole_run", "steady"}) {
+    const auto& account = l["account"][view];
+    REQUIRE(account["lines"].array.size() == analysis::kCauseCount);
+    double sum = 0;
+    for (const auto& line : account["lines"].array) {
+      sum += line["seconds"].number;
+      CHECK_FALSE(line["evidence"].string.empty());
+    }
+    CHECK(sum == Approx(account["wall_s"].number));
+  }
+  CHECK(l["account"]["steady"]["lines"][0]["cause"].string == "compute");
+  CHECK(l["account"]["steady"]["wall_s"].number == Approx(15 * 0.040));
+  CHECK(l["advice"].array.size() >= 1);
+}
+
 TEST_CASE("The text report starts with the verdict and uses colour only when asked") {
   const auto a = Analyzed();
   const std::string plain = AnalysisText({a}, nullptr, 5, Colour::kOff);

@@ -33,7 +33,8 @@ struct LoaderSpans {
   uint32_t pid = 0;
   uint16_t scope = 0;
   std::vector<uint32_t> waits;
-  std::vector<std::pair<uint64_t, uint32_t>> epochs;  // (instant, epoch number)
+  std::vector<uint32_t> epochs;      // dataloader.epoch spans (or instants)
+  std::vector<uint32_t> epoch_ends;  // dataloader.epoch_end spans (or instants)
   std::vector<uint32_t> fetches;
 };
 
@@ -101,30 +102,42 @@ double SeriesDelta(const std::vector<uint64_t>& t, const std::vector<uint64_t>& 
   return internal::SeriesAt(t, v, to) - internal::SeriesAt(t, v, from);
 }
 
+// One DataLoader.__iter__ call as the hook recorded it.
+struct EpochMark {
+  uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
+  uint32_t number = 0;
+  bool operator<(const EpochMark& o) const { return start < o.start; }
+};
+
 void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warmup, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   std::vector<uint32_t> waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
-  auto epochs = spans.epochs;
+  std::vector<EpochMark> epochs;
+  for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
   std::sort(epochs.begin(), epochs.end());
-  // Iterations before any epoch instant (a client that records no epochs)
+  // The next() calls that raised StopIteration: (called, returned).
+  std::vector<std::pair<uint64_t, uint64_t>> ends;
+  for (uint32_t e : spans.epoch_ends) ends.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
+  std::sort(ends.begin(), ends.end());
+  // Iterations before any epoch mark (a client that records no epochs)
   // form an epoch of their own starting at the first next().
-  if (!waits.empty() && (epochs.empty() || s.start_ns[waits.front()] < epochs.front().first))
-    epochs.insert(epochs.begin(), {s.start_ns[waits.front()], epochs.empty() ? 0u : epochs.front().second});
+  if (!waits.empty() && (epochs.empty() || s.start_ns[waits.front()] < epochs.front().start))
+    epochs.insert(epochs.begin(), {s.start_ns[waits.front()], s.start_ns[waits.front()], epochs.empty() ? 0u : epochs.front().number});
 
   std::vector<EpochStats> all_epochs(epochs.size());
   for (size_t e = 0; e < epochs.size(); ++e) {
-    all_epochs[e].index = epochs[e].second;
-    all_epochs[e].start_ns = epochs[e].first;
-    all_epochs[e].end_ns = epochs[e].first;
+    all_epochs[e].index = epochs[e].number;
+    all_epochs[e].start_ns = epochs[e].start;
+    all_epochs[e].iterator_ready_ns = epochs[e].ready;
+    all_epochs[e].end_ns = epochs[e].ready;
   }
   size_t epoch = 0;
   uint32_t index_in_epoch = 0;
-  uint64_t previous_return = 0;
   for (uint32_t w : waits) {
     uint64_t start = s.start_ns[w];
     size_t e = epoch;
-    while (e + 1 < epochs.size() && epochs[e + 1].first <= start) ++e;
+    while (e + 1 < epochs.size() && epochs[e + 1].start <= start) ++e;
     if (e != epoch || loader.iterations.empty()) {
       index_in_epoch = 0;
       epoch = e;
@@ -134,16 +147,37 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
     it.index_in_epoch = index_in_epoch++;
     it.wait_start_ns = start;
     it.return_ns = start + s.duration_ns[w];
-    it.step_start_ns = it.index_in_epoch == 0 ? std::min(epochs[epoch].first, start) : std::min(previous_return, start);
-    it.step_s = (it.return_ns - it.step_start_ns) * kNs;
+    it.compute_end_ns = it.return_ns;
     it.wait_s = s.duration_ns[w] * kNs;
-    it.compute_s = std::max(0.0, it.step_s - it.wait_s);
     it.steady = it.index_in_epoch >= warmup;
     if (s.has_cpu[w]) it.receive_s = static_cast<float>((s.cpu_ns[w] + s.delay_ns[w]) * kNs);
-    previous_return = it.return_ns;
+    // The previous batch's compute ends at this next() call.
+    if (!loader.iterations.empty() && loader.iterations.back().epoch == it.epoch) loader.iterations.back().compute_end_ns = start;
     all_epochs[epoch].iterations++;
     all_epochs[epoch].end_ns = std::max(all_epochs[epoch].end_ns, it.return_ns);
     loader.iterations.push_back(it);
+  }
+  // The last batch of each epoch computes until the next() that raised
+  // StopIteration (the first one after its return, before the next epoch).
+  for (size_t i = 0; i < loader.iterations.size(); ++i) {
+    auto& it = loader.iterations[i];
+    const bool last_of_epoch = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
+    if (!last_of_epoch) continue;
+    const uint64_t next_epoch = it.epoch + 1 < epochs.size() ? epochs[it.epoch + 1].start : UINT64_MAX;
+    auto end = std::lower_bound(ends.begin(), ends.end(), std::make_pair(it.return_ns, uint64_t{0}));
+    auto& epoch_stats = all_epochs[it.epoch];
+    if (end != ends.end() && end->first <= next_epoch) {
+      it.compute_end_ns = end->first;
+      epoch_stats.has_end_call = true;
+      epoch_stats.end_call_ns = end->first;
+      epoch_stats.end_ns = std::max(epoch_stats.end_ns, end->second);
+    } else {
+      it.compute_unknown = true;  // the loop was left early: the epoch ends at the last return
+    }
+  }
+  for (auto& it : loader.iterations) {
+    it.compute_s = (it.compute_end_ns - it.return_ns) * kNs;
+    it.step_s = it.wait_s + it.compute_s;
   }
   // Keep only epochs that were iterated, renumbering the iterations' epochs.
   std::vector<uint32_t> remap(all_epochs.size(), 0);
@@ -157,7 +191,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
 
 // What the step uses of the main process (LoaderAnalysis::main_step_*): its
 // threads' CPU and run-queue delay over the steps after each epoch's first
-// (the first holds iterator creation), less what its main thread spent in
+// (the first waits for the workers to start), less what its main thread spent in
 // next() (wait spans with CPU). The sampler's cumulative series are
 // interpolated at the step boundaries; steps tile the epoch, so their sum is
 // the series' change over the epoch less the first step.
@@ -176,11 +210,12 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, LoaderAnalysi
   double cpu = 0, delay = 0, compute = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
     const Iteration& it = loader.iterations[i];
-    if (it.index_in_epoch == 0 || it.step_start_ns < series->t_ns.front() || it.return_ns > series->t_ns.back())
+    if (it.index_in_epoch == 0 || it.compute_unknown || it.wait_start_ns < series->t_ns.front() ||
+        it.compute_end_ns > series->t_ns.back())
       continue;
     if (!s.has_cpu[waits[i]]) return;  // the wait's own CPU is unknown: cannot take it out
-    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.step_start_ns, it.return_ns) * kNs - s.cpu_ns[waits[i]] * kNs;
-    delay += SeriesDelta(series->t_ns, series->delay_ns, it.step_start_ns, it.return_ns) * kNs -
+    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.wait_start_ns, it.compute_end_ns) * kNs - s.cpu_ns[waits[i]] * kNs;
+    delay += SeriesDelta(series->t_ns, series->delay_ns, it.wait_start_ns, it.compute_end_ns) * kNs -
              s.delay_ns[waits[i]] * kNs;
     compute += it.compute_s;
   }
@@ -193,12 +228,13 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, LoaderAnalysi
 void FillSummaries(LoaderAnalysis& loader) {
   std::vector<double> step, wait, compute, step_s, wait_s, compute_s;
   for (const auto& it : loader.iterations) {
-    step.push_back(it.step_s);
     wait.push_back(it.wait_s);
+    if (it.steady) wait_s.push_back(it.wait_s);
+    if (it.compute_unknown) continue;
+    step.push_back(it.step_s);
     compute.push_back(it.compute_s);
     if (it.steady) {
       step_s.push_back(it.step_s);
-      wait_s.push_back(it.wait_s);
       compute_s.push_back(it.compute_s);
     }
   }
@@ -214,9 +250,7 @@ void FillSummaries(LoaderAnalysis& loader) {
   loader.step_steady = analysis::Summarize(step_s);
   loader.wait_steady = analysis::Summarize(wait_s);
   loader.compute_steady = analysis::Summarize(compute_s);
-  loader.stall_fraction = loader.step_steady.total > 0 ? loader.wait_steady.total / loader.step_steady.total : 0;
-  loader.stall_fraction_all = loader.step_all.total > 0 ? loader.wait_all.total / loader.step_all.total : 0;
-  loader.verdict = Classify(loader.stall_fraction);
+  // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
 void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
@@ -276,6 +310,33 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
                                   static_cast<double>(s.arg[calls]),
                                   system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs});
   }
+}
+
+// What the account needs of each fetch span: its times, CPU and the bytes its
+// thread read (the read spans that contain it; -1 when not recorded).
+std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
+                                            const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread) {
+  const auto& s = trace.spans;
+  std::vector<internal::FetchFact> out;
+  out.reserve(fetches.size());
+  for (uint32_t f : fetches) {
+    internal::FetchFact x;
+    x.start_ns = s.start_ns[f];
+    x.end_ns = s.start_ns[f] + s.duration_ns[f];
+    x.batch = s.arg[f];
+    x.pid = trace.threads[s.thread[f]].pid;
+    x.has_cpu = s.has_cpu[f] != 0;
+    x.cpu_ns = s.cpu_ns[f];
+    x.delay_ns = s.delay_ns[f];
+    if (auto found = reads_of_thread.find(s.thread[f]); found != reads_of_thread.end()) {
+      const int64_t storage = ContainingSpan(s, found->second.storage, f);
+      const int64_t calls = ContainingSpan(s, found->second.calls, f);
+      if (storage >= 0) x.device_bytes = static_cast<int64_t>(s.arg[storage]);
+      if (calls >= 0) x.call_bytes = static_cast<int64_t>(s.arg[calls]);
+    }
+    out.push_back(x);
+  }
+  return out;
 }
 
 void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
@@ -641,6 +702,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
   const uint32_t system_cpu_name = NameId(trace, names::kSystemCpu);
   std::unordered_map<uint32_t, ThreadReads> reads_of_thread;
+  const std::vector<bool> calibration = internal::CalibrationNames(trace);
 
   std::vector<LoaderSpans> loader_spans;
   std::unordered_map<uint64_t, int> loader_of_key;
@@ -670,10 +732,15 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       continue;
     }
     if (name == epoch_name) {
-      loader_for(trace.threads[thread].pid, s.scope[i]).epochs.emplace_back(s.start_ns[i], static_cast<uint32_t>(s.arg[i]));
+      loader_for(trace.threads[thread].pid, s.scope[i]).epochs.push_back(static_cast<uint32_t>(i));
       continue;
     }
-    if (kind != SpanKind::kSpan || name == epoch_end_name || name == worker_start_name || name == wait_name) continue;
+    if (name == epoch_end_name) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).epoch_ends.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (kind != SpanKind::kSpan || name == worker_start_name || name == wait_name) continue;
+    if (name < calibration.size() && calibration[name]) continue;  // the hook timing itself at start
     if (name == read_storage_name || name == read_calls_name || name == system_cpu_name) {
       // Measurements of a fetch span, not a pipeline stage.
       auto& reads = reads_of_thread[thread];
@@ -779,6 +846,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
         FillStages(trace, accumulators, fetch_name, loader);
       }
     }
+    internal::FillAccount(trace, FetchFacts(trace, l.fetches, reads_of_thread), loader);
     if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
     out.loaders.push_back(std::move(loader));
   }
@@ -794,88 +862,13 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
 
 }  // namespace internal
 
-namespace {
-
-// The DS-Analyzer split of one loader (see StallSplit), with the model
-// predicting the fully-cached time.
-void FillSplit(const Trace& trace, LoaderAnalysis& loader) {
-  auto& split = loader.split;
-  uint64_t steady_count = 0;
-  for (const auto& it : loader.iterations) steady_count += it.steady || loader.steady_fallback;
-  split.step_s = loader.step_steady.total;
-  split.ingest_s = loader.compute_steady.total;
-  split.measured_stall_s = loader.wait_steady.total;
-  double contention_all = 0;
-  for (const auto& w : loader.workers) contention_all += w.delay_s;
-  split.contention_s = loader.iterations.empty() ? 0 : contention_all * steady_count / loader.iterations.size();
-
-  // Bottleneck from the workers' own time split when the model cannot help.
-  double cpu = 0, io = 0;
-  for (const auto& w : loader.workers) {
-    cpu += w.cpu_s;
-    io += w.io_s;
-  }
-  model::Bottleneck fallback = io > cpu ? model::Bottleneck::kFetch : model::Bottleneck::kPrep;
-
-  TraceAnalysis view;  // BuildProfile reads only the loader and the trace
-  model::LoaderProfile profile = internal::BuildProfile(trace, view, loader);
-  // The split keeps handoff apart (fetch = T - T_prep - handoff): T_prep without it.
-  profile.handoff_s_per_batch = 0;
-  profile.receive_s_per_batch = 0;
-  model::Scenario cached;
-  cached.machine = MeasuredMachine(trace);
-  cached.cache_bytes = model::kCacheAll;  // the DS-Analyzer fully-cached run: no io at all
-  cached.cache_policy = model::CachePolicy::kStatic;
-  auto prediction = model::Predict(profile, cached);
-  if (!prediction.ok()) {
-    split.available = false;
-    split.unavailable_reason = prediction.error().message;
-    loader.bottleneck = loader.verdict == Verdict::kNotInputBound ? model::Bottleneck::kCompute : fallback;
-    return;
-  }
-  split.available = true;
-  split.miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
-  split.cached_s = prediction->step_s * steady_count;
-  split.prep_stall_s = std::max(0.0, split.cached_s - split.ingest_s);
-  for (const auto& it : loader.iterations)
-    if ((it.steady || loader.steady_fallback) && it.batch_deliverable) split.handoff_s += it.wait_s;
-  split.fetch_stall_s = std::max(0.0, split.step_s - split.cached_s - split.handoff_s);
-  // prep + fetch + handoff never exceed the measured stall (handoff is part of it).
-  double sum = split.prep_stall_s + split.fetch_stall_s;
-  double budget = std::max(0.0, split.measured_stall_s - split.handoff_s);
-  if (sum > budget * (1 + 1e-9) + 1e-12) {
-    double scale = budget / sum;
-    split.prep_stall_s *= scale;
-    split.fetch_stall_s *= scale;
-    split.scaled = true;
-  }
-  // The largest part of the stall names the bottleneck.
-  const double largest = std::max({split.fetch_stall_s, split.prep_stall_s, split.handoff_s});
-  if (loader.verdict == Verdict::kNotInputBound)
-    loader.bottleneck = model::Bottleneck::kCompute;
-  else if (largest <= 0)
-    loader.bottleneck = fallback;
-  else if (split.fetch_stall_s == largest)
-    loader.bottleneck = model::Bottleneck::kFetch;
-  else if (split.prep_stall_s == largest)
-    loader.bottleneck = model::Bottleneck::kPrep;
-  else
-    loader.bottleneck = model::Bottleneck::kHandoff;
-}
-
-}  // namespace
-
 Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options) {
-  auto core = internal::AnalyzeCore(trace, options);
-  if (!core.ok()) return core;
-  for (auto& loader : core->loaders) FillSplit(trace, loader);
-  return core;
+  return internal::AnalyzeCore(trace, options);
 }
 
 Result<TraceAnalysis> Analyze(const TraceDigest& digest, const AnalysisOptions& options) {
   auto core = internal::AnalyzeCore(digest.trace, options, digest.stages);
   if (!core.ok()) return core;
-  for (auto& loader : core->loaders) FillSplit(digest.trace, loader);
   // The quality figures count every span read, not only those kept.
   uint64_t folded = 0;
   for (const auto& st : digest.stages) folded += st.count;

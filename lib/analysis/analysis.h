@@ -37,15 +37,20 @@ Summary Summarize(std::vector<double> values);
 // The q-quantile (0..1) of `sorted` (ascending); 0 when empty.
 double Quantile(const std::vector<double>& sorted, double q);
 
-// One next() of a loader in its main process.
+// One next() of a loader in its main process and the main loop's work on the
+// batch it returned: step = wait + compute, from this next() call to the next
+// one (for the last batch of an epoch, the next() that raised StopIteration).
 struct Iteration {
   uint32_t epoch = 0;            // index into LoaderAnalysis::epochs
   uint32_t index_in_epoch = 0;   // 0 = first batch of the epoch
-  uint64_t step_start_ns = 0;    // previous return of next(), or the epoch instant
   uint64_t wait_start_ns = 0;    // next() called
   uint64_t return_ns = 0;        // next() returned
+  uint64_t compute_end_ns = 0;   // the following next() called; = return_ns when unknown
   double step_s = 0, wait_s = 0, compute_s = 0;
   bool steady = false;           // index_in_epoch >= warmup
+  // The loop was left after this batch without another next() (break, crash):
+  // its compute is unknown, so it is left out of the step and compute figures.
+  bool compute_unknown = false;
   int32_t ready_batches = -1;    // batches produced by workers and not yet consumed when next() was called; -1 unknown
   // The batch this next() returns was finished by a worker that has gone idle
   // since (so it could hand it over) before next() was called: the wait is the
@@ -60,7 +65,12 @@ struct Iteration {
 
 struct EpochStats {
   uint32_t index = 0;            // epoch number as the hook reported it
+  // start: DataLoader.__iter__ called (an old trace's epoch instant: iterator
+  // created); end: the StopIteration next() returned, else the last return.
   uint64_t start_ns = 0, end_ns = 0;
+  uint64_t iterator_ready_ns = 0;  // __iter__ returned (= start_ns for an epoch instant)
+  bool has_end_call = false;       // the next() that raised StopIteration was recorded
+  uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;
   double samples = 0;
   double seconds = 0;
@@ -101,21 +111,46 @@ struct StageStats {
   bool bottleneck = false;       // lowest parallel_rate
 };
 
-// DS-Analyzer split from one run. Seconds over the steady-state iterations.
+// Where a loader's wall time went (DESIGN.md "Definitions", docs/analysis.md
+// "The account"): every nanosecond of the loader's wall time goes to exactly
+// one cause.
+enum class Cause { kCompute, kPrep, kContention, kStorage, kOtherBlocking, kHandoff, kStartup, kStallprof };
+inline constexpr size_t kCauseCount = 8;
+const char* ToString(Cause cause);  // for people: "compute", "worker CPU (prep)", "CPU contention", ...
+const char* CauseId(Cause cause);   // for programs: "compute", "prep", "contention", "storage", "other_blocking", ...
+
+struct AccountLine {
+  Cause cause = Cause::kCompute;
+  double seconds = 0;
+  double share = 0;       // of the account's wall_s
+  std::string evidence;   // what the figure rests on, e.g. "0 bytes read from the device"
+};
+
+struct Account {
+  bool available = false;
+  double wall_s = 0;                            // the loader's measured wall time; the lines sum to it
+  uint64_t batches = 0;                         // next() calls that returned a batch, accounted
+  std::vector<AccountLine> lines;               // one per Cause, in Cause order
+  const AccountLine& Line(Cause cause) const { return lines.at(static_cast<size_t>(cause)); }
+  double Seconds(Cause cause) const { return lines.empty() ? 0 : Line(cause).seconds; }
+};
+
+// DS-Analyzer split from one run, as a view of the steady-state account:
+// fetch stall = storage, prep stall = worker CPU + contention, handoff as is.
 struct StallSplit {
   bool available = false;
   std::string unavailable_reason;  // when !available
-  double step_s = 0;               // T = sum(step)
-  double ingest_s = 0;             // T_ingest = sum(compute)
-  double cached_s = 0;             // T_prep = model-predicted fully-cached time
-  double measured_stall_s = 0;     // sum(wait)
+  double step_s = 0;               // T = the steady account's wall time
+  double ingest_s = 0;             // T_ingest = its compute line
+  double cached_s = 0;             // T_prep = T - fetch stall (the fully-cached time)
+  double measured_stall_s = 0;     // T - compute - stallprof's own cost
   double prep_stall_s = 0, fetch_stall_s = 0;
-  bool scaled = false;             // prep + fetch exceeded the measured stall minus handoff and were scaled to it
+  bool scaled = false;             // kept for the JSON schema; always false (the account needs no scaling)
   // Waits at next() calls that found a batch already produced by a worker: the
   // main process receiving it (IPC, unpickling, pinning), not storage or worker
   // CPU. Taken out of the fetch stall, which would otherwise absorb it.
   double handoff_s = 0;
-  double contention_s = 0;         // sum(delay_b) of the loader's fetch spans (summed over workers)
+  double contention_s = 0;         // the account's CPU contention line (part of the prep stall)
   // Worker CPU per batch that storage misses cost (fitted from the read spans,
   // model::CpuSecondsAtMiss): part of the fetch stall, not prep. 0 = none or not fitted.
   double miss_cpu_s_per_batch = 0;
@@ -152,10 +187,17 @@ struct LoaderAnalysis {
   bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations
   Summary step_all, wait_all, compute_all;
   Summary step_steady, wait_steady, compute_steady;
-  double stall_fraction = 0;       // steady sum(wait) / sum(step)
-  double stall_fraction_all = 0;   // including warm-up
+  // From the account: (wall - compute - stallprof) / (wall - stallprof).
+  double stall_fraction = 0;       // steady state
+  double stall_fraction_all = 0;   // whole run (warm-up and epoch start-up included)
   Verdict verdict = Verdict::kNotInputBound;
-  model::Bottleneck bottleneck = model::Bottleneck::kCompute;
+  // The largest non-compute cause of the steady account when input-bound, else compute.
+  Cause bottleneck = Cause::kCompute;
+  Account account_all;             // whole run: every epoch from __iter__ to the StopIteration next()
+  Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
+  // What persistent_workers=True would save (non-persistent loaders with workers), 0 otherwise.
+  double persistent_saving_s = 0;
+  std::vector<std::string> advice; // one per significant cause, bottleneck first
   StallSplit split;
   double samples = 0;              // iterations x batch_size
   double active_s = 0;             // sum of epoch durations

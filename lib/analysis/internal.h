@@ -30,6 +30,26 @@ struct StageKeyHash {
   size_t operator()(const StageKey& k) const { return std::hash<uint64_t>()(k.thread_and_name * 65599u + k.scope); }
 };
 
+// One fetch span of a loader, as the account reads it.
+struct FetchFact {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint64_t batch = 0;            // arg: the batch index in its epoch
+  uint32_t pid = 0;              // the fetching process (the loader's own pid when num_workers = 0)
+  bool has_cpu = false;
+  uint64_t cpu_ns = 0, delay_ns = 0;
+  int64_t device_bytes = -1;     // read_storage span: bytes from the device; -1 = not recorded
+  int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded
+};
+
+// The account of `loader` (account.cpp): fills account_all, account_steady,
+// the stall fractions, verdict, bottleneck, advice, persistent_saving_s and the
+// DS-Analyzer split. Needs the iterations, epochs, workers, prefetch
+// (batch_deliverable) and fetch_reads filled.
+void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader);
+
+// Per string id: true for the names of the hook's calibration spans (names::kCalibrationPrefix).
+std::vector<bool> CalibrationNames(const Trace& trace);
+
 // Linear interpolation of a sampled series at `t` (clamped to its ends); 0 when empty.
 double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& values, uint64_t t);
 

@@ -84,7 +84,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     uint32_t later_count = 0;
     for (const auto& it : loader.iterations) {
       if (it.index_in_epoch != 0) continue;
-      const double startup = std::max(0.0, it.step_s - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
+      // From the __iter__ call to the first batch's return (iterator creation and the first wait).
+      const double first = (it.return_ns - std::min(it.return_ns, loader.epochs[it.epoch].start_ns)) * 1e-9;
+      const double startup = std::max(0.0, first - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
       if (it.epoch == 0) {
         p.startup_first_s = p.workers > 0 ? startup : 0;
       } else {

@@ -51,6 +51,8 @@ struct Merged {
   uint64_t steady_steps = 0;
   double steady_wait_s = 0, steady_compute_s = 0, steady_step_s = 0;
   double fetch_s = 0, prep_s = 0, split_step_s = 0;
+  double weighted_stall = 0;       // the loaders' stall fractions x their steady step time
+  uint64_t most_steps = 0;
   double start_realtime_s = std::numeric_limits<double>::infinity(), end_realtime_s = 0;
 };
 
@@ -66,6 +68,11 @@ std::map<std::string, Merged> MergeByName(const TraceAnalysis& t, uint32_t pid) 
     m.steady_compute_s += l.compute_steady.total;
     m.steady_wait_s += l.wait_steady.total;
     m.steady_step_s += l.step_steady.total;
+    m.weighted_stall += l.stall_fraction * l.step_steady.total;
+    if (l.iterations.size() >= m.most_steps) {
+      m.most_steps = l.iterations.size();
+      m.stats.bottleneck = l.bottleneck;
+    }
     if (l.split.available) {
       m.fetch_s += l.split.fetch_stall_s;
       m.prep_s += l.split.prep_stall_s;
@@ -82,7 +89,7 @@ std::map<std::string, Merged> MergeByName(const TraceAnalysis& t, uint32_t pid) 
     r.hostname = t.hostname;
     r.pid = pid;
     r.samples_per_s = r.epoch_time_s > 0 ? r.samples / r.epoch_time_s : 0;
-    r.stall_fraction = m.steady_step_s > 0 ? m.steady_wait_s / m.steady_step_s : 0;
+    r.stall_fraction = m.steady_step_s > 0 ? m.weighted_stall / m.steady_step_s : 0;
     r.fetch_stall_fraction = m.split_step_s > 0 ? m.fetch_s / m.split_step_s : 0;
     r.prep_stall_fraction = m.split_step_s > 0 ? m.prep_s / m.split_step_s : 0;
     r.wait_per_step_s = m.steady_steps ? m.steady_wait_s / m.steady_steps : 0;

@@ -39,8 +39,9 @@ struct RankLoaderStats {
   double samples = 0;
   double epoch_time_s = 0;         // sum of its epoch durations
   double samples_per_s = 0;        // samples / epoch_time_s
-  double stall_fraction = 0;       // steady state: sum(wait) / sum(step)
+  double stall_fraction = 0;       // steady state, the loader's (the account's), weighted by steady step time
   double fetch_stall_fraction = 0, prep_stall_fraction = 0;
+  Cause bottleneck = Cause::kCompute;  // its most iterated loader's of that name (the account's largest cause)
   // Per step in the steady state (the first --warmup iterations of each epoch
   // left out).
   double wait_per_step_s = 0;

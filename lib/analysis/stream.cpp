@@ -19,6 +19,7 @@ class DigestSink final : public SpanSink {
   void Strings(const Trace& trace, uint32_t first_id) override {
     for (size_t id = first_id; id < trace.strings.size(); ++id) {
       const std::string& v = trace.strings[id];
+      calibration_.push_back(v.rfind(names::kCalibrationPrefix, 0) == 0);
       keep_.push_back(v == names::kWait || v == names::kEpoch || v == names::kEpochEnd || v == names::kFetch ||
                       v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
                       v == names::kSystemCpu);
@@ -30,7 +31,7 @@ class DigestSink final : public SpanSink {
     for (const DecodedSpan& d : spans) {
       if (keep_[d.name]) {
         AppendSpan(s, d);
-      } else if (d.kind == SpanKind::kSpan) {
+      } else if (d.kind == SpanKind::kSpan && !calibration_[d.name]) {
         Fold(d.thread, d.name, d.scope, d.start_ns, d.duration_ns, d.has_cpu, d.cpu_ns);
       }
     }
@@ -64,6 +65,7 @@ class DigestSink final : public SpanSink {
 
   TraceDigest& d_;
   std::vector<uint8_t> keep_;  // per string id
+  std::vector<uint8_t> calibration_;  // per string id: the hook timing itself, neither kept nor folded
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> index_;
   internal::StageKey last_key_{UINT64_MAX, 0};
   uint32_t last_index_ = 0;

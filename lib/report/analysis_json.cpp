@@ -17,14 +17,18 @@ const char* VerdictId(Verdict v) {
   return "?";
 }
 
-const char* BottleneckId(model::Bottleneck b) {
-  switch (b) {
-    case model::Bottleneck::kCompute: return "compute";
-    case model::Bottleneck::kPrep: return "cpu_prep";
-    case model::Bottleneck::kFetch: return "storage";
-    case model::Bottleneck::kHandoff: return "handoff";
+void WriteAccount(JsonWriter& w, const char* key, const Account& a) {
+  w.Key(key).BeginObject();
+  w.Field("available", a.available).Field("wall_s", a.wall_s).Field("batches", a.batches);
+  w.Key("lines").BeginArray();
+  for (const auto& line : a.lines) {
+    w.BeginObject();
+    w.Field("cause", CauseId(line.cause)).Field("seconds", line.seconds).Field("share", line.share);
+    w.Field("evidence", line.evidence);
+    w.EndObject();
   }
-  return "?";
+  w.EndArray();
+  w.EndObject();
 }
 
 void WriteSummary(JsonWriter& w, const char* key, const Summary& s) {
@@ -40,7 +44,15 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("name", l.config.name).Field("pid", l.pid).Field("scope", static_cast<uint32_t>(l.scope)).Field("rank", l.rank);
   w.Field("verdict", VerdictId(l.verdict)).Field("verdict_line", VerdictLine(l));
   w.Field("stall_fraction", l.stall_fraction).Field("stall_fraction_with_warmup", l.stall_fraction_all);
-  w.Field("bottleneck", BottleneckId(l.bottleneck));
+  w.Field("bottleneck", CauseId(l.bottleneck));
+  w.Key("account").BeginObject();
+  WriteAccount(w, "whole_run", l.account_all);
+  WriteAccount(w, "steady", l.account_steady);
+  w.EndObject();
+  w.Field("persistent_saving_s", l.persistent_saving_s);
+  w.Key("advice").BeginArray();
+  for (const auto& a : l.advice) w.String(a);
+  w.EndArray();
   const auto& c = l.config;
   w.Key("config").BeginObject();
   w.Key("batch_size");

@@ -18,7 +18,9 @@ enum class Colour { kOff, kOn };
 // analysis::kManyRanks ranks and one line per loader beyond; kAlways always.
 enum class RankTable { kAuto, kAlways };
 
-// Schema id written as "schema" in the JSON; bump on incompatible changes.
+// Schema id written as "schema" in the JSON; bump on incompatible changes
+// (2: bottleneck is a cause of the account, "account" and "advice" added;
+// the job view has loaders matched by name with per-rank rows, and processes).
 inline constexpr const char* kAnalysisSchema = "stallprof.analysis/2";
 
 // The one-line verdict of a loader, e.g. "train: HIGHLY input-bound: 41% of

@@ -73,27 +73,36 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   SummaryRow(out, "wait", l.wait_all);
   SummaryRow(out, "compute", l.compute_all);
 
-  Heading(out, style, "  Where the step time goes (DS-Analyzer split, steady state)");
+  Heading(out, style, "  Where the wall time goes (the account; lines sum to the wall time)");
+  const auto& all = l.account_all;
+  const auto& steady = l.account_steady;
+  out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", "", "whole run", "", l.steady_fallback ? "steady*" : "steady", "",
+                     "evidence (whole run)");
+  for (size_t k = 0; k < all.lines.size() && k < steady.lines.size(); ++k) {
+    const auto& a = all.lines[k];
+    const auto& st = steady.lines[k];
+    out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", ToString(a.cause), FormatSeconds(a.seconds), Pct1(a.share),
+                       FormatSeconds(st.seconds), Pct1(st.share), a.evidence);
+  }
+  out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}\n", "wall time", FormatSeconds(all.wall_s), "", FormatSeconds(steady.wall_s), "");
+  if (l.steady_fallback) out += "    * no iteration past the warm-up: the steady columns are the whole run\n";
+  if (!l.advice.empty()) {
+    out += "    advice:\n";
+    for (const auto& a : l.advice) out += "      - " + a + "\n";
+  }
+
+  Heading(out, style, "  DS-Analyzer view of the steady account");
   const auto& s = l.split;
   auto row = [&](const char* label, double seconds) {
-    out += fmt::format("    {:<40} {:>10} {:>7}\n", label, FormatSeconds(seconds), s.step_s > 0 ? Pct1(seconds / s.step_s) : "-");
+    out += fmt::format("    {:<44} {:>10} {:>7}\n", label, FormatSeconds(seconds), s.step_s > 0 ? Pct1(seconds / s.step_s) : "-");
   };
-  row("actual step time T = sum(step)", s.step_s);
-  row("ingestion only T_ingest = sum(compute)", s.ingest_s);
-  if (s.available) row("predicted fully cached T_prep (model)", s.cached_s);
-  row("measured stall = sum(wait)", s.measured_stall_s);
-  if (s.available) {
-    row("  fetch stall (storage) = T - T_prep", s.fetch_stall_s);
-    row("  prep stall (CPU) = T_prep - T_ingest", s.prep_stall_s);
-    if (s.handoff_s > 0) row("  handoff (a batch was ready: main-process transfer)", s.handoff_s);
-    if (s.scaled) out += "    (fetch + prep exceeded the measured stall less the handoff and were scaled down to it)\n";
-    if (s.miss_cpu_s_per_batch > 0)
-      out += fmt::format("    (worker CPU on storage misses, {} a batch, is fetch: a cache removes it)\n",
-                         FormatSeconds(s.miss_cpu_s_per_batch));
-  } else {
-    out += "    fetch/prep split unavailable: " + s.unavailable_reason + "\n";
-  }
-  row("CPU contention (run-queue delay, summed over workers)", s.contention_s);
+  row("T = wall time", s.step_s);
+  row("T_ingest = compute", s.ingest_s);
+  row("T_prep = T - fetch stall (fully cached)", s.cached_s);
+  row("stall = T - compute - stallprof's own cost", s.measured_stall_s);
+  row("  fetch stall = storage", s.fetch_stall_s);
+  row("  prep stall = worker CPU + CPU contention", s.prep_stall_s);
+  row("  handoff", s.handoff_s);
 
   if (!l.epochs.empty()) {
     Heading(out, style, "  Epochs");
@@ -161,7 +170,7 @@ std::string VerdictLine(const LoaderAnalysis& l) {
     split = fmt::format(" (fetch {}, prep {}{})", Pct(l.split.fetch_stall_s / l.split.step_s), Pct(l.split.prep_stall_s / l.split.step_s),
                         l.split.handoff_s >= 0.005 * l.split.step_s ? ", handoff " + Pct(l.split.handoff_s / l.split.step_s) : "");
   return fmt::format("{}: {}: {} of step time waiting for data{}; bottleneck: {}", l.config.name, ToString(l.verdict),
-                     Pct(l.stall_fraction), split, model::ToString(l.bottleneck));
+                     Pct(l.stall_fraction), split, ToString(l.bottleneck));
 }
 
 std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour,

@@ -313,6 +313,58 @@ std::string EscapeHtml(const std::string& text) {
   return out;
 }
 
+namespace {
+
+const char* CauseColour(Cause cause) {
+  switch (cause) {
+    case Cause::kCompute: return kComputeColour;
+    case Cause::kPrep: return kPrepColour;
+    case Cause::kContention: return kRunqColour;
+    case Cause::kStorage: return kFetchColour;
+    case Cause::kOtherBlocking: return kOtherColour;
+    case Cause::kHandoff: return "#8e7cc3";
+    case Cause::kStartup: return "#76a5af";
+    case Cause::kStallprof: return kIdleColour;
+  }
+  return kOtherColour;
+}
+
+// The account of the loader's wall time: a stacked bar per view, the table of
+// lines with their evidence, and the advice that follows from the causes.
+std::string AccountSection(const LoaderAnalysis& l) {
+  std::string h;
+  for (const auto* view : {&l.account_all, &l.account_steady}) {
+    if (view == &l.account_steady && l.steady_fallback) continue;
+    std::vector<Segment> segments;
+    for (const auto& line : view->lines) segments.push_back({ToString(line.cause), line.seconds, CauseColour(line.cause)});
+    h += StackedBar(fmt::format("{}: where the {} wall time goes ({})", l.config.name,
+                                view == &l.account_all ? "whole-run" : "steady-state", FormatSeconds(view->wall_s)),
+                    segments, view->wall_s, view == &l.account_steady || l.steady_fallback ? "" : " Start-up included.");
+  }
+  h += "<table class=\"account\"><tr><th>cause</th><th>whole run</th><th>share</th><th>steady</th><th>share</th><th>evidence</th></tr>";
+  for (size_t k = 0; k < l.account_all.lines.size() && k < l.account_steady.lines.size(); ++k) {
+    const auto& a = l.account_all.lines[k];
+    const auto& st = l.account_steady.lines[k];
+    h += std::string(a.cause == l.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(ToString(a.cause)) +
+         Cell(FormatSeconds(a.seconds)) + Cell(fmt::format("{:.1f}%", a.share * 100)) + Cell(FormatSeconds(st.seconds)) +
+         Cell(fmt::format("{:.1f}%", st.share * 100)) + Cell(a.evidence) + "</tr>";
+  }
+  h += "</table>";
+  if (!l.advice.empty()) {
+    h += "<ul class=\"advice\">";
+    for (const auto& a : l.advice) h += "<li>" + EscapeHtml(a) + "</li>";
+    h += "</ul>";
+  }
+  const auto& s = l.split;
+  h += fmt::format("<p class=\"note\">DS-Analyzer view (steady): fetch stall = storage {}, prep stall = worker CPU + contention {}, "
+                   "handoff {}.</p>",
+                   EscapeHtml(FormatSeconds(s.fetch_stall_s)), EscapeHtml(FormatSeconds(s.prep_stall_s)),
+                   EscapeHtml(FormatSeconds(s.handoff_s)));
+  return h;
+}
+
+}  // namespace
+
 std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stallprof report: " + EscapeHtml(a.path) + "</title>";
@@ -337,26 +389,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
                      c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(c.sampler.empty() ? "sampler ?" : c.sampler),
                      l.iterations.size(), l.samples, l.samples_per_s);
     h += IterationTimeline(l);
-    const auto& s = l.split;
-    std::vector<Segment> segments{{"compute (ingestion)", s.ingest_s, kComputeColour}};
-    std::string note;
-    if (s.available) {
-      double handoff = std::min(s.handoff_s, std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s));
-      double other = std::max(0.0, s.measured_stall_s - s.prep_stall_s - s.fetch_stall_s - handoff);
-      segments.push_back({"prep stall (CPU)", s.prep_stall_s, kPrepColour});
-      segments.push_back({"fetch stall (storage)", s.fetch_stall_s, kFetchColour});
-      segments.push_back({"handoff (batch ready, main-process transfer)", handoff, kRunqColour});
-      segments.push_back({"other wait", other, kOtherColour});
-      if (s.scaled) note = " (fetch + prep were scaled down to the measured stall)";
-      if (s.miss_cpu_s_per_batch > 0)
-        note += fmt::format(" Worker CPU on storage misses ({} a batch) is fetch: a cache removes it.",
-                            FormatSeconds(s.miss_cpu_s_per_batch));
-    } else {
-      segments.push_back({"wait for data", s.measured_stall_s, kWaitColour});
-      note = " (fetch/prep split unavailable: " + s.unavailable_reason + ")";
-    }
-    h += StackedBar(fmt::format("{}: where the steady-state step time goes (T = {})", c.name, FormatSeconds(s.step_s)), segments, s.step_s,
-                    note + fmt::format(" CPU contention (run-queue delay, summed over workers): {}.", FormatSeconds(s.contention_s)));
+    h += AccountSection(l);
     h += "<h3>Step time</h3>" + StepTable(l);
     h += "<h3>Workers</h3>";
     h += WorkerChart(l);

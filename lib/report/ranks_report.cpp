@@ -157,6 +157,7 @@ void WriteJobJson(JsonWriter& w, const JobAnalysis& job) {
       w.Field("steps", r.steps).Field("samples", r.samples).Field("epoch_time_s", r.epoch_time_s);
       w.Field("samples_per_s", r.samples_per_s).Field("stall_fraction", r.stall_fraction);
       w.Field("fetch_stall_fraction", r.fetch_stall_fraction).Field("prep_stall_fraction", r.prep_stall_fraction);
+      w.Field("bottleneck", CauseId(r.bottleneck));
       w.Field("wait_per_step_s", r.wait_per_step_s).Field("compute_per_step_s", r.compute_per_step_s);
       w.Field("steady_time_s", r.steady_time_s);
       w.Field("start_realtime_s", r.start_realtime_s).Field("end_realtime_s", r.end_realtime_s).Field("straggler", r.straggler);

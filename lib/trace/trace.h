@@ -14,8 +14,12 @@ namespace stallprof {
 // Analysis keys on these; the hook and the analysis must agree.
 namespace names {
 inline constexpr const char* kWait = "dataloader.wait";          // main: blocked in next(); arg = iteration in epoch; has cpu/delay
-inline constexpr const char* kEpoch = "dataloader.epoch";        // main, instant: iterator created; arg = epoch index
-inline constexpr const char* kEpochEnd = "dataloader.epoch_end"; // main, instant: StopIteration; arg = iterations
+// main, span: DataLoader.__iter__ called to iterator created (worker start-up); arg = epoch index.
+// Older traces: an instant when the iterator was created.
+inline constexpr const char* kEpoch = "dataloader.epoch";
+// main, span: the next() that raised StopIteration (worker shutdown); arg = iterations.
+// Older traces: an instant at the raise (read as a zero-length span).
+inline constexpr const char* kEpochEnd = "dataloader.epoch_end";
 inline constexpr const char* kFetch = "dataloader.fetch";        // worker (or main when num_workers=0): one batch; arg = batch index; has cpu/delay
 inline constexpr const char* kGetitem = "dataloader.getitem";    // one sample; arg = sample index
 inline constexpr const char* kCollate = "dataloader.collate";    // collate_fn of one batch; arg = batch index
@@ -28,6 +32,14 @@ inline constexpr const char* kReadStorage = "dataloader.read_storage";  // arg =
 inline constexpr const char* kReadCalls = "dataloader.read_calls";      // arg = rchar: through read syscalls (hits and misses)
 inline constexpr const char* kSystemCpu = "dataloader.system_cpu";      // arg = the thread's system CPU ns (getrusage)
 inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worker, instant: arg = worker id
+// Spans the hook records while timing its own cost at start, named with this
+// prefix: analysis ignores them (they are neither loaders nor stages).
+inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
+// Config keys, scope 0 of the main process: the hook's own cost per event in ns,
+// measured at start: "hook_ns_wait" (a wait span with CPU and the next()
+// wrapper), "hook_ns_fetch" (a fetch span with CPU, its read and system spans
+// and the two thread_io calls), "hook_ns_sample" (a getitem span),
+// "hook_ns_collate" (a collate span).
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
 // "dataset_len", "dataset_bytes", "dataset_files", "multiprocessing_context", "client".

@@ -31,10 +31,12 @@ assert [s["rank"] for s in train["stragglers"]] == [1]
 assert train["stragglers"][0]["cause"] == "more wait"
 assert ranks[1]["straggler"] and not ranks[0]["straggler"]
 assert ranks[0]["stall_fraction"] < 0.2 and ranks[1]["stall_fraction"] > 0.35
-assert ranks[1]["fetch_stall_fraction"] > ranks[1]["prep_stall_fraction"]
 # Set costs: 20 ms of compute a step on both; rank 1 waits about 20 ms more a step.
 assert abs(ranks[0]["compute_per_step_s"] - 0.020) < 0.005, ranks[0]["compute_per_step_s"]
 assert 0.012 < ranks[1]["wait_per_step_s"] - ranks[0]["wait_per_step_s"] < 0.030, (ranks[1]["wait_per_step_s"], ranks[0]["wait_per_step_s"])
+# Its workers sleep (no device reads): other blocking, not a fetch (storage) stall.
+assert ranks[1]["bottleneck"] == "other_blocking", ranks[1]["bottleneck"]
+assert ranks[1]["fetch_stall_fraction"] == 0
 slowest = max(r["epoch_time_s"] for r in ranks.values())
 total = sum(r["samples"] for r in ranks.values())
 assert abs(train["global_samples_per_s"] - total / slowest) < 1e-6 * total / slowest

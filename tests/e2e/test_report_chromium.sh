@@ -16,7 +16,7 @@ else
   skip "neither torch nor gen_trace to make a trace"
 fi
 $SP report t.pb -o report.html 2>err.txt || fail "report failed: $(cat err.txt)"
-verdict=$($SP analyze t.pb | head -1)
+verdict=$($SP analyze t.pb | sed -n 1p)  # sed reads it all: no SIGPIPE under pipefail
 [ -n "$verdict" ] || fail "analyze printed no verdict"
 # Self-contained: no external URLs in src/href attributes.
 if grep -Eo '(src|href)="[^"#][^"]*"' report.html | grep -v '^href="data:' | grep -q .; then

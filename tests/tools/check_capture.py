@@ -92,6 +92,14 @@ def main():
     for r in records:
         if r["type"] == "config":
             configs[r["scope"]][r["key"]] = r.get("u64", r.get("str", r.get("f64")))
+    # Scope 0 holds the process's own keys (the hook's cost, timed at start), not a loader.
+    own = configs.pop(0, {})
+    for key in ("hook_ns_wait", "hook_ns_fetch", "hook_ns_sample", "hook_ns_collate"):
+        expect(isinstance(own.get(key), int), "the hook recorded its own cost %s at start (got %r)" % (key, own.get(key)))
+    expect(own.get("hook_ns_wait", 0) > 0 and own.get("hook_ns_fetch", 0) > own.get("hook_ns_sample", 0),
+           "the hook's own cost is positive and a fetch costs more than a sample: %r" % own)
+    expect(not any(r.get("name", "").startswith("stallprof.calibration.") and r["scope"] != 0 for r in records),
+           "calibration spans carry no loader scope")
     scope_of = {cfg.get("name"): scope for scope, cfg in configs.items()}
     by = collections.defaultdict(list)  # (name, scope) -> records
     for r in records:
@@ -124,7 +132,10 @@ def main():
         expected_args = [i for n in per_epoch for i in range(n)]
         expect([w["arg"] for w in waits] == expected_args, "%s: wait args are the iteration indices" % loader)
         epochs = by[("dataloader.epoch", scope)]
-        expect([e["arg"] for e in epochs] == list(range(a.epochs)), "%s: epoch instants %s" % (loader, [e["arg"] for e in epochs]))
+        expect([e["arg"] for e in epochs] == list(range(a.epochs)), "%s: epoch spans %s" % (loader, [e["arg"] for e in epochs]))
+        expect(all(e["type"] == "span" for e in epochs), "%s: epochs are spans (__iter__ call to iterator)" % loader)
+        expect(all(e["type"] == "span" for e in by[("dataloader.epoch_end", scope)]),
+               "%s: epoch_end is a span (the StopIteration next())" % loader)
         ends = by[("dataloader.epoch_end", scope)]
         expect([e["arg"] for e in ends] == per_epoch, "%s: epoch_end args %s, expected %s" % (loader, [e["arg"] for e in ends], per_epoch))
         fetches = by[("dataloader.fetch", scope)]

@@ -9,9 +9,12 @@ contract with the analysis (lib/trace/trace.h, namespace names).
 Per DataLoader (main process): a loader id (scope), its configuration (with
 its name: the variable that holds it, else "loader<n>" in the order this
 process first iterated its loaders, so every rank of a job names it alike; and
-torch.distributed's rank when initialized), an epoch instant per iterator, a
+torch.distributed's rank when initialized), an epoch span per iterator (from
+the DataLoader.__iter__ call to the iterator's creation: worker start-up), a
 wait span per next() (with the main thread's CPU time and run-queue delay while
-in next()) and an epoch_end instant.
+in next()) and an epoch_end span covering the next() that raised StopIteration
+(worker shutdown). Traces of older hooks hold instants for both (epoch:
+iterator created; epoch_end: the raise).
 Wherever batches are fetched (workers, or the main process with
 num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
 worker_start instant per worker. Right after each fetch span, in the same
@@ -20,6 +23,15 @@ rchar) that contain it: what the fetching thread read during the fetch, from
 /proc/thread-self/io (not recorded where the kernel lacks that file), and a
 system_cpu span (arg = the thread's system CPU ns during the fetch). The
 pin-memory thread: pin spans.
+
+The hook's own cost, measured at start (main process only, when it patches
+torch, < 10 ms): ~200 repetitions of each event kind it emits, run through the
+same code as the real events around no-op work, minus the no-op work alone.
+Recorded as config values of scope 0 in ns per event: hook_ns_wait (the next()
+wrapper with its wait span), hook_ns_fetch (a fetch span with CPU, its read and
+system spans and thread_io calls, without its collate span), hook_ns_sample (a
+getitem span), hook_ns_collate (a collate span). The calibration's own spans
+are named "stallprof.calibration.*", which analysis ignores.
 """
 import os
 import sys
@@ -35,6 +47,9 @@ WORKER_START = "dataloader.worker_start"
 READ_STORAGE = "dataloader.read_storage"
 READ_CALLS = "dataloader.read_calls"
 SYSTEM_CPU = "dataloader.system_cpu"
+CALIBRATION = "stallprof.calibration."
+# Repetitions per event kind when the hook times itself at start.
+_CALIBRATION_REPS = 200
 
 _TARGET = "torch.utils.data"
 _installed = False
@@ -292,7 +307,6 @@ def _patch():
     from torch.utils.data._utils import pin_memory as pin_mod
 
     ext = _ext
-    instant = ext.instant
     span_since = ext.span_since
     now = ext.now
     Span = ext.Span
@@ -306,6 +320,7 @@ def _patch():
     original_iter = dl.DataLoader.__iter__
 
     def __iter__(self):
+        start = now()
         state = self.__dict__.get("_stallprof")
         if state is None:
             scope = ext.new_scope()
@@ -333,29 +348,31 @@ def _patch():
         pin_thread = getattr(iterator, "_pin_memory_thread", None)
         if pin_thread is not None and pin_thread.ident is not None:
             _pin_scopes[pin_thread.ident] = scope
-        instant(epoch_id, epoch, scope)
+        span_since(epoch_id, start, epoch, scope)
         return iterator
 
     dl.DataLoader.__iter__ = __iter__
 
     # -- _BaseDataLoaderIter.__next__: time blocked per iteration ------------------
-    original_next = dl._BaseDataLoaderIter.__next__
+    def make_next(original_next, wait_id, epoch_end_id):
+        def __next__(self):
+            # With CPU: the main thread's own work in next() (num_workers=0 fetches,
+            # unpickling batches from workers) tells it apart from waiting.
+            span = Span(wait_id, getattr(self, "_stallprof_scope", 0), True)
+            index = self._num_yielded
+            called = now()
+            span.begin()
+            try:
+                data = original_next(self)
+            except StopIteration:
+                # The next() that ends the epoch: worker shutdown when not persistent.
+                span_since(epoch_end_id, called, index, getattr(self, "_stallprof_scope", 0))
+                raise
+            span.end(index)
+            return data
+        return __next__
 
-    def __next__(self):
-        # With CPU: the main thread's own work in next() (num_workers=0 fetches,
-        # unpickling batches from workers) tells it apart from waiting.
-        span = Span(wait_id, getattr(self, "_stallprof_scope", 0), True)
-        index = self._num_yielded
-        span.begin()
-        try:
-            data = original_next(self)
-        except StopIteration:
-            instant(epoch_end_id, index, getattr(self, "_stallprof_scope", 0))
-            raise
-        span.end(index)
-        return data
-
-    dl._BaseDataLoaderIter.__next__ = __next__
+    dl._BaseDataLoaderIter.__next__ = make_next(dl._BaseDataLoaderIter.__next__, wait_id, epoch_end_id)
 
     # -- fetchers: fetch (with CPU), getitem, collate ---------------------------
     def batch_index(fetcher, depth):
@@ -385,7 +402,8 @@ def _patch():
             _thread_io_ok = False
         return io
 
-    def record_reads(io0, io_start, scope):
+    def record_reads(io0, io_start, scope, read_storage_id=read_storage_id, read_calls_id=read_calls_id,
+                     system_cpu_id=system_cpu_id):
         # After the fetch span, so the read spans contain it (start earlier,
         # end later) and come after it in the thread's record order.
         global _thread_io_ok
@@ -398,23 +416,27 @@ def _patch():
         if io0[2] >= 0 and io1[2] >= 0:  # the kernel's share of the fetch: holds what storage misses cost
             span_since(system_cpu_id, io_start, max(0, io1[2] - io0[2]), scope)
 
-    def collate(fetcher, data, scope, index):
+    def collate(fetcher, data, scope, index, collate_id=collate_id):
         start = now()
         batch = fetcher.collate_fn(data)
         span_since(collate_id, start, index, scope)
         return batch
 
-    def measured_fetch(fetcher, samples):
+    def measured_fetch(fetcher, samples, ids=None):
         # One batch: `samples(scope)` reads the dataset, then collate; the fetch
-        # span (with CPU) around both, the read spans after it.
+        # span (with CPU) around both, the read spans after it. `ids`: the
+        # calibration's names instead of the real ones.
         scope = getattr(fetcher, "_stallprof_scope", 0) or _worker_scope
         index = batch_index(fetcher, 3)
-        span = Span(fetch_id, scope, True)
+        span = Span(fetch_id if ids is None else ids["fetch"], scope, True)
         io0 = io_before()
         io_start = now()
         span.begin()
         try:
-            batch = collate(fetcher, samples(scope), scope, index)
+            if ids is None:
+                batch = collate(fetcher, samples(scope), scope, index)
+            else:
+                batch = collate(fetcher, samples(scope), scope, index, ids["collate"])
         except StopIteration:
             raise  # no batch (the stream ended): not a fetch, so fetch spans == batches
         except BaseException:
@@ -422,7 +444,10 @@ def _patch():
             raise
         span.end(index)
         if io0 is not None:
-            record_reads(io0, io_start, scope)
+            if ids is None:
+                record_reads(io0, io_start, scope)
+            else:
+                record_reads(io0, io_start, scope, ids["read_storage"], ids["read_calls"], ids["system_cpu"])
         return batch
 
     def map_fetch(self, possibly_batched_index):
@@ -490,3 +515,92 @@ def _patch():
         return result
 
     pin_mod.pin_memory = pin_memory
+
+    # -- the hook's own cost, timed once in the main process ----------------------
+    try:
+        import multiprocessing
+        if multiprocessing.parent_process() is None:
+            _calibrate(ext, make_next, measured_fetch, collate)
+    except Exception as error:  # the figures are optional; the recording is not
+        _warn("could not time the hook's own cost (%s); analysis takes it as 0" % error)
+
+
+class _CalibrationIterator:
+    """Stands in for a DataLoader iterator while the hook times its wrapper."""
+    _num_yielded = 0
+    _stallprof_scope = 0
+
+
+class _CalibrationFetcher:
+    """Stands in for a dataset fetcher while the hook times its fetch spans."""
+    _stallprof_scope = 0
+
+    @staticmethod
+    def collate_fn(data):
+        return data
+
+
+def _calibrate(ext, make_next, measured_fetch, collate):
+    """Times _CALIBRATION_REPS events of each kind through the hook's own code
+    around no-op work, minus the no-op work alone, and records the ns per event
+    as config values of scope 0 (see the module docstring)."""
+    now = ext.now
+    span_since = ext.span_since
+    ids = {kind: ext.name(CALIBRATION + kind)
+           for kind in ("wait", "epoch_end", "fetch", "collate", "getitem", "read_storage", "read_calls", "system_cpu")}
+
+    def per_event(hooked, bare):
+        # One warm-up call each (first-use costs: name interning, lane claim),
+        # then _CALIBRATION_REPS calls in 10 chunks; the fastest chunk counts,
+        # so a preemption on a busy machine does not. One pass only: the whole
+        # calibration must stay under 10 ms.
+        hooked()
+        bare()
+        chunk = range(_CALIBRATION_REPS // 10)
+        fastest = []
+        for fn in (hooked, bare):
+            best = None
+            for _ in range(10):
+                t0 = now()
+                for _ in chunk:
+                    fn()
+                elapsed = now() - t0
+                best = elapsed if best is None or elapsed < best else best
+            fastest.append(best)
+        return max(0, (fastest[0] - fastest[1]) // len(chunk))
+
+    iterator = _CalibrationIterator()
+
+    def noop_next(self):
+        return 0
+
+    wrapped_next = make_next(noop_next, ids["wait"], ids["epoch_end"])
+    wait_ns = per_event(lambda: wrapped_next(iterator), lambda: noop_next(iterator))
+
+    fetcher = _CalibrationFetcher()
+    one = [0]
+
+    def samples(scope):
+        return one
+    collate_ns = per_event(lambda: collate(fetcher, one, 0, 0, ids["collate"]), lambda: fetcher.collate_fn(one))
+    fetch_ns = per_event(lambda: measured_fetch(fetcher, samples, ids), lambda: fetcher.collate_fn(samples(0)))
+    fetch_ns = max(0, fetch_ns - collate_ns)
+
+    data = []
+    append = data.append
+    getitem_id = ids["getitem"]
+
+    def hooked_sample():
+        start = now()
+        append(one[0])
+        span_since(getitem_id, start, 0, 0)
+
+    def bare_sample():
+        append(one[0])
+    sample_ns = per_event(hooked_sample, bare_sample)
+
+    cfg = ext.config
+    cfg(0, "hook_ns_wait", int(wait_ns))
+    cfg(0, "hook_ns_fetch", int(fetch_ns))
+    cfg(0, "hook_ns_sample", int(sample_ns))
+    cfg(0, "hook_ns_collate", int(collate_ns))

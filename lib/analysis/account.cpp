@@ -1,0 +1,536 @@
+#include "account.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "common/units.h"
+#include "model/model.h"
+
+namespace stallprof::analysis {
+
+const char* ToString(Cause cause) {
+  switch (cause) {
+    case Cause::kCompute: return "compute";
+    case Cause::kPrep: return "worker CPU (prep)";
+    case Cause::kContention: return "CPU contention";
+    case Cause::kStorage: return "storage";
+    case Cause::kOtherBlocking: return "other blocking";
+    case Cause::kHandoff: return "handoff";
+    case Cause::kStartup: return "epoch start-up";
+    case Cause::kStallprof: return "stallprof's own cost";
+  }
+  return "?";
+}
+
+const char* CauseId(Cause cause) {
+  switch (cause) {
+    case Cause::kCompute: return "compute";
+    case Cause::kPrep: return "prep";
+    case Cause::kContention: return "contention";
+    case Cause::kStorage: return "storage";
+    case Cause::kOtherBlocking: return "other_blocking";
+    case Cause::kHandoff: return "handoff";
+    case Cause::kStartup: return "startup";
+    case Cause::kStallprof: return "stallprof";
+  }
+  return "?";
+}
+
+namespace internal {
+
+std::vector<bool> CalibrationNames(const Trace& trace) {
+  std::vector<bool> out(trace.strings.size(), false);
+  for (size_t i = 0; i < trace.strings.size(); ++i) out[i] = trace.strings[i].rfind(names::kCalibrationPrefix, 0) == 0;
+  return out;
+}
+
+HookCost ReadHookCost(const Trace& trace, uint32_t pid) {
+  HookCost cost;
+  for (const auto& c : trace.configs) {
+    if (c.pid != pid || c.scope != 0) continue;
+    double v = c.type == ConfigValue::Type::kU64 ? static_cast<double>(c.u64)
+               : c.type == ConfigValue::Type::kF64 ? c.f64
+                                                   : std::atof(c.str.c_str());
+    double* field = c.key == "hook_ns_wait"      ? &cost.wait_ns
+                    : c.key == "hook_ns_fetch"   ? &cost.fetch_ns
+                    : c.key == "hook_ns_sample"  ? &cost.sample_ns
+                    : c.key == "hook_ns_collate" ? &cost.collate_ns
+                                                 : nullptr;
+    if (field && v >= 0) {
+      *field = v;
+      cost.measured = true;
+    }
+  }
+  return cost;
+}
+
+namespace {
+
+constexpr double kNs = 1e-9;
+constexpr size_t kN = kCauseCount;
+using Weights = std::array<double, kN>;
+size_t I(Cause c) { return static_cast<size_t>(c); }
+
+// Nanoseconds per cause, and the tallies the evidence strings need.
+struct Ledger {
+  std::array<int64_t, kN> ns{};
+  uint64_t batches = 0;
+  uint64_t waits_by_fetch = 0;       // split by their own fetch span
+  uint64_t waits_by_mean = 0;        // no matching fetch span: the loader's mean proportions
+  uint64_t waits_handoff = 0;        // the batch was ready
+  int64_t before_first_next = 0;     // compute between __iter__'s return and the first next()
+  int64_t startup_create = 0, startup_first = 0, startup_shutdown = 0;
+  uint64_t epochs = 0;
+
+  // Adds `d` ns over the causes in proportion to `w`; integer ns, the
+  // remainder to the largest weight, so nothing is lost or made up.
+  void Spread(int64_t d, const Weights& w) {
+    if (d <= 0) return;
+    double sum = 0;
+    size_t largest = 0;
+    for (size_t k = 0; k < kN; ++k) {
+      sum += w[k];
+      if (w[k] > w[largest]) largest = k;
+    }
+    if (sum <= 0) {
+      ns[I(Cause::kOtherBlocking)] += d;
+      return;
+    }
+    int64_t given = 0;
+    for (size_t k = 0; k < kN; ++k) {
+      if (k == largest) continue;
+      const int64_t part = static_cast<int64_t>(std::floor(d * (w[k] / sum)));
+      ns[k] += part;
+      given += part;
+    }
+    ns[largest] += d - given;
+  }
+  void Add(Cause c, int64_t d) { ns[I(c)] += d; }
+};
+
+struct Context {
+  const LoaderAnalysis& loader;
+  const std::vector<FetchFact>& fetches;
+  HookCost hook;
+  double miss_cpu_ns_per_byte = 0;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> worker_fetch_of_batch;  // batch -> fetch indices, by start
+  std::vector<uint32_t> main_fetches;                                        // num_workers = 0, by start
+  Weights mean{};                                                            // the loader's mean proportions
+  bool has_mean = false;
+  double samples_per_batch = 1;
+
+  int64_t WrapperInside() const { return static_cast<int64_t>(hook.wait_ns / 2); }
+  int64_t WrapperOutside() const { return static_cast<int64_t>(hook.wait_ns) - WrapperInside(); }
+  double WorkerHookNs() const { return hook.fetch_ns + samples_per_batch * hook.sample_ns + hook.collate_ns; }
+
+  // Proportions of one fetch span: CPU (less what storage misses cost),
+  // run-queue delay, off CPU (storage only with device bytes). False without CPU.
+  bool WeightsOf(const FetchFact& f, Weights& w) const {
+    if (!f.has_cpu || f.end_ns <= f.start_ns) return false;
+    w.fill(0);
+    const double produce = static_cast<double>(f.end_ns - f.start_ns);
+    double cpu = static_cast<double>(f.cpu_ns), delay = static_cast<double>(f.delay_ns);
+    if (cpu + delay > produce) {  // clocks of different resolution: keep the ratio
+      const double scale = produce / (cpu + delay);
+      cpu *= scale;
+      delay *= scale;
+    }
+    const double io = std::max(0.0, produce - cpu - delay);
+    const double miss = f.device_bytes > 0 ? std::min(cpu, miss_cpu_ns_per_byte * f.device_bytes) : 0;
+    w[I(Cause::kPrep)] = cpu - miss;
+    w[I(Cause::kContention)] = delay;
+    w[I(f.device_bytes > 0 ? Cause::kStorage : Cause::kOtherBlocking)] += io;
+    w[I(Cause::kStorage)] += miss;
+    return true;
+  }
+};
+
+int64_t Ns(uint64_t from, uint64_t to) { return to > from ? static_cast<int64_t>(to - from) : 0; }
+
+// The main loop after next() returned: compute, less the next() wrapper's part outside the wait.
+void AccountCompute(const Context& c, int64_t d, Ledger& l) {
+  const int64_t hook = std::min(d, c.WrapperOutside());
+  l.Add(Cause::kStallprof, hook);
+  l.Add(Cause::kCompute, d - hook);
+}
+
+void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l) {
+  const auto& loader = c.loader;
+  const int64_t wait = Ns(it.wait_start_ns, it.return_ns);
+  l.batches++;
+  const int64_t inside = std::min(wait, c.WrapperInside());
+  if (startup) {
+    l.Add(Cause::kStallprof, inside);
+    l.Add(Cause::kStartup, wait - inside);
+    l.startup_first += wait - inside;
+    return;
+  }
+  if (loader.config.num_workers > 0) {
+    if (it.batch_deliverable) {
+      l.waits_handoff++;
+      l.Add(Cause::kStallprof, inside);
+      l.Add(Cause::kHandoff, wait - inside);
+      return;
+    }
+    // The awaited batch: the first fetch of its index at or after the epoch start.
+    const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+    const FetchFact* fetch = nullptr;
+    if (auto found = c.worker_fetch_of_batch.find(it.index_in_epoch); found != c.worker_fetch_of_batch.end())
+      for (uint32_t f : found->second)
+        if (c.fetches[f].start_ns >= epoch_start) {
+          fetch = &c.fetches[f];
+          break;
+        }
+    Weights w{};
+    l.Add(Cause::kStallprof, inside);
+    const int64_t rest = wait - inside;
+    if (fetch && c.WeightsOf(*fetch, w)) {
+      // The worker's hook events are part of the production this wait covers:
+      // all of them when it covers the whole fetch span, in proportion when less.
+      const double produce = static_cast<double>(fetch->end_ns - fetch->start_ns);
+      const int64_t hook = std::min<int64_t>(rest, static_cast<int64_t>(c.WorkerHookNs() * std::min(1.0, rest / produce)));
+      l.waits_by_fetch++;
+      l.Add(Cause::kStallprof, hook);
+      l.Spread(rest - hook, w);
+    } else {
+      l.waits_by_mean++;
+      l.Spread(rest, c.has_mean ? c.mean : Weights{});
+    }
+    return;
+  }
+  // num_workers = 0: the fetch spans inside this wait; the rest is the
+  // DataLoader's own per-batch code (handoff). The hook's cost of this wait
+  // comes out of both parts in proportion to their length.
+  auto first = std::lower_bound(c.main_fetches.begin(), c.main_fetches.end(), it.wait_start_ns,
+                                [&](uint32_t f, uint64_t t) { return c.fetches[f].start_ns < t; });
+  int64_t fetch_ns = 0;
+  Weights w{};
+  bool by_fetch = false;
+  uint64_t fetch_count = 0;
+  for (auto f = first; f != c.main_fetches.end() && c.fetches[*f].start_ns < it.return_ns; ++f) {
+    const FetchFact& x = c.fetches[*f];
+    fetch_ns += Ns(x.start_ns, std::min(x.end_ns, it.return_ns));
+    fetch_count++;
+    Weights one{};
+    if (c.WeightsOf(x, one)) {
+      by_fetch = true;
+      for (size_t k = 0; k < kN; ++k) w[k] += one[k];
+    }
+  }
+  fetch_ns = std::min(fetch_ns, wait);
+  const double hook_ns = c.hook.wait_ns / 2 + (fetch_count ? c.WorkerHookNs() * fetch_count : 0);
+  const int64_t hook = std::min(wait, static_cast<int64_t>(hook_ns));
+  const int64_t hook_in_fetch = wait > 0 ? static_cast<int64_t>(static_cast<double>(hook) * fetch_ns / wait) : 0;
+  l.Add(Cause::kStallprof, hook);
+  l.Add(Cause::kHandoff, wait - fetch_ns - (hook - hook_in_fetch));
+  if (fetch_ns > 0) {
+    if (by_fetch) l.waits_by_fetch++;
+    else l.waits_by_mean++;
+    l.Spread(fetch_ns - hook_in_fetch, by_fetch ? w : c.has_mean ? c.mean : Weights{});
+  }
+}
+
+// Means over the loader's fetch spans, for the evidence strings.
+struct FetchMeans {
+  uint64_t fetches = 0, with_cpu = 0, with_reads = 0;
+  double produce = 0, cpu = 0, delay = 0, io = 0, io_no_device = 0;  // ns per fetch with CPU
+  uint64_t no_device = 0;
+  double device_bytes = 0, call_bytes = 0;  // totals over fetches with read spans
+  uint64_t fetches_with_device_bytes = 0;
+};
+
+FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
+  FetchMeans m;
+  for (const auto& f : fetches) {
+    m.fetches++;
+    if (f.device_bytes >= 0) {
+      m.with_reads++;
+      m.device_bytes += static_cast<double>(f.device_bytes);
+      m.call_bytes += std::max<double>(0, static_cast<double>(f.call_bytes));
+      m.fetches_with_device_bytes += f.device_bytes > 0;
+    }
+    if (!f.has_cpu) continue;
+    m.with_cpu++;
+    const double produce = static_cast<double>(f.end_ns - f.start_ns);
+    const double io = std::max(0.0, produce - f.cpu_ns - f.delay_ns);
+    m.produce += produce;
+    m.cpu += f.cpu_ns;
+    m.delay += f.delay_ns;
+    m.io += io;
+    if (f.device_bytes <= 0) {
+      m.io_no_device += io;
+      m.no_device++;
+    }
+  }
+  if (m.with_cpu) {
+    m.produce /= m.with_cpu;
+    m.cpu /= m.with_cpu;
+    m.delay /= m.with_cpu;
+    m.io /= m.with_cpu;
+  }
+  if (m.no_device) m.io_no_device /= m.no_device;
+  return m;
+}
+
+std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
+std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
+
+Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const LoaderAnalysis& loader, bool whole_run,
+               double persistent_saving_s, double miss_cpu_s_per_batch, uint32_t cores) {
+  Account a;
+  a.available = l.batches > 0;
+  a.batches = l.batches;
+  int64_t wall = 0;
+  for (int64_t v : l.ns) wall += v;
+  a.wall_s = wall * kNs;
+  const double per_batch = l.batches ? 1.0 / l.batches : 0;
+  const std::string mean_note =
+      l.waits_by_mean ? fmt::format("; {} wait(s) without a matching fetch span split by the loader's mean", l.waits_by_mean) : "";
+  for (size_t k = 0; k < kN; ++k) {
+    AccountLine line;
+    line.cause = static_cast<Cause>(k);
+    line.seconds = l.ns[k] * kNs;
+    line.share = wall > 0 ? static_cast<double>(l.ns[k]) / wall : 0;
+    const double ns_per_batch = l.ns[k] * per_batch;
+    switch (line.cause) {
+      case Cause::kCompute:
+        line.evidence = fmt::format("main loop between next() calls, {} per batch x {} batches", Ms(ns_per_batch), l.batches);
+        if (whole_run && l.before_first_next > 0)
+          line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
+        break;
+      case Cause::kPrep:
+        line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
+                                                 Ms(m.produce), miss_cpu_s_per_batch > 0 ? " (less the CPU storage misses cost)" : "")
+                                   : "no fetch span with CPU time";
+        line.evidence += mean_note;
+        break;
+      case Cause::kContention:
+        line.evidence = fmt::format("run-queue delay {} per batch in the fetch spans; {} workers on {} usable cores", Ms(m.delay),
+                                    loader.config.num_workers, cores);
+        break;
+      case Cause::kStorage:
+        if (m.with_reads == 0)
+          line.evidence = "device reads not recorded (no read spans): nothing is called storage";
+        else if (m.device_bytes <= 0)
+          line.evidence = "0 bytes read from the device";
+        else
+          line.evidence = fmt::format("{} read from the device by {} of {} fetches{}", FormatBytes(m.device_bytes),
+                                      m.fetches_with_device_bytes, m.with_reads,
+                                      miss_cpu_s_per_batch > 0
+                                          ? fmt::format(", worker CPU on misses {} per batch", Ms(miss_cpu_s_per_batch * 1e9))
+                                          : "");
+        break;
+      case Cause::kOtherBlocking:
+        line.evidence = fmt::format("off CPU {} per batch, {} from the device, {} through read syscalls: sleep, lock or network{}",
+                                    Ms(m.io_no_device), m.with_reads ? FormatBytes(m.device_bytes) : "? bytes (not recorded)",
+                                    m.with_reads ? FormatBytes(m.call_bytes) : "? bytes", mean_note);
+        break;
+      case Cause::kHandoff:
+        line.evidence = loader.config.num_workers > 0
+                            ? fmt::format("{} of {} next() calls found their batch ready: the main process receiving it "
+                                          "(IPC, unpickling, pinning)",
+                                          l.waits_handoff, l.batches)
+                            : "the DataLoader's own per-batch code in next() outside the fetch span (sampler, collation "
+                              "bookkeeping)";
+        break;
+      case Cause::kStartup: {
+        if (!whole_run) {
+          line.evidence = "not in the steady state";
+          break;
+        }
+        const double epochs = std::max<uint64_t>(1, l.epochs);
+        const std::string method = loader.config.multiprocessing_context.empty() ? "" : ", " + loader.config.multiprocessing_context;
+        line.evidence = fmt::format("{} per epoch x {} epochs{} (iterator creation {}, first batch {}, shutdown {} per epoch)",
+                                    Ms(l.ns[k] / epochs), l.epochs, method, Ms(l.startup_create / epochs),
+                                    Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
+        if (persistent_saving_s > 0)
+          line.evidence += fmt::format("; persistent_workers=True would save {}", FormatSeconds(persistent_saving_s));
+        break;
+      }
+      case Cause::kStallprof:
+        line.evidence = c.hook.measured
+                            ? fmt::format("measured at start: wait {}, fetch {}, sample {}, collate {} per event; {} per batch "
+                                          "on the critical path",
+                                          Us(c.hook.wait_ns), Us(c.hook.fetch_ns), Us(c.hook.sample_ns), Us(c.hook.collate_ns),
+                                          Us(ns_per_batch))
+                            : "not measured (a trace from an older hook): taken as 0";
+        break;
+    }
+    a.lines.push_back(line);
+  }
+  return a;
+}
+
+double StallOf(const Account& a) {
+  const double denominator = a.wall_s - a.Seconds(Cause::kStallprof);
+  return denominator > 0 ? std::max(0.0, (a.wall_s - a.Seconds(Cause::kCompute) - a.Seconds(Cause::kStallprof)) / denominator) : 0;
+}
+
+std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
+  const auto& line = a.Line(cause);
+  const std::string share = fmt::format("{:.0f}%", line.share * 100);
+  switch (cause) {
+    case Cause::kPrep:
+      return fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict with "
+                         "`stallprof whatif --workers N`",
+                         share, l.config.num_workers, cores);
+    case Cause::kContention:
+      return fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} workers, {} "
+                         "usable cores) or a less busy machine",
+                         share, l.config.num_workers, cores);
+    case Cause::kStorage:
+      return fmt::format("storage ({}): cache the dataset (page cache, local SSD, in memory); predict with `stallprof whatif "
+                         "--cache SIZE`",
+                         share);
+    case Cause::kOtherBlocking:
+      return fmt::format("other blocking ({}): the workers are off CPU without reading the device (sleep, lock, network, "
+                         "IPC); find it in __getitem__; more workers hide the latency (`stallprof whatif --workers N`)",
+                         share);
+    case Cause::kHandoff:
+      return fmt::format("handoff ({}): the main process spends its time receiving batches; use larger or cheaper batches "
+                         "(fewer Python objects per batch, pin_memory only when needed)",
+                         share);
+    case Cause::kStartup:
+      return l.persistent_saving_s > 0
+                 ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} (worker start-up and shutdown of "
+                               "every epoch)",
+                               share, FormatSeconds(l.persistent_saving_s))
+                 : fmt::format("epoch start-up ({}): longer epochs or fewer, cheaper workers to start (start method {})", share,
+                               l.config.multiprocessing_context.empty() ? "?" : l.config.multiprocessing_context);
+    case Cause::kStallprof:
+      return fmt::format("stallprof's own cost ({}): the job is faster than the trace says, by {:.1f} us per batch", share,
+                         a.batches ? line.seconds / a.batches * 1e6 : 0.0);
+    case Cause::kCompute:
+      return fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
+  }
+  return {};
+}
+
+}  // namespace
+
+void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+  Context c{loader, fetches};
+  c.hook = ReadHookCost(trace, loader.pid);
+  c.samples_per_batch = loader.config.batch_size > 0 ? loader.config.batch_size : 1;
+  // Worker CPU per storage byte (the fit, or its estimate), as the model's profile has it.
+  TraceAnalysis view;
+  const model::LoaderProfile profile = BuildProfile(trace, view, loader);
+  c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
+  const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
+
+  std::vector<uint32_t> order(fetches.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return fetches[a].start_ns < fetches[b].start_ns; });
+  for (uint32_t f : order) {
+    if (fetches[f].pid == loader.pid) c.main_fetches.push_back(f);
+    else c.worker_fetch_of_batch[fetches[f].batch].push_back(f);
+    Weights w{};
+    if (c.WeightsOf(fetches[f], w)) {
+      c.has_mean = true;
+      for (size_t k = 0; k < kN; ++k) c.mean[k] += w[k];
+    }
+  }
+
+  Ledger all, steady;
+  for (size_t i = 0; i < loader.iterations.size(); ++i) {
+    const Iteration& it = loader.iterations[i];
+    const EpochStats& epoch = loader.epochs[it.epoch];
+    const bool first = it.index_in_epoch == 0;
+    const bool last = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
+    if (first) {
+      all.epochs++;
+      const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
+      all.Add(Cause::kStartup, create);
+      all.startup_create += create;
+      const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
+      all.Add(Cause::kCompute, before);
+      all.before_first_next += before;
+    }
+    AccountWait(c, it, first && loader.config.num_workers > 0, all);
+    AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), all);
+    if (last && epoch.has_end_call) {
+      const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
+      all.Add(Cause::kStartup, shutdown);
+      all.startup_shutdown += shutdown;
+    }
+    if (it.steady) {
+      AccountWait(c, it, false, steady);
+      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), steady);
+    }
+  }
+
+  // What persistent_workers=True would save: each later epoch's wait for its
+  // workers to start (epoch start to their first fetch) and every shutdown.
+  loader.persistent_saving_s = 0;
+  if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
+    for (size_t e = 0; e < loader.epochs.size(); ++e) {
+      const auto& epoch = loader.epochs[e];
+      if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
+      if (e == 0) continue;
+      uint64_t first_fetch = UINT64_MAX;
+      for (const auto& [batch, list] : c.worker_fetch_of_batch)
+        for (uint32_t f : list)
+          if (fetches[f].start_ns >= epoch.start_ns && fetches[f].start_ns < epoch.end_ns)
+            first_fetch = std::min(first_fetch, fetches[f].start_ns);
+      if (first_fetch != UINT64_MAX) loader.persistent_saving_s += Ns(epoch.start_ns, first_fetch) * kNs;
+    }
+  }
+
+  const uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
+  const FetchMeans means = MeansOf(fetches);
+  loader.account_all = Finish(all, c, means, loader, true, loader.persistent_saving_s, miss_cpu_s_per_batch, cores);
+  loader.account_steady = loader.steady_fallback ? loader.account_all
+                                                 : Finish(steady, c, means, loader, false, 0, miss_cpu_s_per_batch, cores);
+  const Account& a = loader.account_steady;
+  loader.stall_fraction = StallOf(a);
+  loader.stall_fraction_all = StallOf(loader.account_all);
+  loader.verdict = Classify(loader.stall_fraction);
+
+  // The bottleneck: the largest pipeline cause when input-bound.
+  loader.bottleneck = Cause::kCompute;
+  if (loader.verdict != Verdict::kNotInputBound && a.available) {
+    double largest = 0;
+    for (Cause cause : {Cause::kPrep, Cause::kContention, Cause::kStorage, Cause::kOtherBlocking, Cause::kHandoff, Cause::kStartup})
+      if (a.Seconds(cause) > largest) {
+        largest = a.Seconds(cause);
+        loader.bottleneck = cause;
+      }
+  }
+  // Advice: the bottleneck first, then every other cause worth 5% of the wall
+  // time (stallprof's own cost from 1%: it changes how to read the figures).
+  loader.advice.clear();
+  if (a.available) {
+    loader.advice.push_back(AdviceFor(loader.bottleneck, loader, a, cores));
+    for (size_t k = 0; k < kN; ++k) {
+      const Cause cause = static_cast<Cause>(k);
+      if (cause == loader.bottleneck || cause == Cause::kCompute) continue;
+      const double share = a.Line(cause).share;
+      if (share >= 0.05 || (cause == Cause::kStallprof && share >= 0.01)) loader.advice.push_back(AdviceFor(cause, loader, a, cores));
+    }
+    if (!loader.steady_fallback && loader.bottleneck != Cause::kStartup && loader.account_all.Line(Cause::kStartup).share >= 0.05)
+      loader.advice.push_back(AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)");
+  }
+
+  // The DS-Analyzer split as a view of the steady account.
+  auto& split = loader.split;
+  split = StallSplit{};
+  split.available = a.available;
+  if (!a.available) split.unavailable_reason = "no iteration to account";
+  split.step_s = a.wall_s;
+  split.ingest_s = a.Seconds(Cause::kCompute);
+  split.fetch_stall_s = a.Seconds(Cause::kStorage);
+  split.prep_stall_s = a.Seconds(Cause::kPrep) + a.Seconds(Cause::kContention);
+  split.contention_s = a.Seconds(Cause::kContention);
+  split.handoff_s = a.Seconds(Cause::kHandoff);
+  split.cached_s = a.wall_s - split.fetch_stall_s;
+  split.measured_stall_s = a.wall_s - split.ingest_s - a.Seconds(Cause::kStallprof);
+  split.miss_cpu_s_per_batch = std::max(0.0, miss_cpu_s_per_batch);
+}
+
+}  // namespace internal
+}  // namespace stallprof::analysis

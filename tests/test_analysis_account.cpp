@@ -1,0 +1,290 @@
+// The account of a loader's wall time (lib/analysis/account.cpp) on hand-built
+// traces whose true costs are set by the test.
+#include <catch2/catch.hpp>
+
+#include "analysis/analysis.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr double kSec = 1e-9;  // ns -> s
+
+const LoaderAnalysis& OnlyLoader(const Result<TraceAnalysis>& result) {
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 1);
+  return result->loaders.front();
+}
+
+double SumOfLines(const Account& a) {
+  double sum = 0;
+  for (const auto& line : a.lines) sum += line.seconds;
+  return sum;
+}
+
+// The fetch span of batch i, ending `lead` before next() asks for it when
+// lead > 0 (produced in time) or `-lead` after (the wait), with CPU `cpu` and
+// read spans of `device_bytes` (none when < 0).
+void AddFetch(TraceBuilder& b, uint32_t worker, uint64_t start, uint64_t produce, uint64_t batch, uint64_t cpu,
+              int64_t device_bytes) {
+  b.Span(worker, names::kFetch, start, produce, 1, batch, static_cast<int64_t>(cpu), 0);
+  if (device_bytes >= 0) {
+    b.Span(worker, names::kReadStorage, start, produce + kUs, 1, static_cast<uint64_t>(device_bytes));
+    b.Span(worker, names::kReadCalls, start, produce + kUs, 1, static_cast<uint64_t>(device_bytes));
+  }
+}
+
+// One worker that starts batch i when next() i is called and takes `produce`
+// (cpu on CPU, the rest off CPU), so each wait is the whole production.
+// The worker is a separate process: waits are not handoff.
+Trace SlowWorker(uint64_t produce, uint64_t cpu, int64_t device_bytes) {
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = produce;
+  spec.compute = 10 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i)
+    AddFetch(b, w, spec.start + i * (produce + spec.compute), produce, i, cpu, device_bytes);
+  return b.trace;
+}
+
+}  // namespace
+
+TEST_CASE("The account's lines sum to the loader's wall time, epoch start to the end of the StopIteration next()") {
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 3;
+  spec.iterations = 12;
+  spec.wait = 7 * kMs;
+  spec.compute = 13 * kMs;
+  spec.iter_create = 5 * kMs;
+  spec.shutdown = 3 * kMs;
+  spec.gap_between_epochs = 500 * kMs;  // validation between epochs: not this loader's wall time
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint32_t e = 0; e < 3; ++e)
+    for (uint64_t i = 0; i < 12; ++i) {
+      const uint64_t epoch_start = spec.start + e * (5 + 12 * 20 + 3 + 500) * kMs;
+      const uint64_t call = epoch_start + 5 * kMs + i * 20 * kMs;
+      AddFetch(b, w, call - 2 * kMs, 9 * kMs, i, 4 * kMs, i % 2 ? 4096 : 0);
+    }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  const double wall = 3 * (5 + 12 * 20 + 3) * kMs * kSec;
+  CHECK(l.account_all.wall_s == Approx(wall).epsilon(1e-9));
+  CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s).epsilon(1e-12));
+  // Steady: 7 iterations per epoch past the 5 warm-up ones, 20 ms each.
+  CHECK(l.account_steady.wall_s == Approx(3 * 7 * 20 * kMs * kSec).epsilon(1e-9));
+  CHECK(SumOfLines(l.account_steady) == Approx(l.account_steady.wall_s).epsilon(1e-12));
+  CHECK(l.account_steady.Seconds(Cause::kStartup) == 0);
+  CHECK(l.account_steady.Seconds(Cause::kCompute) == Approx(3 * 7 * 13 * kMs * kSec));
+}
+
+TEST_CASE("The last batch of an epoch computes until the next() that raised StopIteration") {
+  // 16 items, batch 8: two batches per epoch, each followed by a 100 ms step.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  b.Config(100, 1, "batch_size", 8);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = 3;
+  spec.iterations = 2;
+  spec.wait = kMs;
+  spec.compute = 100 * kMs;
+  AddLoop(b, spec);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.iterations.size() == 6);
+  CHECK(l.compute_all.mean == Approx(0.100));
+  CHECK(l.compute_steady.mean == Approx(0.100));  // fewer iterations than the warm-up: all of them
+  CHECK(l.iterations[1].compute_s == Approx(0.100));
+  CHECK(l.account_all.Seconds(Cause::kCompute) == Approx(6 * 0.100));
+  CHECK(l.verdict == Verdict::kNotInputBound);
+  CHECK(l.bottleneck == Cause::kCompute);
+}
+
+TEST_CASE("A loop left without the StopIteration next() ends at its last return and its last compute is unknown") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Instant(main, names::kEpoch, 0, 1, 0);
+  for (uint64_t i = 0; i < 8; ++i) b.Span(main, names::kWait, i * 30 * kMs, 10 * kMs, 1, i);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.iterations.back().compute_unknown);
+  CHECK(l.compute_all.count == 7);
+  CHECK(l.compute_all.mean == Approx(0.020));
+  CHECK(l.account_all.wall_s == Approx((7 * 30 + 10) * kMs * kSec));
+}
+
+TEST_CASE("Epoch start-up is iterator creation, the first batch and the shutdown of every epoch") {
+  // A non-persistent loader with one worker: __iter__ 30 ms, the first batch
+  // 50 ms after it (the worker starts, then fetches for 10 ms), shutdown 20 ms;
+  // 4 epochs of 4 cheap batches.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 4;
+  spec.iterations = 4;
+  spec.iter_create = 30 * kMs;
+  spec.shutdown = 20 * kMs;
+  spec.warmup_wait_iters = 1;
+  spec.warmup_wait = 50 * kMs;
+  spec.wait = kMs / 10;
+  spec.compute = 2 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  const uint64_t epoch_len = (30 + 50 + 3 * 0.1 + 4 * 2 + 20) * kMs;
+  for (uint32_t e = 0; e < 4; ++e) {
+    const uint64_t epoch_start = spec.start + e * epoch_len;
+    // First fetch 70 ms after __iter__ was called (worker start-up), the others early.
+    AddFetch(b, w, epoch_start + 70 * kMs, 10 * kMs, 0, 10 * kMs, -1);
+    for (uint64_t i = 1; i < 4; ++i) AddFetch(b, w, epoch_start + 80 * kMs + i * kMs / 10, kMs / 20, i, kMs / 20, -1);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 4);
+  CHECK(l.epochs[0].start_ns == spec.start);
+  CHECK(l.epochs[0].iterator_ready_ns == spec.start + 30 * kMs);
+  // The wait wrapper's own cost is unmeasured here (0), so the line is exact.
+  CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(4 * 0.100));
+  // persistent_workers=True: no start-up in epochs 1-3 (70 ms each) and no shutdowns (4 x 20 ms).
+  CHECK(l.persistent_saving_s == Approx(3 * 0.070 + 4 * 0.020));
+  CHECK(l.bottleneck == Cause::kStartup);
+  CHECK(l.verdict == Verdict::kHighlyInputBound);
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::Contains("persistent_workers=True saves"));
+  CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("spawn"));
+}
+
+TEST_CASE("A worker that sleeps is other blocking, never storage") {
+  // 20 ms per batch, 1 ms of it on CPU, 0 bytes from the device.
+  const auto result = Analyze(SlowWorker(20 * kMs, kMs, 0), {});
+  const auto& l = OnlyLoader(result);
+  const auto& a = l.account_steady;
+  // 15 steady waits of 20 ms: 19/20 off CPU, 1/20 on CPU.
+  CHECK(a.Seconds(Cause::kOtherBlocking) == Approx(15 * 0.019));
+  CHECK(a.Seconds(Cause::kPrep) == Approx(15 * 0.001));
+  CHECK(a.Seconds(Cause::kStorage) == 0);
+  CHECK(l.bottleneck == Cause::kOtherBlocking);
+  CHECK(l.split.fetch_stall_s == 0);
+  CHECK_THAT(a.Line(Cause::kStorage).evidence, Catch::Contains("0 bytes read from the device"));
+}
+
+TEST_CASE("Off-CPU time of a fetch that read from the device is storage") {
+  const auto result = Analyze(SlowWorker(20 * kMs, kMs, 1 << 20), {});
+  const auto& l = OnlyLoader(result);
+  const auto& a = l.account_steady;
+  // The read-cost fit has one byte count only, so no CPU moves to storage: the off-CPU part is storage.
+  CHECK(a.Seconds(Cause::kStorage) >= Approx(15 * 0.019));
+  CHECK(a.Seconds(Cause::kOtherBlocking) == 0);
+  CHECK(l.bottleneck == Cause::kStorage);
+  CHECK(l.split.fetch_stall_s == Approx(a.Seconds(Cause::kStorage)));
+}
+
+TEST_CASE("Fetches without read spans are not called storage") {
+  const auto result = Analyze(SlowWorker(20 * kMs, kMs, -1), {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.account_steady.Seconds(Cause::kStorage) == 0);
+  CHECK(l.account_steady.Seconds(Cause::kOtherBlocking) == Approx(15 * 0.019));
+  CHECK_THAT(l.account_steady.Line(Cause::kStorage).evidence, Catch::Contains("not recorded"));
+}
+
+TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 10;
+  spec.wait = 5 * kMs;
+  spec.compute = 20 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, kMs / 20, i, kMs / 20, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  // Steady: 5 iterations of 5 ms handoff (the first wait of the epoch is start-up only in the whole run).
+  CHECK(l.account_steady.Seconds(Cause::kHandoff) == Approx(5 * 0.005));
+  CHECK(l.account_all.Seconds(Cause::kHandoff) == Approx(9 * 0.005));
+  CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(0.005));
+  CHECK(l.split.handoff_s == Approx(5 * 0.005));
+  CHECK(l.bottleneck == Cause::kHandoff);
+}
+
+TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of the wait is handoff") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  spec.warmup_wait_iters = 0;
+  spec.wait = 10 * kMs;
+  spec.compute = 10 * kMs;
+  AddLoop(b, spec);
+  // Inside each 10 ms wait: a 6 ms fetch, 2 ms on CPU and 4 ms reading 64 KiB from the device.
+  for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs + kMs, 6 * kMs, i, 2 * kMs, 65536);
+  const auto result = Analyze(b.trace, {});
+  const auto& a = OnlyLoader(result).account_steady;
+  CHECK(a.Seconds(Cause::kHandoff) == Approx(5 * 0.004));
+  CHECK(a.Seconds(Cause::kPrep) + a.Seconds(Cause::kStorage) == Approx(5 * 0.006));
+  CHECK(a.Seconds(Cause::kStorage) >= Approx(5 * 0.004));
+}
+
+TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not called a stall") {
+  // num_workers = 0, a 100 us step and a 20 us next() of which the hook is
+  // 17 us (half the 4 us wrapper + a 15 us fetch event); the other 2 us of
+  // the wrapper land in the compute. Without the correction the stall would be
+  // 20 / 120 = 17% (moderately input-bound); the pipeline's own part is 3 us.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  b.Config(100, 1, "batch_size", 1);
+  b.Config(100, 0, "hook_ns_wait", 4000);
+  b.Config(100, 0, "hook_ns_fetch", 15000);
+  b.Config(100, 0, "hook_ns_sample", 0);
+  b.Config(100, 0, "hook_ns_collate", 0);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 105;
+  spec.wait = 20 * kUs;
+  spec.compute = 100 * kUs;
+  AddLoop(b, spec);
+  for (uint64_t i = 0; i < 105; ++i) AddFetch(b, spec.thread, spec.start + i * 120 * kUs + 2 * kUs, 16 * kUs, i, 16 * kUs, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  const auto& a = l.account_steady;
+  CHECK(a.Seconds(Cause::kStallprof) == Approx(100 * 19 * kUs * kSec));
+  CHECK(a.Seconds(Cause::kCompute) == Approx(100 * 98 * kUs * kSec));
+  CHECK(SumOfLines(a) == Approx(100 * 120 * kUs * kSec));
+  CHECK(l.stall_fraction == Approx(3.0 / 101));
+  CHECK(l.verdict == Verdict::kNotInputBound);
+  CHECK(l.bottleneck == Cause::kCompute);
+  CHECK_THAT(a.Line(Cause::kStallprof).evidence, Catch::Contains("measured at start"));
+}
+
+TEST_CASE("The hook's calibration spans are neither loaders nor stages") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  for (uint64_t i = 0; i < 200; ++i) {
+    b.Span(spec.thread, std::string(names::kCalibrationPrefix) + "fetch", i * kUs, kUs / 2, 0, i, kUs / 2, 0);
+    b.Span(spec.thread, std::string(names::kCalibrationPrefix) + "wait", i * kUs, kUs / 2, 0, i, kUs / 2, 0);
+  }
+  for (uint64_t i = 0; i < 20; ++i) b.Span(spec.thread, names::kFetch, spec.start + i * 40 * kMs, 5 * kMs, 1, i, 5 * kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  for (const auto& st : l.stages) CHECK(st.name.rfind(names::kCalibrationPrefix, 0) != 0);
+}
+
+TEST_CASE("Every cause has a name and an id") {
+  for (size_t k = 0; k < kCauseCount; ++k) {
+    CHECK(std::string(ToString(static_cast<Cause>(k))) != "?");
+    CHECK(std::string(CauseId(static_cast<Cause>(k))) != "?");
+  }
+  CHECK(std::string(CauseId(Cause::kOtherBlocking)) == "other_blocking");
+}
