@@ -283,6 +283,7 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     }
   }
   loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
+  loader.steady_samples_per_s = loader.step_steady.mean > 0 ? loader.config.batch_size / loader.step_steady.mean : 0;
 }
 
 // The read span of `reads` (indices sorted by start) that contains span f, or -1.

@@ -201,7 +201,10 @@ struct LoaderAnalysis {
   StallSplit split;
   double samples = 0;              // iterations x batch_size
   double active_s = 0;             // sum of epoch durations
-  double samples_per_s = 0;
+  double samples_per_s = 0;        // whole run: samples / active_s (start-up included)
+  // Steady state: batch size / mean steady step, the figure whatif's and
+  // recommend's "measured" use.
+  double steady_samples_per_s = 0;
   std::vector<EpochStats> epochs;
   std::vector<WorkerStats> workers;
   double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)

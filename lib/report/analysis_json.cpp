@@ -62,7 +62,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
-  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_fallback", l.steady_fallback);
+  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback);
   w.Key("steady").BeginObject();
   WriteSummary(w, "step", l.step_steady);
   WriteSummary(w, "wait", l.wait_steady);
