@@ -135,10 +135,14 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     // estimated from what its fetches read through read syscalls (the hook's
     // read_calls spans count the fetching thread alone, during the fetch).
     // Worker-process rchar is not used: it counts the index queue's pipe reads too.
+    // The hook's own /proc reads add ~150 bytes a fetch: below kMinReadBytes
+    // a fetch read no files.
+    constexpr double kMinReadBytes = 4096;
     double call_bytes = 0;
     for (const auto& r : loader.fetch_reads) call_bytes += r.call_bytes;
-    const double per_sample = loader.fetch_reads.empty() ? 0 : call_bytes / loader.fetch_reads.size() / p.batch_size;
-    if (per_sample > 0 && p.dataset_items > 0) {
+    const double per_fetch = loader.fetch_reads.empty() ? 0 : call_bytes / loader.fetch_reads.size();
+    const double per_sample = per_fetch / p.batch_size;
+    if (per_fetch >= kMinReadBytes && p.dataset_items > 0) {
       p.bytes_per_sample = {per_sample, false,
                             "estimated: the bytes each fetch read through read syscalls (the hook's read spans) per "
                             "sample, over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
