@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
+#include <time.h>
 
 #include "ring/consumer.h"
 #include "tools/test_producer.h"
@@ -118,4 +119,41 @@ TEST_CASE("A name whose parts arrive in separate drains is still assembled", "[r
   CHECK(stats.invalid == 0);
   REQUIRE(visitor.events.size() == 1);
   CHECK(visitor.events[0].name == name);
+}
+
+TEST_CASE("A lane's dropped count cannot exceed what its producer could have attempted, and the total agrees with the released counts",
+          "[ring][hostile]") {
+  timespec before{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  auto segment = MakeSegment();
+  TestProducer honest(segment->base(), 0);
+  TestProducer liar(segment->base(), 1);
+  honest.Name(1, "ok");
+  honest.Push(Raw(SP_KIND_SPAN, 1));
+  honest.lane()->dropped.store(7);
+  liar.Name(1, "ok");
+  liar.lane()->dropped.store(UINT64_MAX - 3);  // 10125046115940256420 and the like
+  // A free lane's counter belongs to no producer: it counts for nothing.
+  sp_lane_at(segment->base(), segment->header(), 2)->dropped.store(uint64_t{1} << 62);
+
+  RecordingVisitor visitor;
+  segment->DrainOnce(visitor);
+  const uint64_t live_total = segment->TotalDropped();
+  timespec after{};
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  const uint64_t elapsed_ns = static_cast<uint64_t>(after.tv_sec - before.tv_sec) * 1'000'000'000ull +
+                              static_cast<uint64_t>(after.tv_nsec) - static_cast<uint64_t>(before.tv_nsec);
+  CHECK(live_total >= 7);
+  CHECK(live_total <= 7 + elapsed_ns);  // one attempt per ns at the very most
+
+  // The count never goes down, even if the producer rewrites it.
+  liar.lane()->dropped.store(0);
+  segment->DrainOnce(visitor);
+  CHECK(segment->TotalDropped() >= live_total);
+
+  segment->ReleaseAll(visitor);
+  uint64_t released = 0;
+  for (const auto& r : visitor.released) released += r.second;
+  CHECK(released == segment->TotalDropped());
+  CHECK(visitor.released.size() == 2);
 }

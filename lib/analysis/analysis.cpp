@@ -499,7 +499,8 @@ DataQuality MeasureQuality(const Trace& trace) {
   std::set<std::string> clients;
   std::set<std::pair<uint32_t, uint64_t>> lanes;
   for (const auto& t : trace.threads) {
-    thread_drops += t.dropped;
+    // Saturating: a hand-made trace may carry any count; never wrap around.
+    thread_drops = t.dropped > UINT64_MAX - thread_drops ? UINT64_MAX : thread_drops + t.dropped;
     lanes.insert({t.lane, t.lane_generation});
     switch (t.client) {
       case ClientKind::kC: clients.insert("c"); break;
@@ -514,6 +515,9 @@ DataQuality MeasureQuality(const Trace& trace) {
   q.dropped = thread_drops;
   if (trace.footer) {
     q.footer_present = true;
+    // The launcher's own total: it equals the sum of the per-thread counts
+    // (both are the consumer's bounded figures), and it is the figure
+    // `stallprof run` printed.
     q.dropped = std::max(q.dropped, trace.footer->dropped);
     q.exit_code = trace.footer->exit_code;
     q.invalid_records = trace.footer->invalid_records;

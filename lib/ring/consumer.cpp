@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,17 @@ constexpr uint32_t kMaxNameId = 65536;
 constexpr uint64_t kChunkRecords = 256;
 // Smallest usable lane; below this a burst of name records cannot fit.
 constexpr uint64_t kMinLaneCapacity = 16;
+// A producer drops a record only by trying to write it, and no producer tries
+// more than once per nanosecond (a record costs well over 10 ns): a lane's
+// dropped count above the nanoseconds since the segment was created is a
+// hostile or corrupt producer, and is clamped to that.
+constexpr uint64_t kMaxAttemptsPerNs = 1;
+
+uint64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -36,6 +48,7 @@ struct Segment::LaneState {
   bool owned = false;          // OnLaneOwner was called for `owner`
   LaneOwner owner;
   std::vector<uint64_t> known;  // bitmap of name ids defined in this generation
+  uint64_t dropped = 0;         // the lane's dropped count as trusted: bounded, never decreasing
   // A name being assembled from NAME + NAME_PART records (may span drains).
   bool name_pending = false;
   uint32_t name_id = 0;
@@ -50,6 +63,7 @@ struct Segment::LaneState {
     owner = o;
     known.assign(kMaxNameId / 64, 0);
     name_pending = false;
+    dropped = 0;
   }
 };
 
@@ -95,6 +109,7 @@ Result<std::unique_ptr<Segment>> Segment::Create(uint64_t bytes, uint32_t lanes)
   segment->lane_offset_ = SP_HEADER_SIZE;
   segment->lane_stride_ = stride;
   segment->lanes_ = std::make_unique<LaneState[]>(lanes);
+  segment->created_ns_ = NowNs();
 
   auto* h = static_cast<sp_ring_header*>(base);  // fresh ftruncate'd memory is zero
   h->abi_major = SP_ABI_MAJOR;
@@ -156,6 +171,8 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
     state.StartGeneration(owner);
     visitor.OnLaneOwner(state.owner);
   }
+
+  UpdateDropped(index);
 
   const uint64_t capacity = lane_capacity_;
   const uint64_t mask = capacity - 1;
@@ -255,12 +272,25 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
   }
 }
 
+void Segment::UpdateDropped(uint32_t index) {
+  LaneState& state = lanes_[index];
+  if (!state.owned) return;
+  const uint64_t raw = LaneAt(index)->dropped.load(std::memory_order_relaxed);
+  const uint64_t bound = (NowNs() - created_ns_) * kMaxAttemptsPerNs;
+  state.dropped = std::max(state.dropped, std::min(raw, bound));
+}
+
 void Segment::FreeLane(uint32_t index, Visitor& visitor) {
   sp_lane_control* lane = LaneAt(index);
   LaneState& state = lanes_[index];
-  const uint64_t dropped = lane->dropped.load(std::memory_order_relaxed);
-  released_dropped_ += dropped;
-  if (state.owned) visitor.OnLaneReleased(state.owner, dropped);
+  // Only a generation we announced counts (and is reported to the visitor), so
+  // TotalDropped() always equals the sum of OnLaneReleased counts once all is released.
+  if (state.owned) {
+    UpdateDropped(index);
+    released_dropped_ += state.dropped;
+    visitor.OnLaneReleased(state.owner, state.dropped);
+  }
+  state.dropped = 0;
   state.owned = false;
   state.name_pending = false;
   lane->head.store(0, std::memory_order_relaxed);
@@ -297,16 +327,17 @@ void Segment::ReleaseAll(Visitor& visitor) {
     DrainLane(i, visitor, stats);
     sp_lane_control* lane = LaneAt(i);
     const uint32_t lane_state = lane->state.load(std::memory_order_acquire);
-    if (lane_state == SP_LANE_RELEASED || (lane_state == SP_LANE_CLAIMED && lanes_[i].owned)) FreeLane(i, visitor);
+    // Every generation we announced is released, whatever state the producer
+    // left in the lane: the drops it reported then reach the trace.
+    if (lane_state == SP_LANE_RELEASED || lanes_[i].owned) FreeLane(i, visitor);
   }
   invalid_total_ += stats.invalid;
 }
 
 uint64_t Segment::TotalDropped() const {
   uint64_t total = released_dropped_;
-  for (uint32_t i = 0; i < lane_count_; ++i) {
-    total += LaneAt(i)->dropped.load(std::memory_order_relaxed);
-  }
+  for (uint32_t i = 0; i < lane_count_; ++i)
+    if (lanes_[i].owned) total += lanes_[i].dropped;
   return total;
 }
 
