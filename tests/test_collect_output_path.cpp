@@ -22,6 +22,16 @@ TEST_CASE("output placeholders expand to rank, hostname and pid") {
   CHECK(ExpandOutputPath("plain.pb").value() == "plain.pb");
 }
 
+TEST_CASE("a RANK with a slash or other odd characters stays one file name in the chosen directory") {
+  setenv("RANK", "../../etc/x", 1);
+  CHECK(ExpandOutputPath("out/trace-%r.pb").value() == "out/trace-.._.._etc_x.pb");
+  setenv("RANK", "3 $(id)\n", 1);
+  CHECK(ExpandOutputPath("trace-%r.pb").value() == "trace-3___id__.pb");
+  setenv("RANK", "node-1_a.b", 1);
+  CHECK(ExpandOutputPath("trace-%r.pb").value() == "trace-node-1_a.b.pb");
+  unsetenv("RANK");
+}
+
 TEST_CASE("unknown or dangling placeholders are usage errors naming the pattern") {
   auto bad = ExpandOutputPath("t%x.pb");
   REQUIRE_FALSE(bad.ok());

@@ -59,6 +59,15 @@ TEST_CASE("Bad sweep flags are usage errors that name the flag") {
   f.cores = "4,,8";
   bad(f, "--cores");
   f = {};
+  f.cores_given = true;  // --cores ''
+  bad(f, "--cores ''");
+  f = {};
+  f.cores = "1e9";
+  bad(f, "at most 4096");
+  f = {};
+  f.cores = "4097";
+  bad(f, "--cores 4097");
+  f = {};
   f.cache = "-1G";
   bad(f, "--cache");
   f = {};

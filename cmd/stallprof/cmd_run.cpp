@@ -43,6 +43,7 @@ int RunCommand(const RunFlags& flags) {
   const auto& r = *result;
   if (r.launch_error) ReportError(*r.launch_error);
   if (r.write_error) ReportError(*r.write_error);
+  for (const auto& w : r.warnings) fmt::print(stderr, "stallprof: warning: {}\n", w);
   if (r.dropped > 0) {
     const uint64_t bigger = std::max<uint64_t>(options.ring_bytes * 4, 256ull << 20);
     fmt::print(stderr, "stallprof: warning: {} events dropped (ring full); use --ring-size {}M\n", r.dropped,

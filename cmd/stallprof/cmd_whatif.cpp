@@ -60,7 +60,7 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   auto o = std::make_shared<WhatifOptions>();
   auto* sub = app.add_subcommand("whatif", "Predict throughput, stalls and the bottleneck on other cores, workers, cache, accelerator");
   sub->add_option("trace", o->trace, "trace file (default ./trace.pb)");
-  sub->add_option("--cores", o->flags.cores, "usable cores, or a list to sweep: 2,4,8");
+  auto* cores = sub->add_option("--cores", o->flags.cores, "usable cores (at most 4096), or a list to sweep: 2,4,8");
   sub->add_option("--workers", o->flags.workers, "num_workers: N, a list, or auto (the fewest that remove the prep bottleneck, <= cores-1)");
   sub->add_option("--cache", o->flags.cache, "cache for the dataset (K/M/G/T, binary), or a list: 0,50G,200G");
   sub->add_option("--cache-policy", o->flags.cache_policy, "lru (the OS page cache, default) or static (a fixed subset, MinIO-like)");
@@ -71,7 +71,10 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");
   sub->add_option("--warmup", o->warmup, "iterations skipped at the start of each epoch")->default_val(5);
-  sub->callback([&action, o] { action = [o] { return RunWhatif(*o); }; });
+  sub->callback([&action, o, cores] {
+    o->flags.cores_given = cores->count() > 0;
+    action = [o] { return RunWhatif(*o); };
+  });
 }
 
 }  // namespace stallprof::cli

@@ -46,6 +46,7 @@ struct RunSummary {
   // before, its footer (when it fits) says where it ends, and the message
   // says how much was lost.
   std::optional<Error> write_error;
+  std::vector<std::string> warnings;  // for stderr after the run ("stallprof: warning: ...")
   bool incomplete = false;   // the trace lacks events the run produced (write failure)
   uint64_t events_lost = 0;  // spans that could not be written
 };
@@ -55,9 +56,19 @@ struct RunSummary {
 // failing, crashing or not existing (exit 127) is a RunSummary, not an error.
 Result<RunSummary> Run(const RunOptions& options);
 
-// Replaces %r (RANK of this process, or 0), %h (hostname), %p (our pid) and %%
+// Replaces %r (RANK of this process, or 0; characters other than
+// [A-Za-z0-9_.-] become '_'), %h (hostname), %p (our pid) and %%
 // in `pattern`. UsageError on an unknown placeholder.
 Result<std::string> ExpandOutputPath(const std::string& pattern);
+
+// "-E", "-I" or "-S" when `command` is a python interpreter given one of
+// those flags: each keeps the bootstrap sitecustomize (and so the hook) from
+// loading, and nothing is recorded.
+std::optional<std::string> PythonFlagSkippingHook(const std::vector<std::string>& command);
+
+// True when `command` is torchrun or python -m torch.distributed.run/launch:
+// every rank it starts records into the one trace of this run.
+bool IsTorchrun(const std::vector<std::string>& command);
 
 // UsageError unless the directory that will hold `path` exists and is writable.
 Status CheckOutputDirectory(const std::string& path);

@@ -49,6 +49,8 @@ class Drainer : public ring::Visitor {
   // Writes every non-empty batch.
   void FlushAll();
   uint64_t spans() const { return spans_; }
+  // Producer threads (lane generations) seen so far.
+  uint32_t producers() const { return next_thread_id_; }
 
  private:
   struct ThreadState {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -245,8 +246,11 @@ Result<std::string> ExpandOutputPath(const std::string& pattern) {
       return UsageError(fmt::format("bad --output '{}', it ends with a lone '%', use %r, %h, %p or %%", pattern));
     switch (pattern[++i]) {
       case 'r': {
+        // RANK comes from the environment: keep it a plain file-name part
+        // (a '/' or ".." in it must not move the trace to another directory).
         const char* rank = std::getenv("RANK");
-        out += (rank && *rank) ? rank : "0";
+        std::string_view value = (rank && *rank) ? rank : "0";
+        for (char c : value) out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_');
         break;
       }
       case 'h': out += Hostname(); break;
@@ -276,6 +280,40 @@ Status CheckOutputDirectory(const std::string& path) {
   if (stat(path.c_str(), &target) == 0 && S_ISDIR(target.st_mode))
     return UsageError(fmt::format("cannot write trace '{}', it is a directory, pass a file name with -o", path));
   return Status::Ok();
+}
+
+std::optional<std::string> PythonFlagSkippingHook(const std::vector<std::string>& command) {
+  if (command.empty()) return std::nullopt;
+  const std::string name = fs::path(command[0]).filename().string();
+  if (!name.starts_with("python")) return std::nullopt;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& arg = command[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") return std::nullopt;  // the script: options end
+    if (arg[1] == '-') continue;                                              // --long options take no part here
+    for (size_t k = 1; k < arg.size(); ++k) {
+      const char c = arg[k];
+      if (c == 'E' || c == 'I' || c == 'S') return "-" + std::string(1, c);
+      // These take a value (the rest of the word or the next one): options end.
+      if (c == 'c' || c == 'm') return std::nullopt;
+      if (c == 'W' || c == 'X') {
+        if (k + 1 == arg.size()) ++i;
+        break;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsTorchrun(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string name = fs::path(command[i]).filename().string();
+    if (name == "torchrun") return true;
+    if (i + 1 < command.size() && command[i] == "-m" &&
+        (command[i + 1] == "torch.distributed.run" || command[i + 1] == "torch.distributed.launch"))
+      return true;
+    if (i == 0 && !name.starts_with("python")) return false;  // torchrun is the command or python -m's module
+  }
+  return false;
 }
 
 Result<RunSummary> Run(const RunOptions& options) {
@@ -315,6 +353,12 @@ Result<RunSummary> Run(const RunOptions& options) {
                "stallprof: warning: Python hook not found (looked in {}), running without it: only C clients "
                "will record\n",
                looked_in);
+
+  if (IsTorchrun(options.command))
+    fmt::print(stderr,
+               "stallprof: note: every rank torchrun starts records into this one trace ({}); 'stallprof analyze {}' "
+               "shows them per rank\n",
+               *path, *path);
 
   // Orphaned grandchildren (DataLoader workers whose parent died) become ours,
   // so the sampler still sees them and they are reaped here.
@@ -434,6 +478,12 @@ Result<RunSummary> Run(const RunOptions& options) {
   drainer.FlushAll();
 
   summary.spans = drainer.spans();
+  if (hook && drainer.producers() == 0)
+    if (auto flag = PythonFlagSkippingHook(options.command))
+      summary.warnings.push_back(fmt::format(
+          "no process was recorded: python ran with {}, which skips {} and with it the stallprof hook; run it "
+          "without {}",
+          *flag, *flag == "-S" ? "the site import" : "PYTHONPATH", *flag));
   summary.dropped = ring.TotalDropped();
   summary.invalid = ring.TotalInvalid();
   pb::Chunk footer;

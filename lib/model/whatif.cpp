@@ -12,6 +12,8 @@ namespace stallprof::model {
 
 Result<Sweep> ParseSweep(const SweepFlags& f) {
   Sweep s;
+  if (f.cores_given && f.cores.empty())
+    return UsageError("--cores '': empty, give a number of cores, e.g. --cores 8 or --cores 2,4,8");
   if (!f.cores.empty()) {
     auto parts = SplitList(f.cores, "--cores");
     if (!parts.ok()) return parts.error();
@@ -21,6 +23,9 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
       if (end == part.c_str() || *end != '\0' || !std::isfinite(v))
         return UsageError("--cores '" + part + "': not a number, expected e.g. --cores 8 or --cores 2,4,8");
       if (v <= 0) return UsageError("--cores " + part + ": needs at least a fraction of a core (> 0)");
+      if (v > kMaxWhatifCores)
+        return UsageError(fmt::format("--cores {}: more than {:g} cores, the model covers one machine; use at most {:g}",
+                                      part, kMaxWhatifCores, kMaxWhatifCores));
       s.cores.push_back(v);
     }
   }

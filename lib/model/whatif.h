@@ -15,6 +15,7 @@ namespace stallprof::model {
 // The raw flag texts; empty = not given.
 struct SweepFlags {
   std::string cores;         // "2,4,8"
+  bool cores_given = false;  // --cores was on the command line (even as '')
   std::string workers;       // "auto" | "N[,N]"
   std::string cache;         // "0,50G,200G"
   std::string cache_policy;  // "lru" | "static"
@@ -22,6 +23,10 @@ struct SweepFlags {
   std::string disk_bw;       // "2G/s"
   bool first_epoch = false;
 };
+
+// The most cores a what-if accepts: beyond this the model (one machine, one
+// DataLoader) says nothing useful, and a typo such as 1e9 is caught.
+inline constexpr double kMaxWhatifCores = 4096;
 
 inline constexpr int32_t kAutoWorkers = -2;  // Sweep::workers entry for --workers auto
 

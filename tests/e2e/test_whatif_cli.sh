@@ -48,6 +48,8 @@ expect_usage() {  # expect_usage <flag> <args...>: exit 2 and the flag in the me
   grep -q "^stallprof: error: " err.txt || fail "whatif $*: not one error line"
 }
 expect_usage --cores --cores 0
+expect_usage "--cores ''" --cores ''
+expect_usage "at most 4096" --cores 1e9
 expect_usage --cache --cache -5G
 expect_usage --cache --cache 10Q
 expect_usage --disk-bw --disk-bw 2G
