@@ -59,23 +59,47 @@ TEST_CASE("Spans, instants, counters and configs arrive with their names and val
 }
 
 TEST_CASE("A CPU span carries the thread CPU time burned inside it, a wall span does not", "[client]") {
-  auto segment = MakeSegment();
+  // One child: a 30 ms busy span, an "outer" span around it, a 10 ms sleep span.
+  auto measure = [](RecordingVisitor& visitor) {
+    auto segment = MakeSegment();
+    auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
+      stallprof_span span;
+      // The span's CPU and run-queue readings are taken just outside its wall
+      // clock readings (before start, after end): "outer" is the wall time
+      // that holds all of them, which bounds CPU + delay by definition, however
+      // long the thread waits for a core between two readings.
+      const uint64_t outer_start = stallprof_now_ns();
+      stallprof_span_begin(&span, stallprof_name("burn"), 1, STALLPROF_SPAN_CPU);
+      volatile uint64_t x = 0;
+      const uint64_t until = stallprof_now_ns() + 30'000'000;
+      while (stallprof_now_ns() < until) x = x + 1;
+      stallprof_span_end(&span, 5);
+      const uint64_t outer_end = stallprof_now_ns();
+      stallprof_span_complete(stallprof_name("outer"), outer_start, outer_end - outer_start, 0, 0);
+      stallprof_span_begin(&span, stallprof_name("sleep"), 1, STALLPROF_SPAN_WALL);
+      usleep(10'000);
+      stallprof_span_end(&span, 6);
+      return 0;
+    });
+    REQUIRE(result.exit_code == 0);
+    REQUIRE(visitor.events.size() == 3);
+    REQUIRE(visitor.events[1].name == "outer");
+  };
+  // schedstat counts on the scheduler's clock, not CLOCK_MONOTONIC: 1 ms
+  // covers their difference over 30 ms; counting the burn twice does not fit.
+  auto within_outer = [](const sp_record& burn, const sp_record& outer) {
+    return burn.cpu_ns + burn.delay_ns <= outer.duration_ns + 1'000'000;
+  };
+  // A loaded machine can still put a clock hiccup in one run; a real
+  // accounting error shows in every run, so the bound gets three tries.
   RecordingVisitor visitor;
-  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
-    stallprof_span span;
-    stallprof_span_begin(&span, stallprof_name("burn"), 1, STALLPROF_SPAN_CPU);
-    volatile uint64_t x = 0;
-    const uint64_t until = stallprof_now_ns() + 30'000'000;
-    while (stallprof_now_ns() < until) x = x + 1;
-    stallprof_span_end(&span, 5);
-    stallprof_span_begin(&span, stallprof_name("sleep"), 1, STALLPROF_SPAN_WALL);
-    usleep(10'000);
-    stallprof_span_end(&span, 6);
-    return 0;
-  });
-  REQUIRE(result.exit_code == 0);
-  REQUIRE(visitor.events.size() == 2);
+  measure(visitor);
+  for (int retry = 0; retry < 2 && !within_outer(visitor.events[0].record, visitor.events[1].record); ++retry) {
+    visitor = RecordingVisitor{};
+    measure(visitor);
+  }
   const sp_record& burn = visitor.events[0].record;
+  const sp_record& outer = visitor.events[1].record;
   CHECK((burn.flags & SP_SPAN_HAS_CPU) != 0);
   CHECK(burn.duration_ns >= 30'000'000);
   // A busy thread is either running or waiting to run: on a shared machine the
@@ -84,9 +108,9 @@ TEST_CASE("A CPU span carries the thread CPU time burned inside it, a wall span 
   CHECK(burn.cpu_ns <= burn.duration_ns + 1'000'000);
   // (CFS quota throttling is in neither, hence the slack.)
   CHECK(burn.cpu_ns + burn.delay_ns >= burn.duration_ns * 3 / 4);
-  CHECK(burn.cpu_ns + burn.delay_ns <= burn.duration_ns + 2'000'000);
+  CHECK(within_outer(burn, outer));
   CHECK(burn.arg == 5);
-  const sp_record& sleep = visitor.events[1].record;
+  const sp_record& sleep = visitor.events[2].record;
   CHECK((sleep.flags & SP_SPAN_HAS_CPU) == 0);
   CHECK(sleep.duration_ns >= 10'000'000);
   CHECK(sleep.cpu_ns == 0);
