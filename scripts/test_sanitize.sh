@@ -52,7 +52,7 @@ fi
 if part tsan; then
   TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
   cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLPROF_TSAN=ON >/dev/null
-  cmake --build "$TSAN_DIR" -j"$(nproc)" --target unit_ring unit_client
+  cmake --build "$TSAN_DIR" -j"$(nproc)" --target unit_ring unit_client stallprof_ring_producer
   (cd "$TSAN_DIR" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --output-on-failure -j"${CTEST_JOBS:-2}" -R "^(ring|client):")
 fi
