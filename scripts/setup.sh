@@ -7,6 +7,10 @@ PACKAGES=(build-essential cmake pkg-config libcli11-dev libfmt-dev libspdlog-dev
   util-linux procps)
 # Optional extras for the HTML report screenshot test.
 if [ "${STALLPROF_WITH_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium); fi
+# clang for the fuzz part of scripts/test_sanitize.sh (libFuzzer ships with it;
+# about 180 MB installed, Debian 12: clang 14). Without it the fuzz targets
+# fall back to the deterministic mutation driver.
+if [ "${STALLPROF_WITH_CLANG:-1}" = 1 ]; then PACKAGES+=(clang); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
