@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "common/units.h"
 #include "model/lp.h"
+#include "model/whatif.h"
 #include "report/model_report.h"
 
 namespace stallprof::cli {
@@ -22,6 +23,7 @@ struct RecommendFlags {
   std::string trace = kDefaultTrace;
   std::string cores;
   std::string memory;
+  std::string background_load;
   std::string loader;
   Output output = Output::kText;
   uint32_t warmup = 5;
@@ -42,6 +44,9 @@ int RunRecommend(const RecommendFlags& f) {
     if (*bytes == 0) return ReportError(UsageError("--memory 0: a memory budget must be > 0, e.g. --memory 64G"));
     options.memory_bytes = *bytes;
   }
+  auto background = model::ParseBackgroundLoad(f.background_load);
+  if (!background.ok()) return ReportError(background.error());
+  options.background_threads = *background;
   analysis::ProfileOptions profile_options;
   profile_options.warmup = f.warmup;
   auto run = analysis::LoadProfiledRun(f.trace, profile_options, f.loader);
@@ -68,6 +73,9 @@ void RegisterRecommend(CLI::App& app, Action& action) {
   sub->add_option("trace", f->trace, "trace file (default ./trace.pb)");
   sub->add_option("--cores", f->cores, "cores of the machine to plan for (default: the profiled machine's)");
   sub->add_option("--memory", f->memory, "memory budget for cache, workers and prefetch buffers, e.g. 64G (default: the machine's)");
+  sub->add_option("--background-load", f->background_load,
+                  "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
+                  "load fitted from the profile's run-queue delay), or a number");
   sub->add_option("--loader", f->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_flag_callback("--json", [f] { f->output = Output::kJson; }, "print the plan as JSON");
   sub->add_option("--warmup", f->warmup, "iterations skipped at the start of each epoch")->default_val(5);

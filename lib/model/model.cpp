@@ -123,6 +123,11 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
 }
 }  // namespace
 
+double UncontendedComputeSeconds(const LoaderProfile& p) {
+  const Step step = StepOf(p, 1);
+  return step.cpu / std::max(1.0, step.threads) + step.off;
+}
+
 double MainReceiveSeconds(const LoaderProfile& p) { return std::max(p.handoff_s_per_batch, p.receive_s_per_batch); }
 
 double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {

@@ -102,6 +102,10 @@ struct LoaderProfile {
 // waits seen for ready batches (handoff) and its own CPU in next() (receive).
 double MainReceiveSeconds(const LoaderProfile& profile);
 
+// The step's wall time per batch with the cores to itself: the measured
+// compute less the run-queue delay it waited for them (the simulation's step).
+double UncontendedComputeSeconds(const LoaderProfile& profile);
+
 // Worker CPU per batch at a miss ratio: the CPU storage misses cost the
 // reading thread scales with the misses against the profiled run's.
 double CpuSecondsAtMiss(const LoaderProfile& profile, double miss);

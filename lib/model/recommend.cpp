@@ -70,7 +70,7 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   const double b = p.batch_size;
   PipelineLp lp;
   lp.cores = usable_cores;
-  const double compute = p.compute_s_per_batch / accel_speedup;
+  const double compute = UncontendedComputeSeconds(p) / accel_speedup;  // as the simulation runs the step
   if (compute + MainReceiveSeconds(p) > 0) lp.max_samples_per_s = b / (compute + MainReceiveSeconds(p));
   lp.storage_bandwidth = p.storage_bandwidth.value;
   lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
@@ -205,6 +205,12 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   chosen.machine.cores = o.cores;
   chosen.workers = static_cast<int32_t>(workers);
   chosen.prefetch_factor = static_cast<int32_t>(prefetch);
+  chosen.background_threads = o.background_threads;
+  if (const double outside = BackgroundThreads(p); outside > 0.05)
+    rec.assumptions.push_back(fmt::format(
+        "the profiled run had {:.2f} busy threads of outside load (fitted from its run-queue delay); the prediction "
+        "assumes {}",
+        outside, o.background_threads < 0 ? "the same" : fmt::format("{:g}", o.background_threads)));
   if (rec.cache.point == CachePoint::kRawFiles) {
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;

@@ -10,6 +10,17 @@
 
 namespace stallprof::model {
 
+Result<double> ParseBackgroundLoad(const std::string& text) {
+  if (text.empty()) return 0.0;
+  if (text == "profiled") return Scenario::kAsProfiled;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v >= 0) || !(v <= 4096))
+    return UsageError("--background-load '" + text +
+                      "': expected 'profiled' or a number of busy threads from other processes, e.g. 0 or 1.5");
+  return v;
+}
+
 Result<Sweep> ParseSweep(const SweepFlags& f) {
   Sweep s;
   if (f.cores_given && f.cores.empty())
@@ -78,16 +89,9 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     s.persistent_workers = 0;
   else if (!f.persistent_workers.empty())
     return UsageError("--persistent-workers '" + f.persistent_workers + "': expected true or false");
-  if (f.background_load == "profiled") {
-    s.background_threads = Scenario::kAsProfiled;
-  } else if (!f.background_load.empty()) {
-    char* end = nullptr;
-    s.background_threads = std::strtod(f.background_load.c_str(), &end);
-    if (end == f.background_load.c_str() || *end != '\0' || !(s.background_threads >= 0) ||
-        !(s.background_threads <= 4096))
-      return UsageError("--background-load '" + f.background_load +
-                        "': expected 'profiled' or a number of busy threads from other processes, e.g. 0 or 1.5");
-  }
+  auto background = ParseBackgroundLoad(f.background_load);
+  if (!background.ok()) return background.error();
+  s.background_threads = *background;
   return s;
 }
 

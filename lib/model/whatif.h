@@ -48,6 +48,10 @@ struct Sweep {
   int32_t persistent_workers = -1;  // -1: as profiled
 };
 
+// --background-load: "profiled" (Scenario::kAsProfiled), or a number of busy
+// threads from other processes (0 to 4096). Empty: 0. UsageError otherwise.
+Result<double> ParseBackgroundLoad(const std::string& text);
+
 // Parses and checks the flags (sizes via ParseBytes/ParseBandwidth; K/M/G/T
 // binary). UsageError naming the flag on a bad value (--cores 0, -1G, 2X).
 Result<Sweep> ParseSweep(const SweepFlags& flags);
