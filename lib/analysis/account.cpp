@@ -468,16 +468,15 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   // workers to start (epoch start to their first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
+    std::vector<uint64_t> worker_starts;  // by time
+    for (uint32_t f : order)
+      if (fetches[f].pid != loader.pid) worker_starts.push_back(fetches[f].start_ns);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
       if (e == 0) continue;
-      uint64_t first_fetch = UINT64_MAX;
-      for (const auto& [batch, list] : c.worker_fetch_of_batch)
-        for (uint32_t f : list)
-          if (fetches[f].start_ns >= epoch.start_ns && fetches[f].start_ns < epoch.end_ns)
-            first_fetch = std::min(first_fetch, fetches[f].start_ns);
-      if (first_fetch != UINT64_MAX) loader.persistent_saving_s += Ns(epoch.start_ns, first_fetch) * kNs;
+      auto first = std::lower_bound(worker_starts.begin(), worker_starts.end(), epoch.start_ns);
+      if (first != worker_starts.end() && *first < epoch.end_ns) loader.persistent_saving_s += Ns(epoch.start_ns, *first) * kNs;
     }
   }
 
