@@ -288,3 +288,31 @@ TEST_CASE("Every cause has a name and an id") {
   }
   CHECK(std::string(CauseId(Cause::kOtherBlocking)) == "other_blocking");
 }
+
+TEST_CASE("The main thread's run-queue delay in next() outside the fetch span is contention, not handoff") {
+  // num_workers = 0: each 10 ms next() holds a 5 ms fetch (all CPU); of the
+  // other 5 ms the main thread spent 3 ms runnable but not running (its wait
+  // span's run-queue delay), 2 ms in the DataLoader's own code.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  spec.wait = 10 * kMs;
+  spec.compute = 10 * kMs;
+  AddLoop(b, spec);
+  auto& s = b.trace.spans;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (b.trace.strings[s.name[i]] == names::kWait) {
+      s.has_cpu[i] = 1;
+      s.cpu_ns[i] = 7 * kMs;
+      s.delay_ns[i] = 3 * kMs;
+    }
+  for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs + 2 * kMs, 5 * kMs, i, 5 * kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& a = OnlyLoader(result).account_steady;
+  CHECK(a.Seconds(Cause::kContention) == Approx(5 * 0.003));
+  CHECK(a.Seconds(Cause::kHandoff) == Approx(5 * 0.002));
+  CHECK(a.Seconds(Cause::kPrep) == Approx(5 * 0.005));
+}

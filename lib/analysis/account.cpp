@@ -174,7 +174,10 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
     if (it.batch_deliverable) {
       l.waits_handoff++;
       l.Add(Cause::kStallprof, inside);
-      l.Add(Cause::kHandoff, wait - inside);
+      // The main thread's run-queue delay in this next() is contention, not receiving.
+      const int64_t queued = std::min(wait - inside, static_cast<int64_t>(it.receive_delay_s * 1e9));
+      l.Add(Cause::kContention, queued);
+      l.Add(Cause::kHandoff, wait - inside - queued);
       return;
     }
     // The awaited batch: the first fetch of its index at or after the epoch start.
@@ -208,13 +211,14 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
   // comes out of both parts in proportion to their length.
   auto first = std::lower_bound(c.main_fetches.begin(), c.main_fetches.end(), it.wait_start_ns,
                                 [&](uint32_t f, uint64_t t) { return c.fetches[f].start_ns < t; });
-  int64_t fetch_ns = 0;
+  int64_t fetch_ns = 0, fetch_delay_ns = 0;
   Weights w{};
   bool by_fetch = false;
   uint64_t fetch_count = 0;
   for (auto f = first; f != c.main_fetches.end() && c.fetches[*f].start_ns < it.return_ns; ++f) {
     const FetchFact& x = c.fetches[*f];
     fetch_ns += Ns(x.start_ns, std::min(x.end_ns, it.return_ns));
+    fetch_delay_ns += static_cast<int64_t>(x.delay_ns);
     fetch_count++;
     Weights one{};
     if (c.WeightsOf(x, one)) {
@@ -227,7 +231,12 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
   const int64_t hook = std::min(wait, static_cast<int64_t>(hook_ns));
   const int64_t hook_in_fetch = wait > 0 ? static_cast<int64_t>(static_cast<double>(hook) * fetch_ns / wait) : 0;
   l.Add(Cause::kStallprof, hook);
-  l.Add(Cause::kHandoff, wait - fetch_ns - (hook - hook_in_fetch));
+  // Outside the fetch spans: the main thread's run-queue delay there (the wait
+  // span's delay less the fetch spans') is contention, the rest handoff.
+  const int64_t outside = wait - fetch_ns - (hook - hook_in_fetch);
+  const int64_t queued = std::clamp<int64_t>(static_cast<int64_t>(it.receive_delay_s * 1e9) - fetch_delay_ns, 0, std::max<int64_t>(0, outside));
+  l.Add(Cause::kContention, queued);
+  l.Add(Cause::kHandoff, outside - queued);
   if (fetch_ns > 0) {
     if (by_fetch) l.waits_by_fetch++;
     else l.waits_by_mean++;
@@ -310,8 +319,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         line.evidence += mean_note;
         break;
       case Cause::kContention:
-        line.evidence = fmt::format("run-queue delay {} per batch in the fetch spans; {} workers on {} usable cores", Ms(m.delay),
-                                    loader.config.num_workers, cores);
+        line.evidence = fmt::format("run-queue delay {} per batch in the fetch spans, and the main thread's in next() outside "
+                                    "them; {} workers on {} usable cores",
+                                    Ms(m.delay), loader.config.num_workers, cores);
         break;
       case Cause::kStorage:
         if (m.with_reads == 0)
@@ -468,16 +478,15 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   // workers to start (epoch start to their first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
+    std::vector<uint64_t> worker_starts;  // by time
+    for (uint32_t f : order)
+      if (fetches[f].pid != loader.pid) worker_starts.push_back(fetches[f].start_ns);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
       if (e == 0) continue;
-      uint64_t first_fetch = UINT64_MAX;
-      for (const auto& [batch, list] : c.worker_fetch_of_batch)
-        for (uint32_t f : list)
-          if (fetches[f].start_ns >= epoch.start_ns && fetches[f].start_ns < epoch.end_ns)
-            first_fetch = std::min(first_fetch, fetches[f].start_ns);
-      if (first_fetch != UINT64_MAX) loader.persistent_saving_s += Ns(epoch.start_ns, first_fetch) * kNs;
+      auto first = std::lower_bound(worker_starts.begin(), worker_starts.end(), epoch.start_ns);
+      if (first != worker_starts.end() && *first < epoch.end_ns) loader.persistent_saving_s += Ns(epoch.start_ns, *first) * kNs;
     }
   }
 

@@ -150,7 +150,10 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
     it.compute_end_ns = it.return_ns;
     it.wait_s = s.duration_ns[w] * kNs;
     it.steady = it.index_in_epoch >= warmup;
-    if (s.has_cpu[w]) it.receive_s = static_cast<float>((s.cpu_ns[w] + s.delay_ns[w]) * kNs);
+    if (s.has_cpu[w]) {
+      it.receive_s = static_cast<float>((s.cpu_ns[w] + s.delay_ns[w]) * kNs);
+      it.receive_delay_s = static_cast<float>(s.delay_ns[w] * kNs);
+    }
     // The previous batch's compute ends at this next() call.
     if (!loader.iterations.empty() && loader.iterations.back().epoch == it.epoch) loader.iterations.back().compute_end_ns = start;
     all_epochs[epoch].iterations++;

@@ -61,6 +61,9 @@ struct Iteration {
   // batch was late. -1 when the wait span carried no CPU time. A float, so the
   // struct stays 72 bytes (a trace can hold millions of iterations).
   float receive_s = -1;
+  // Of it, the run-queue delay: the main thread runnable but not running in
+  // next() (a busy machine), CPU contention rather than handoff. 0 when unknown.
+  float receive_delay_s = 0;
 };
 
 struct EpochStats {

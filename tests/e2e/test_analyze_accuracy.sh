@@ -9,6 +9,8 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
 
+# Per-batch tolerances: 15% for the serial cases (a 20 ms sleep wakes late on a
+# busy shared machine), 30% where two workers share the cores with the main loop.
 # check <name> <bottleneck(s), |-separated> <stall low> <stall high> <expected per batch: cause=seconds,...> <tolerance (relative)> <flags...>
 check() {
   local name=$1 bottleneck=$2 stall_lo=$3 stall_hi=$4 lines=$5 rel=$6
@@ -33,14 +35,14 @@ PY
 }
 
 # Serial (num_workers=0): each batch sleeps 4 x 10 ms in next(), then a 20 ms step: stall 40/60.
-check sleep_serial other_blocking 0.637 0.697 "other_blocking=0.040,compute=0.020" 0.10 \
+check sleep_serial other_blocking 0.637 0.697 "other_blocking=0.040,compute=0.020" 0.15 \
   --workers 0 --batches 30 --fetch-sleep-ms 10 --compute-ms 20
 # Serial: each batch burns 4 x 10 ms of CPU in next() (thread CPU time), then a
 # 20 ms step: stall 40/60, more when the shared machine's run queue (the
 # contention line, its own cause) stretches the burn; on a busy shared machine
 # that stretch can exceed the burn itself, so either is the bottleneck, while
 # the prep line must still be the 40 ms set.
-check prep_serial "prep|contention" 0.637 0.95 "prep=0.040,compute=0.020" 0.10 \
+check prep_serial "prep|contention" 0.637 0.95 "prep=0.040,compute=0.020" 0.15 \
   --workers 0 --batches 30 --prep-cpu-ms 10 --compute-ms 20
 # 2 workers sleeping 40 ms per batch: a batch every 20 ms against a 10 ms step,
 # so 10 ms of each step waits on sleeping workers: stall 0.5.

@@ -23,9 +23,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def busy(seconds, clock=time.perf_counter):
+    end = clock() + seconds
+    while clock() < end:
         pass
 
 
@@ -78,7 +78,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["sleep", "files", "spawn", "trivial", "laststep"])
     p.add_argument("--sleep-ms", type=float, default=20)
-    p.add_argument("--step-ms", type=float, default=0)
+    p.add_argument("--step-ms", type=float, default=0, help="a busy step of this much wall time")
+    p.add_argument("--cpu-step-ms", type=float, default=0,
+                   help="a busy step of this much thread CPU time (stretches with the run queue, as the loader's own code does)")
     p.add_argument("--items", type=int, default=0)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--dir", default=None)
@@ -98,16 +100,20 @@ def main():
         loader = DataLoader(InMemory(args.items or 16), batch_size=8, num_workers=0)
 
     step_s = args.step_ms / 1000
+    cpu_step_s = args.cpu_step_ms / 1000
     batches = 0
     t0 = time.monotonic()
     for _ in range(args.epochs):
         for _batch in loader:
             if step_s > 0:
                 busy(step_s)
+            if cpu_step_s > 0:
+                busy(cpu_step_s, time.thread_time)
             batches += 1
     wall = time.monotonic() - t0
     print("ACCOUNT " + json.dumps({"mode": args.mode, "wall_s": wall, "batches": batches, "epochs": args.epochs,
-                                   "sleep_ms": args.sleep_ms, "step_ms": args.step_ms}), flush=True)
+                                   "sleep_ms": args.sleep_ms, "step_ms": args.step_ms,
+                                   "cpu_step_ms": args.cpu_step_ms}), flush=True)
 
 
 if __name__ == "__main__":
