@@ -332,3 +332,17 @@ TEST_CASE("Sibling processes sharing one RANK, their parent iterating nothing, a
   CHECK(job->processes[0].inherited_rank == 0);
   CHECK(job->processes[1].inherited_rank == 0);
 }
+
+TEST_CASE("A loader's rank is its process's rank identity, torch.distributed's included") {
+  TraceBuilder b;
+  AddRank(b, 100, -1, 1 * kMs);
+  AddRank(b, 200, -1, 1 * kMs);
+  b.Config(100, 1, "rank", 1);
+  b.Config(200, 1, "rank", 0);
+  const auto analysis = Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  REQUIRE(analysis->loaders.size() == 2);
+  CHECK(analysis->loaders[0].pid == 200);  // ordered by rank
+  CHECK(analysis->loaders[0].rank == 0);
+  CHECK(analysis->loaders[1].rank == 1);
+}

@@ -87,6 +87,8 @@ TEST_CASE("Two ranks 2% apart print one table and no straggler, with the margin"
   CHECK(text.find("<- straggler") == std::string::npos);
   CHECK_THAT(text, Catch::Contains("scaling efficiency"));
   CHECK(Count(text, "train: not input-bound") == 2);  // few ranks: one headline each, as before
+  CHECK(text.rfind("[rank 0] train: not input-bound", 0) == 0);
+  CHECK_THAT(text, Catch::Contains("\n[rank 1] train: not input-bound"));
 }
 
 TEST_CASE("Processes without rank identity are listed as processes in the text and the JSON") {
@@ -96,6 +98,7 @@ TEST_CASE("Processes without rank identity are listed as processes in the text a
   const std::string text = AnalysisText(traces, &*job, 5, Colour::kOff);
   CHECK_THAT(text, Catch::Contains("Processes (no rank identity"));
   CHECK(text.find("Ranks (") == std::string::npos);
+  CHECK_THAT(text, Catch::Contains("\n[pid 102] train: "));
   CHECK(text.find("straggler:") == std::string::npos);
   CHECK(text.find("<- straggler") == std::string::npos);
   CHECK_THAT(text, Catch::Contains("     101        1 train                 100       322.6     3%  python3 train.py\n"));

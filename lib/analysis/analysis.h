@@ -184,7 +184,7 @@ struct LoaderConfig {
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
-  int32_t rank = -1;
+  int32_t rank = -1;               // its process's rank identity (ProcessSummary::rank), -1 none
   LoaderConfig config;
   std::vector<Iteration> iterations;
   bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations

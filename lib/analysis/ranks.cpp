@@ -329,6 +329,15 @@ void DescribeProcesses(const Trace& trace, TraceAnalysis& analysis) {
     if (s.command.empty()) s.command = p.comm;
     analysis.processes.push_back(std::move(s));
   }
+  // A loader's rank is its process's rank identity (a process ranked by
+  // torch.distributed has no RANK to read): keep the (rank, pid, scope) order.
+  std::unordered_map<uint32_t, int32_t> rank_of_pid;
+  for (const auto& p : analysis.processes) rank_of_pid[p.pid] = p.rank;
+  for (auto& l : analysis.loaders)
+    if (auto it = rank_of_pid.find(l.pid); it != rank_of_pid.end()) l.rank = it->second;
+  std::stable_sort(analysis.loaders.begin(), analysis.loaders.end(), [](const LoaderAnalysis& a, const LoaderAnalysis& b) {
+    return std::tie(a.rank, a.pid, a.scope) < std::tie(b.rank, b.pid, b.scope);
+  });
 }
 
 }  // namespace internal

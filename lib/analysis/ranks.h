@@ -129,8 +129,9 @@ struct JobAnalysis {
 Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces);
 
 namespace internal {
-// Fills trace.processes from the trace's process table (called by
-// AnalyzeCore once trace.loaders is known).
+// Fills analysis.processes from the trace's process table and sets each
+// loader's rank to its process's rank identity (called by AnalyzeCore once
+// analysis.loaders is known).
 void DescribeProcesses(const Trace& trace, TraceAnalysis& analysis);
 }  // namespace internal
 

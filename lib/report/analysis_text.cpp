@@ -183,7 +183,8 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
   const bool rank_headlines = job && job->ranks.size() > kManyRanks;
   for (const auto& t : traces)
     for (const auto& l : t.loaders)
-      if (!rank_headlines || !IsRankProcess(*job, t.path, l.pid)) out += style.ForVerdict(TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
+      if (!rank_headlines || !IsRankProcess(*job, t.path, l.pid))
+        out += style.ForVerdict((job ? WhoInJob(*job, t.path, l) : "") + TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
   if (rank_headlines) out += JobHeadlines(*job);
   if (job) out += JobText(*job, rank_table, colour);
 

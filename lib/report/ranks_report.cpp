@@ -95,6 +95,10 @@ bool IsRankProcess(const JobAnalysis& job, const std::string& trace_path, uint32
   return false;
 }
 
+std::string WhoInJob(const JobAnalysis& job, const std::string& trace_path, const LoaderAnalysis& loader) {
+  return IsRankProcess(job, trace_path, loader.pid) ? fmt::format("[rank {}] ", loader.rank) : fmt::format("[pid {}] ", loader.pid);
+}
+
 std::string JobHeadlines(const JobAnalysis& job) {
   std::string out;
   for (const auto& l : job.loaders) {

@@ -14,6 +14,10 @@ namespace stallprof::report {
 // Whether the process `pid` of the trace at `trace_path` is a rank of `job`.
 bool IsRankProcess(const analysis::JobAnalysis& job, const std::string& trace_path, uint32_t pid);
 
+// "[rank R] " for a loader of a rank of `job`, else "[pid P] ": what tells
+// apart the verdict lines of loaders that share a name.
+std::string WhoInJob(const analysis::JobAnalysis& job, const std::string& trace_path, const analysis::LoaderAnalysis& loader);
+
 // One headline per loader over all ranks (verdicts counted, stall spread):
 // what replaces one verdict line per rank when there are many ranks.
 std::string JobHeadlines(const analysis::JobAnalysis& job);
