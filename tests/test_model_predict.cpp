@@ -127,7 +127,8 @@ TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanis
   auto r = Predict(p, On(4, 1));
   REQUIRE(r.ok());
   CHECK(r->step_s == Approx(0.3));
-  CHECK(r->prep_stall_fraction + r->fetch_stall_fraction == Approx(r->stall_fraction));
+  CHECK(r->prep_stall_fraction == Approx((0.12 - 0.1) / 0.3));  // T_prep: the worker's 0.12 s CPU a batch
+  CHECK(r->fetch_stall_fraction == Approx((0.3 - 0.12) / 0.3));
   CHECK(r->prep_step_s == Approx(0.12));
   Scenario cached = On(4, 1);
   cached.cache_bytes = 1000000;

@@ -32,8 +32,11 @@ assert len(rows) == 4, rows.keys()
 # 40 ms of CPU per batch in one worker vs a 10 ms step: prep bound; 3 workers on 4 cores are faster.
 assert rows[(1, 1)]["bottleneck"] == "cpu prep", rows[(1, 1)]
 assert rows[(4, 3)]["samples_per_s"] > 2 * rows[(4, 1)]["samples_per_s"], (rows[(4, 3)], rows[(4, 1)])
-for p in rows.values():
-    assert abs(p["fetch_stall_fraction"] + p["prep_stall_fraction"] - p["stall_fraction"]) < 1e-6, p
+# Set costs: 40 ms of worker CPU and a 10 ms sleep a batch of 4. One worker on
+# 2+ cores: a batch per ~40 ms, 100 samples/s; 3 workers on 4 cores: the step
+# and the main loop's receive bind, well above 200. Within the model's 20%.
+assert 75 < rows[(4, 1)]["samples_per_s"] < 125, rows[(4, 1)]
+assert rows[(4, 1)]["prep_stall_fraction"] > 0.5, rows[(4, 1)]
 PY
 
 expect_usage() {  # expect_usage <flag> <args...>: exit 2 and the flag in the message
