@@ -136,16 +136,18 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     // read_calls spans count the fetching thread alone, during the fetch).
     // Worker-process rchar is not used: it counts the index queue's pipe reads too.
     // The hook's own /proc reads add ~150 bytes a fetch: below kMinReadBytes
-    // a fetch read no files.
+    // a fetch read no files. The median, so that a few fetches importing
+    // modules (reading .pyc files) do not make a dataset of files.
     constexpr double kMinReadBytes = 4096;
-    double call_bytes = 0;
-    for (const auto& r : loader.fetch_reads) call_bytes += r.call_bytes;
-    const double per_fetch = loader.fetch_reads.empty() ? 0 : call_bytes / loader.fetch_reads.size();
+    std::vector<double> call_bytes;
+    for (const auto& r : loader.fetch_reads) call_bytes.push_back(r.call_bytes);
+    std::sort(call_bytes.begin(), call_bytes.end());
+    const double per_fetch = Quantile(call_bytes, 0.5);
     const double per_sample = per_fetch / p.batch_size;
     if (per_fetch >= kMinReadBytes && p.dataset_items > 0) {
       p.bytes_per_sample = {per_sample, false,
                             "estimated: the bytes each fetch read through read syscalls (the hook's read spans) per "
-                            "sample, over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
+                            "sample, the median over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
       p.dataset_bytes = static_cast<uint64_t>(per_sample * static_cast<double>(p.dataset_items));
       p.dataset_bytes_estimated = true;
     } else {
