@@ -43,17 +43,18 @@ struct Terms {
   double r_compute, r_main, r_prep, r_workers, r_fetch, samples_per_s;
 };
 
-// Rates of a pipelined loader (W >= 1) for given per-batch worker CPU, io
-// and delay (the CPU at the scenario's miss ratio, CpuSecondsAtMiss).
+// Rates of a pipelined loader (W >= 1) for given per-batch worker CPU and io
+// (the CPU at the scenario's miss ratio, CpuSecondsAtMiss), without run-queue
+// delay: the analytic check of the simulation, which predicts the delay.
 Terms Pipelined(const LoaderProfile& p, double cpu, double compute, double cores, double workers, double io,
-                double delay, double bandwidth, double miss) {
+                double bandwidth, double miss) {
   const double b = p.batch_size;
   const double usable = std::max(kMinUsableCores, cores - p.main_cpu_cores);
   Terms t{};
   t.r_compute = Rate(b, compute);
   t.r_main = Rate(b, compute + MainReceiveSeconds(p));
   t.r_prep = cpu > 0 ? std::min(workers, usable) * b / cpu : kInf;
-  t.r_workers = workers * Rate(b, cpu + io + delay);
+  t.r_workers = workers * Rate(b, cpu + io);
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
   t.samples_per_s = std::min({t.r_main, t.r_prep, t.r_workers, t.r_fetch});
@@ -198,7 +199,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.background_threads = background;
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
-  const Terms t = Pipelined(p, cpu, compute, cores, std::max(1u, workers), io, 0, bandwidth, miss);
+  const Terms t = Pipelined(p, cpu, compute, cores, std::max(1u, workers), io, bandwidth, miss);
   out.r_compute = t.r_compute;
   out.r_main = workers > 0 ? t.r_main : t.r_compute;
   out.r_prep = workers > 0 ? t.r_prep : Rate(b, cpu);
