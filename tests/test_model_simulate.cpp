@@ -53,7 +53,7 @@ TEST_CASE("A background load takes its share of the cores from the workers") {
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.020).epsilon(1e-6));
 }
 
-TEST_CASE("In-order delivery: the worker with the slow batches sets the pace, not the mean cost") {
+TEST_CASE("Round-robin assignment: the worker with the slow batches sets the pace, not the mean cost") {
   // Even batches (worker 0) take 100 ms off CPU, odd ones (worker 1) 10 ms:
   // worker 1 idles while the main waits for worker 0, so 2 batches per 100 ms,
   // where 2 workers / mean cost (55 ms) would promise one per 27.5 ms.
