@@ -1,6 +1,7 @@
 // /proc readers against this very process and a child of it.
 #include <catch2/catch.hpp>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,16 @@ TEST_CASE("our own stat shows CPU time, RSS, threads and the right parent") {
   CHECK(st->rss_bytes > 1u << 20);
   CHECK(st->threads >= 1);
   CHECK_FALSE(st->comm.empty());
+  // Touching 64 fresh pages faults each of them in (minflt), whatever came before.
+  const uint64_t faults_before = st->minor_faults;
+  const size_t bytes = 64 * 4096;
+  void* fresh = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(fresh != MAP_FAILED);
+  for (size_t i = 0; i < bytes; i += 4096) static_cast<volatile char*>(fresh)[i] = 1;
+  munmap(fresh, bytes);
+  auto after = procfs::ReadStat(getpid());
+  REQUIRE(after.has_value());
+  CHECK(after->minor_faults >= faults_before + 64);
   CHECK_FALSE(procfs::ReadStat(999999999).has_value());
 }
 

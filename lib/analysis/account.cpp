@@ -73,6 +73,12 @@ namespace {
 
 constexpr double kNs = 1e-9;
 constexpr size_t kN = kCauseCount;
+// Worker CPU with at least this kernel share and this many page faults per
+// batch (1 MiB of 4 KiB pages faulted back each batch) gets the allocator
+// advice. The decode workload on this VM: 27% kernel and ~5000 faults per
+// batch in the slow runs, 13% and ~900 with fixed malloc thresholds.
+constexpr double kKernelHeavyShare = 0.25;
+constexpr double kFaultsHeavyPerBatch = 256;
 using Weights = std::array<double, kN>;
 size_t I(Cause c) { return static_cast<size_t>(c); }
 
@@ -286,6 +292,45 @@ FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
   return m;
 }
 
+// The fetching threads' CPU in the kernel as a share of their CPU, over the
+// fetches that recorded both; -1 when none did.
+double KernelShare(const std::vector<FetchFact>& fetches) {
+  double cpu = 0, kernel = 0;
+  for (const auto& f : fetches)
+    if (f.has_cpu && f.system_ns >= 0) {
+      cpu += static_cast<double>(f.cpu_ns);
+      kernel += static_cast<double>(f.system_ns);
+    }
+  return cpu > 0 ? std::min(1.0, kernel / cpu) : -1;
+}
+
+// Minor page faults of the worker processes per batch they fetched: each
+// worker's faults between its first and last sample (a worker only fetches,
+// pickles and sends) over the fetches in that window, summed over workers.
+// -1 without workers, or when a worker's series has no fault counts (a lower
+// figure from the others would mislead).
+double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+  std::unordered_map<uint32_t, const ProcessSeries*> series_of;
+  for (const auto& f : fetches) {
+    if (f.pid == loader_pid || series_of.count(f.pid)) continue;
+    series_of[f.pid] = nullptr;
+    for (const auto& s : trace.process_series)
+      if (s.pid == f.pid && s.minor_faults.size() >= 2) series_of[f.pid] = &s;
+    if (!series_of[f.pid]) return -1;
+  }
+  double faults = 0;
+  uint64_t batches = 0;
+  for (const auto& [pid, series] : series_of) {
+    const uint64_t from = series->t_ns.front(), to = series->t_ns.back();
+    uint64_t in_window = 0;
+    for (const auto& f : fetches) in_window += f.pid == pid && f.start_ns >= from && f.end_ns <= to;
+    if (in_window == 0) continue;
+    faults += static_cast<double>(series->minor_faults.back() - std::min(series->minor_faults.back(), series->minor_faults.front()));
+    batches += in_window;
+  }
+  return batches ? faults / static_cast<double>(batches) : -1;
+}
+
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
 std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
 
@@ -316,6 +361,11 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
                                                  Ms(m.produce), miss_cpu_s_per_batch > 0 ? " (less the CPU storage misses cost)" : "")
                                    : "no fetch span with CPU time";
+        if (m.with_cpu && loader.fetch_kernel_share >= 0) {
+          line.evidence += fmt::format("; {:.0f}% of it in the kernel", loader.fetch_kernel_share * 100);
+          if (loader.worker_faults_per_batch >= 0)
+            line.evidence += fmt::format(" ({:.0f} page faults per batch)", loader.worker_faults_per_batch);
+        }
         line.evidence += mean_note;
         break;
       case Cause::kContention:
@@ -385,10 +435,18 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
   switch (cause) {
-    case Cause::kPrep:
-      return fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict with "
-                         "`stallprof whatif --workers N`",
-                         share, l.config.num_workers, cores);
+    case Cause::kPrep: {
+      std::string advice = fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
+                                       "with `stallprof whatif --workers N`",
+                                       share, l.config.num_workers, cores);
+      if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
+        advice += fmt::format(
+            "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: the allocator returns freed "
+            "buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
+            "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
+            l.fetch_kernel_share * 100, l.worker_faults_per_batch);
+      return advice;
+    }
     case Cause::kContention:
       return fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} workers, {} "
                          "usable cores) or a less busy machine",
@@ -492,6 +550,8 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
 
   const uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
   const FetchMeans means = MeansOf(fetches);
+  loader.fetch_kernel_share = KernelShare(fetches);
+  loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
   loader.account_all = Finish(all, c, means, loader, true, loader.persistent_saving_s, miss_cpu_s_per_batch, cores);
   loader.account_steady = loader.steady_fallback ? loader.account_all
                                                  : Finish(steady, c, means, loader, false, 0, miss_cpu_s_per_batch, cores);

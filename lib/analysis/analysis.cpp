@@ -337,6 +337,8 @@ std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vecto
       const int64_t calls = ContainingSpan(s, found->second.calls, f);
       if (storage >= 0) x.device_bytes = static_cast<int64_t>(s.arg[storage]);
       if (calls >= 0) x.call_bytes = static_cast<int64_t>(s.arg[calls]);
+      if (const int64_t system = ContainingSpan(s, found->second.system, f); system >= 0)
+        x.system_ns = static_cast<int64_t>(s.arg[system]);
     }
     out.push_back(x);
   }

@@ -200,6 +200,12 @@ struct LoaderAnalysis {
   Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
   // What persistent_workers=True would save (non-persistent loaders with workers), 0 otherwise.
   double persistent_saving_s = 0;
+  // The fetching threads' CPU in the kernel (system CPU of the fetch spans, the
+  // hook's system_cpu spans), as a share of their CPU; -1 when not recorded.
+  double fetch_kernel_share = -1;
+  // Minor page faults of the worker processes per batch they fetched (/proc
+  // sampler); -1 without workers or where the trace has no fault counts.
+  double worker_faults_per_batch = -1;
   std::vector<std::string> advice; // one per significant cause, bottleneck first
   StallSplit split;
   double samples = 0;              // iterations x batch_size

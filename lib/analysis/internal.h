@@ -39,6 +39,7 @@ struct FetchFact {
   uint64_t cpu_ns = 0, delay_ns = 0;
   int64_t device_bytes = -1;     // read_storage span: bytes from the device; -1 = not recorded
   int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded
+  int64_t system_ns = -1;        // system_cpu span: the thread's CPU in the kernel; -1 = not recorded
 };
 
 // The account of `loader` (account.cpp): fills account_all, account_steady,

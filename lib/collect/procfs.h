@@ -20,6 +20,7 @@ struct ProcStat {
   uint64_t cpu_ns = 0;     // utime + stime
   uint64_t rss_bytes = 0;
   uint32_t threads = 0;
+  uint64_t minor_faults = 0;  // minflt: page faults served without I/O (first touch, copy-on-write, refault)
 };
 // /proc/<pid>/stat; nullopt when the process is gone or the line is malformed.
 std::optional<ProcStat> ReadStat(pid_t pid);

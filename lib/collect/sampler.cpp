@@ -30,6 +30,7 @@ void Sampler::Tick(uint64_t now_ns) {
     p.add_rss_bytes(st->rss_bytes);
     p.add_delay_ns(procfs::ReadRunQueueDelay(pid));
     p.add_threads(st->threads);
+    p.add_minor_faults(st->minor_faults);
   }
   known_.swap(alive);
   const auto sys = procfs::ReadSystem();

@@ -126,6 +126,7 @@ struct ProcessSeries {
   uint32_t pid = 0;
   std::vector<uint64_t> t_ns, cpu_ns, read_bytes, rchar, rss_bytes, delay_ns;
   std::vector<uint32_t> threads;
+  std::vector<uint64_t> minor_faults;  // empty unless every chunk of the series recorded them (older traces did not)
 };
 
 struct SystemSeries {

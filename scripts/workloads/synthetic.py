@@ -5,7 +5,10 @@ Per sample the dataset sleeps --fetch-sleep-ms (blocked, like storage) and burns
 --prep-cpu-ms of thread CPU time (like decoding and augmentation); per step the
 "model" takes --compute-ms (a sleep, like waiting on an accelerator, or CPU
 with --compute-mode cpu). With --files DIR the dataset reads one real file per
-sample (--file-bytes each, created on first use).
+sample (--file-bytes each, created on first use). With --scratch-mib each sample
+writes a fresh buffer of that size, one byte a page (a decoder's output: under
+glibc's malloc a buffer this large may be mapped and unmapped every time, so its
+pages fault in again on each sample).
 
 It never imports stallprof. Its last line is
   WORKLOAD {json}
@@ -37,7 +40,7 @@ def burn_cpu(seconds):
 
 class SyntheticDataset(Dataset):
     def __init__(self, length, fetch_sleep_s, prep_cpu_s, sample_floats, files=None, file_bytes=0,
-                 tail_every=0, tail_factor=1.0):
+                 tail_every=0, tail_factor=1.0, scratch_bytes=0):
         self.length = length
         self.fetch_sleep_s = fetch_sleep_s
         self.prep_cpu_s = prep_cpu_s
@@ -46,6 +49,8 @@ class SyntheticDataset(Dataset):
         self.file_bytes = file_bytes
         self.tail_every = tail_every    # every Nth sample costs tail_factor x the prep CPU
         self.tail_factor = tail_factor
+        self.scratch_bytes = scratch_bytes
+        self._page_marks = b"\x01" * len(range(0, scratch_bytes, 4096))
 
     def __len__(self):
         return self.length
@@ -59,6 +64,9 @@ class SyntheticDataset(Dataset):
             time.sleep(self.fetch_sleep_s)
         tail = self.tail_every > 0 and index % self.tail_every == 0
         burn_cpu(self.prep_cpu_s * (self.tail_factor if tail else 1.0))
+        if self.scratch_bytes:
+            scratch = bytearray(self.scratch_bytes)
+            scratch[::4096] = self._page_marks
         return torch.full((self.sample_floats,), float(index)), index % 10
 
 
@@ -139,6 +147,8 @@ def main():
                    help="with --files: a dataset that opens its files by index and lists none")
     p.add_argument("--tail-every", type=int, default=0, help="every Nth sample is slow (long-tailed item cost)")
     p.add_argument("--tail-factor", type=float, default=1.0, help="how many times the prep CPU a slow sample costs")
+    p.add_argument("--scratch-mib", type=float, default=0.0,
+                   help="per sample, a fresh buffer of this size written one byte a page")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code at the end")
     args = p.parse_args()
 
@@ -147,7 +157,8 @@ def main():
     files = make_files(args.files, n, args.file_bytes) if args.files else None
     dataset_class = IndexedFilesDataset if files and args.hide_files else SyntheticDataset
     train_set = dataset_class(n, args.fetch_sleep_ms / 1000.0, args.prep_cpu_ms / 1000.0,
-                              args.sample_floats, files, args.file_bytes, args.tail_every, args.tail_factor)
+                              args.sample_floats, files, args.file_bytes, args.tail_every, args.tail_factor,
+                              int(args.scratch_mib * (1 << 20)))
     common = dict(batch_size=args.batch_size, num_workers=args.workers, pin_memory=args.pin_memory)
     if args.workers > 0:
         common.update(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent)

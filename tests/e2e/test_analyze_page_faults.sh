@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Worker CPU spent faulting pages back in: each sample writes a fresh 2 MiB
+# buffer one byte a page (scripts/workloads/synthetic.py --scratch-mib 2), 8
+# samples a batch, so a worker whose allocator maps and unmaps the buffer every
+# time faults 8 x 512 = 4096 pages a batch. glibc's malloc is made to do that
+# (a fixed 128 KiB mmap threshold) or not to (a fixed 32 MiB one, which reuses
+# the heap), the two regimes a real decoder falls into at random under glibc's
+# dynamic thresholds. analyze must report the faults per batch and the kernel's
+# share of the worker CPU in the account's evidence, and give the allocator
+# advice in the first case only.
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+W="$STALLPROF_SOURCE_DIR/scripts/workloads/synthetic.py"
+FLAGS=(--workers 1 --batches 16 --batch-size 8 --scratch-mib 2 --prep-cpu-ms 1)
+
+profile() {  # profile <name> <GLIBC_TUNABLES>
+  GLIBC_TUNABLES=$2 $SP run -q -o "$1.pb" -- "$PY" "$W" "${FLAGS[@]}" >"$1.out" || fail "$1: run failed"
+  $SP analyze "$1.pb" --json >"$1.json" || fail "$1: analyze failed"
+  $SP analyze "$1.pb" >"$1.txt" || fail "$1: analyze (text) failed"
+}
+profile faulting glibc.malloc.mmap_threshold=131072
+profile reusing glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+
+"$PY" - <<'PY' || fail "page faults misreported (above)"
+import json
+def loader(name):
+    return json.load(open(name + ".json"))["loaders"][0]
+f, r = loader("faulting"), loader("reusing")
+print(f"faulting: {f['worker_faults_per_batch']:.0f} faults/batch, kernel {f['fetch_kernel_share']:.2f}; "
+      f"reusing: {r['worker_faults_per_batch']:.0f} faults/batch, kernel {r['fetch_kernel_share']:.2f}")
+# 4096 set; the sampler's first tick comes after the worker's first batches, so allow 30% less.
+assert 0.7 * 4096 <= f["worker_faults_per_batch"] <= 1.3 * 4096, f["worker_faults_per_batch"]
+assert r["worker_faults_per_batch"] < 0.25 * 4096, r["worker_faults_per_batch"]
+assert f["fetch_kernel_share"] > r["fetch_kernel_share"], (f["fetch_kernel_share"], r["fetch_kernel_share"])
+tuning = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold"
+assert any(tuning in a for a in f["advice"]), f["advice"]
+assert not any(tuning in a for a in r["advice"]), r["advice"]
+PY
+grep -q "page faults per batch" faulting.txt || fail "the text account does not show the page faults"
+echo "PASS"
