@@ -316,3 +316,56 @@ TEST_CASE("The main thread's run-queue delay in next() outside the fetch span is
   CHECK(a.Seconds(Cause::kHandoff) == Approx(5 * 0.002));
   CHECK(a.Seconds(Cause::kPrep) == Approx(5 * 0.005));
 }
+
+namespace {
+
+// SlowWorker's fetches, each with a system_cpu span of `kernel` ns, and the
+// worker process (pid 201) sampled from `from` to `to` with `faults` minor
+// page faults in between (no fault counts when faults < 0).
+Trace FaultingWorker(uint64_t kernel, int64_t faults, uint64_t from, uint64_t to) {
+  Trace t = SlowWorker(20 * kMs, 19 * kMs, 0);
+  TraceBuilder b;
+  b.trace = std::move(t);
+  for (uint64_t i = 0; i < 20; ++i) b.Span(1, names::kSystemCpu, 1000 * kMs + i * 30 * kMs, 20 * kMs + kUs, 1, kernel);
+  ProcessSeries worker;
+  worker.pid = 201;
+  worker.t_ns = {from, to};
+  worker.cpu_ns = worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = {0, 0};
+  worker.threads = {1, 1};
+  if (faults >= 0) worker.minor_faults = {1000, 1000 + static_cast<uint64_t>(faults)};
+  b.trace.process_series.push_back(worker);
+  return std::move(b.trace);
+}
+
+}  // namespace
+
+TEST_CASE("Worker CPU in the kernel with page faults every batch gets the allocator advice") {
+  // 20 batches, 30 ms apart from 1000 ms; 5000 faults each, 8 of their 19 ms of CPU in the kernel.
+  const auto result = Analyze(FaultingWorker(8 * kMs, 20 * 5000, 900 * kMs, 2000 * kMs), {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.worker_faults_per_batch == Approx(5000));
+  CHECK(l.fetch_kernel_share == Approx(8.0 / 19));
+  CHECK_THAT(l.account_steady.Line(Cause::kPrep).evidence, Catch::Contains("42% of it in the kernel (5000 page faults per batch)"));
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::Contains("GLIBC_TUNABLES"));
+}
+
+TEST_CASE("Page faults per batch count only the fetches inside the worker's sampled window") {
+  // Sampled from 1000 ms to 1310 ms: batches 0-9 (batch i from 1000 + 30 i ms, for 20 ms) fall inside.
+  const auto result = Analyze(FaultingWorker(8 * kMs, 10 * 100, 1000 * kMs, 1310 * kMs), {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.worker_faults_per_batch == Approx(100));
+  // Few faults: the kernel share alone does not get the advice.
+  for (const auto& advice : l.advice) CHECK_THAT(advice, !Catch::Contains("GLIBC_TUNABLES"));
+}
+
+TEST_CASE("Without fault counts or system CPU the figures are unknown, not zero") {
+  const auto result = Analyze(SlowWorker(20 * kMs, 19 * kMs, 0), {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.worker_faults_per_batch == -1);
+  CHECK(l.fetch_kernel_share == -1);
+  const auto older_result = Analyze(FaultingWorker(8 * kMs, -1, 900 * kMs, 2000 * kMs), {});
+  const auto& older = OnlyLoader(older_result);
+  CHECK(older.worker_faults_per_batch == -1);
+  CHECK(older.fetch_kernel_share == Approx(8.0 / 19));
+}
