@@ -130,8 +130,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                  p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0,
                                  FormatSeconds(p.compute_delay_s_per_batch), p.compute_cpu_s_per_batch.source)
                    : "the step's own CPU: " + p.compute_cpu_s_per_batch.source);
-  in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order)",
-                           p.batch_costs.size(), FormatSeconds(p.produce_p99_s)));
+  in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order){}",
+                           p.batch_costs.size(), FormatSeconds(p.produce_p99_s),
+                           p.workers == 0 ? "; measured in the main thread (num_workers=0), taken as a worker's: a worker "
+                                            "may need more (collating into shared memory, cold caches; 1.25-1.44x on the "
+                                            "ImageFolder decode in docs/model.md), so profile with workers to predict more"
+                                          : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers) "
                              "(measured: the first step beyond one batch's production)",
