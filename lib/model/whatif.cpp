@@ -134,7 +134,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                            p.batch_costs.size(), FormatSeconds(p.produce_p99_s),
                            p.workers == 0 ? "; measured in the main thread (num_workers=0), taken as a worker's: a worker "
                                             "may need more (collating into shared memory, cold caches; 1.25-1.44x on the "
-                                            "ImageFolder decode in docs/model.md), so profile with workers to predict more"
+                                            "ImageFolder decode in docs/model.md); a profile with one worker measures it"
                                           : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers) "
