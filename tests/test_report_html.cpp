@@ -176,3 +176,23 @@ TEST_CASE("Without uPlot a long timeline is static SVG that draws no epoch lines
   CHECK_THAT(short_page, Catch::Contains("class=\"epoch\""));
   CHECK(short_page.find("<details>") == std::string::npos);  // 3 epochs: the table as it is
 }
+
+TEST_CASE("A job of more than twenty ranks folds each loader's rank chart and table under a summary line") {
+  TraceBuilder b;
+  for (uint32_t rank = 0; rank < 24; ++rank) {
+    const uint32_t pid = 100 + rank;
+    b.Process(pid, 1, static_cast<int32_t>(rank));
+    b.Config(pid, 1, "name", "train");
+    b.Config(pid, 1, "batch_size", 10);
+    LoopSpec spec;
+    spec.pid = pid;
+    spec.thread = b.Thread(pid, pid);
+    AddLoop(b, spec);
+  }
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<details><summary>24 ranks: samples/s min "));
+  CHECK_THAT(page, Catch::Contains("id=\"ranks-train\""));  // the chart, inside the fold
+  CHECK(page.find("<details><summary>24 ranks") < page.find("id=\"ranks-train\""));
+}
