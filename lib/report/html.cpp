@@ -403,7 +403,7 @@ std::string RanksSection(const JobAnalysis& job) {
     s += "<h3>" + EscapeHtml(l.name) + "</h3>";
     std::string detail;
     detail += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks-{}">)", kWidth, height, kWidth,
-                     height, EscapeHtml(l.name));
+        height, EscapeHtml(l.name));
     detail += fmt::format(R"(<text x="{}" y="16" class="title">{}: samples/s per rank (local throughput)</text>)", kLeft, EscapeHtml(l.name));
     for (size_t i = 0; i < l.ranks.size(); ++i) {
       const auto& r = l.ranks[i];
@@ -411,19 +411,19 @@ std::string RanksSection(const JobAnalysis& job) {
       const double width = fastest > 0 ? r.samples_per_s / fastest * plot_w : 0;
       detail += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
       detail += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
-                       kLeft, y + 2, width, row - 5, r.straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
-                       Pct(r.stall_fraction));
+          kLeft, y + 2, width, row - 5, r.straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
+          Pct(r.stall_fraction));
       detail += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
-                       r.straggler ? " straggler" : "");
+          r.straggler ? " straggler" : "");
     }
     detail += "</svg>";
     detail += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>samples/s</th><th>stall</th><th>fetch</th><th>prep</th>"
-         "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
+        "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
     for (const auto& r : l.ranks)
       detail += std::string(r.straggler ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) + Cell(r.hostname) +
-           Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
-           Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
-           Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
+          Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
+          Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
+          Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
     detail += "</table>";
     std::vector<double> rates;
     for (const auto& r : l.ranks) rates.push_back(r.samples_per_s);
