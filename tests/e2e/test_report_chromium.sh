@@ -12,7 +12,7 @@ GEN="$STALLPROF_BUILD_DIR/gen_trace"
 if "$PY" -c 'import torch' 2>/dev/null; then
   $SP run -q -o t.pb -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 --batches 20 --fetch-sleep-ms 3 --compute-ms 5 >/dev/null
 elif [ -x "$GEN" ]; then
-  "$GEN" 20000 t.pb 2 >/dev/null
+  "$GEN" 20000 t.pb 2 --sampler-ms 100 >/dev/null
 else
   skip "neither torch nor gen_trace to make a trace"
 fi
