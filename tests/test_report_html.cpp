@@ -4,6 +4,7 @@
 
 #include "analysis/analysis.h"
 #include "report/analysis_report.h"
+#include "report/chart_library.h"
 #include "report/html.h"
 #include "test_analysis_trace_builder.h"
 
@@ -21,7 +22,7 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   b.Config(100, 1, "name", "<train>");
   LoopSpec spec;
   spec.thread = b.Thread(100, 100);
-  spec.iterations = 2000;  // more iterations than bars: the timeline buckets them
+  spec.iterations = 5000;  // more iterations than points: the timeline buckets them
   AddLoop(b, spec);
   b.trace.system.t_ns = {1000 * kMs, 2000 * kMs, 3000 * kMs};
   b.trace.system.cpu_busy_ns = {0, 500, 1500};
@@ -35,9 +36,10 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK_THAT(page, Catch::StartsWith("<!DOCTYPE html>"));
   CHECK_THAT(page, Catch::Contains(EscapeHtml(VerdictLine(analysis->loaders[0]))));
   CHECK(page.find("<train>") == std::string::npos);  // names are escaped
-  CHECK_THAT(page, Catch::Contains("mean of every 4 iterations"));
+  CHECK_THAT(page, Catch::Contains("min and max of every 3 iterations"));
   CHECK_THAT(page, Catch::Contains("Machine CPU busy"));
-  CHECK_THAT(page, Catch::Contains("<polyline"));
+  CHECK_THAT(page, Catch::Contains("<polyline"));  // without uPlot: static SVG
+  CHECK(page.find("<script type=\"application/json\"") == std::string::npos);
   CHECK(page.find("src=") == std::string::npos);
   CHECK(page.find("http://") == std::string::npos);
   CHECK(page.find("https://") == std::string::npos);
@@ -100,4 +102,97 @@ TEST_CASE("Processes without rank identity get a processes section, not ranks") 
   CHECK_THAT(page, Catch::Contains("<h2>Processes</h2>"));
   CHECK(page.find("<h2>Ranks</h2>") == std::string::npos);
   CHECK(page.find("traggler:") == std::string::npos);
+}
+
+namespace {
+
+// A loop of `epochs` x `iterations` where iteration `spike` of the run waits `spike_wait` instead of 10 ms.
+TraceBuilder SpikyLoop(uint32_t epochs, uint32_t iterations, uint32_t spike, uint64_t spike_wait, const std::string& name) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", name);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = epochs;
+  spec.iterations = iterations;
+  AddLoop(b, spec);
+  // Lengthen the spike's wait and move everything after it along.
+  auto& s = b.trace.spans;
+  const uint32_t wait_name = *b.trace.FindString(names::kWait);
+  size_t at = 0;
+  for (size_t i = 0, seen = 0; i < s.size(); ++i)
+    if (s.name[i] == wait_name && seen++ == spike) at = i;
+  const uint64_t extra = spike_wait - s.duration_ns[at];
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s.start_ns[i] > s.start_ns[at]) s.start_ns[i] += extra;
+  s.duration_ns[at] = spike_wait;
+  return b;
+}
+
+bool HasNumber(const std::string& page, const std::string& number) {
+  for (const char* before : {"[", ","})
+    for (const char* after : {",", "]"})
+      if (page.find(before + number + after) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("With uPlot the timeline is an interactive chart of bounded size where a one-iteration spike survives") {
+  // 200,000 iterations in 100 epochs; iteration 123,457 waits 900 ms instead of 10.
+  TraceBuilder b = SpikyLoop(100, 2000, 123'457, 900 * kMs, "train</script><b>");
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const ChartLibrary library{"/* the chart library */", ".u-legend{}"};
+  const std::string page = ReportHtml(b.trace, *analysis, &library);
+  CHECK_THAT(page, Catch::Contains("<script>/* the chart library */</script>"));
+  CHECK_THAT(page, Catch::Contains(".u-legend{}"));
+  CHECK_THAT(page, Catch::Contains("<div class=\"uplot-chart\" id=\"timeline-100-1\"></div>"));
+  CHECK_THAT(page, Catch::Contains("new uPlot("));
+  CHECK_THAT(page, Catch::Contains("min and max of every 100 iterations"));
+  // The spike: wait 900 ms, step 930 ms (with its 30 ms of compute).
+  CHECK(HasNumber(page, "900"));
+  CHECK(HasNumber(page, "930"));
+  CHECK(page.size() < 1'000'000);
+  // A loader name cannot end the data's <script> element early.
+  CHECK(page.find("</script><b>") == std::string::npos);
+  // 100 epochs fold to a summary, the table one click away; the epoch marks stay in the data.
+  CHECK_THAT(page, Catch::Contains("<details><summary>100 epochs: time min "));
+  CHECK_THAT(page, Catch::Contains("\"marks\":[2000,4000,"));
+}
+
+TEST_CASE("Without uPlot a long timeline is static SVG that draws no epoch lines beyond a few dozen") {
+  TraceBuilder b = SpikyLoop(100, 200, 777, 900 * kMs, "train");
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK(page.find("class=\"epoch\"") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("100 epochs (too many to mark)"));
+  CHECK_THAT(page, Catch::Contains("<polygon"));
+  TraceBuilder few = SpikyLoop(3, 200, 7, 900 * kMs, "train");
+  auto short_run = analysis::Analyze(few.trace, {});
+  REQUIRE(short_run.ok());
+  const std::string short_page = ReportHtml(few.trace, *short_run);
+  CHECK_THAT(short_page, Catch::Contains("class=\"epoch\""));
+  CHECK(short_page.find("<details>") == std::string::npos);  // 3 epochs: the table as it is
+}
+
+TEST_CASE("A job of more than twenty ranks folds each loader's rank chart and table under a summary line") {
+  TraceBuilder b;
+  for (uint32_t rank = 0; rank < 24; ++rank) {
+    const uint32_t pid = 100 + rank;
+    b.Process(pid, 1, static_cast<int32_t>(rank));
+    b.Config(pid, 1, "name", "train");
+    b.Config(pid, 1, "batch_size", 10);
+    LoopSpec spec;
+    spec.pid = pid;
+    spec.thread = b.Thread(pid, pid);
+    AddLoop(b, spec);
+  }
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<details><summary>24 ranks: samples/s min "));
+  CHECK_THAT(page, Catch::Contains("id=\"ranks-train\""));  // the chart, inside the fold
+  CHECK(page.find("<details><summary>24 ranks") < page.find("id=\"ranks-train\""));
 }

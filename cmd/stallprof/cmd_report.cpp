@@ -7,6 +7,7 @@
 
 #include "analysis/analysis.h"
 #include "cli.h"
+#include "report/chart_library.h"
 #include "report/html.h"
 #include "trace/reader.h"
 
@@ -27,7 +28,11 @@ int RunReport(const ReportOptions& options) {
   analysis_options.warmup = options.warmup;
   auto result = analysis::Analyze(*digest, analysis_options);
   if (!result.ok()) return ReportError(result.error());
-  std::string page = report::ReportHtml(digest->trace, *result);
+  // A report never fails for want of a chart library: without uPlot its charts are static SVG.
+  auto charts = report::LoadChartLibrary();
+  if (!charts.ok())
+    fmt::print(stderr, "stallprof: note: {}: the charts are static (no zoom); scripts/setup.sh installs uPlot\n", charts.error().message);
+  std::string page = report::ReportHtml(digest->trace, *result, charts.ok() ? &*charts : nullptr);
   std::FILE* file = std::fopen(options.output.c_str(), "wb");
   if (!file)
     return ReportError(RuntimeError("cannot create '" + options.output + "', " + std::strerror(errno) + ", choose a writable path with -o"));

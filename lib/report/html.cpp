@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "analysis_report.h"
+#include "downsample.h"
+#include "json_writer.h"
 #include "analysis/ranks.h"
 #include "common/units.h"
 
@@ -47,6 +50,26 @@ std::string Num(double v) {
   return fmt::format("{:.2g}", v);
 }
 
+// Lists longer than this (epochs, workers, ranks) fold to a summary line with
+// the detail one click away (<details>: no script needed).
+constexpr size_t kFoldRows = 20;
+// Rows a detail table shows at most: the first and last halves of this (a
+// trace of a million one-iteration epochs must not make a page of a million rows).
+constexpr size_t kMaxDetailRows = 2000;
+
+std::string Fold(size_t rows, const std::string& summary, const std::string& detail) {
+  if (rows <= kFoldRows) return detail;
+  return "<details><summary>" + summary + "</summary>" + detail + "</details>";
+}
+
+// "min a, median b, max c" of `values` formatted by `format`.
+template <typename Format>
+std::string Spread(std::vector<double> values, Format format) {
+  if (values.empty()) return "-";
+  std::sort(values.begin(), values.end());
+  return fmt::format("min {}, median {}, max {}", format(values.front()), format(values[values.size() / 2]), format(values.back()));
+}
+
 // Frame, title and y/x ticks of a chart; returns the SVG opening and grid.
 std::string Axes(const std::string& title, int height, double x_max, double y_max, const std::string& x_unit,
                  const std::string& y_unit) {
@@ -70,59 +93,175 @@ std::string Axes(const std::string& title, int height, double x_max, double y_ma
   return s;
 }
 
-std::string LineChart(const std::string& title, const std::vector<double>& x, const std::vector<double>& y,
-                      const std::string& y_unit, const char* colour) {
-  const int height = 170;
-  if (x.size() < 2 || y.size() != x.size())
-    return "<p class=\"note\">" + EscapeHtml(title) + ": no sampler data in the trace.</p>";
-  double x_max = std::max(x.back(), 1e-9);
-  double y_max = *std::max_element(y.begin(), y.end());
-  y_max = y_max > 0 ? y_max * 1.1 : 1;
-  const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
-  std::string s = Axes(title, height, x_max, y_max, "seconds since start", y_unit);
-  std::string points;
-  for (size_t i = 0; i < x.size(); ++i)
-    points += fmt::format("{:.1f},{:.1f} ", kLeft + x[i] / x_max * plot_w, kTop + plot_h - y[i] / y_max * plot_h);
-  s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", points, colour);
-  s += "</svg>";
-  return s;
+// A chart of series over a shared x, bounded in size: the caller downsampled
+// it (min/max per bucket). Drawn by uPlot when the page carries it (zoom, pan,
+// values on hover), else as static SVG.
+struct ChartSeries {
+  std::string label;
+  const char* colour;
+  bool fill = false;  // an area down to zero, drawn in series order (later on top)
+};
+
+struct ChartSpec {
+  std::string id;  // unique in the page
+  std::string title, x_label, y_unit;
+  int height = 170;
+  Downsampled data;
+  std::vector<ChartSeries> series;
+  std::vector<double> marks;  // x of dashed vertical lines (epoch starts)
+  std::string sync;           // charts with the same key share the cursor
+};
+
+// More marks than this are thinned evenly (the interactive chart shows them
+// only when zoomed in far enough to tell them apart anyway).
+constexpr size_t kMaxMarks = 2000;
+// The static chart draws the marks only when they are this few.
+constexpr size_t kMaxSvgMarks = 40;
+// Points per series in a chart: 2000 buckets of a min and a max.
+constexpr size_t kMaxSeriesPoints = 4000;
+
+std::string SvgChart(const ChartSpec& c) {
+  const auto& x = c.data.x;
+  double x_max = x.empty() ? 1 : std::max(x.back(), 1e-9);
+  double y_max = 0;
+  for (const auto& ys : c.data.y)
+    for (double v : ys) y_max = std::max(y_max, v);
+  y_max = y_max > 0 ? y_max * 1.05 : 1;
+  const int plot_w = kWidth - kLeft - kRight, plot_h = c.height - kTop - kBottom;
+  std::string s = Axes(c.title, c.height, x_max, y_max, c.x_label, c.y_unit);
+  auto px = [&](double v) { return kLeft + v / x_max * plot_w; };
+  auto py = [&](double v) { return kTop + plot_h - std::max(0.0, v) / y_max * plot_h; };
+  for (size_t k = 0; k < c.series.size() && k < c.data.y.size(); ++k) {
+    std::string points;
+    if (c.series[k].fill) points += fmt::format("{:.1f},{:.1f} ", px(x.empty() ? 0 : x.front()), py(0));
+    for (size_t i = 0; i < x.size(); ++i) points += fmt::format("{:.1f},{:.1f} ", px(x[i]), py(c.data.y[k][i]));
+    if (c.series[k].fill) {
+      points += fmt::format("{:.1f},{:.1f}", px(x.empty() ? 0 : x.back()), py(0));
+      s += fmt::format(R"(<polygon points="{}" fill="{}" stroke="{}" stroke-width="0.5"/>)", points, c.series[k].colour, c.series[k].colour);
+    } else {
+      s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", points, c.series[k].colour);
+    }
+  }
+  if (c.marks.size() <= kMaxSvgMarks)
+    for (double m : c.marks) s += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" class="epoch"/>)", px(m), px(m), kTop, kTop + plot_h);
+  return s + "</svg>";
 }
 
-// Stacked wait/compute bar per iteration (bucketed when there are many), epoch starts dashed.
-std::string IterationTimeline(const LoaderAnalysis& l) {
-  const int height = 220;
+// A number for the chart data: integers exact (iteration indices), the rest
+// to four significant digits (a chart cannot show more).
+void AppendChartNumber(std::string& out, double v) {
+  if (!std::isfinite(v)) v = 0;
+  if (v == std::floor(v) && std::abs(v) < 1e15) fmt::format_to(std::back_inserter(out), "{:.0f}", v);
+  else fmt::format_to(std::back_inserter(out), "{:.4g}", v);
+}
+
+std::string NumberArray(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    AppendChartNumber(out, values[i]);
+  }
+  return out + "]";
+}
+
+std::string JsonText(const std::string& text) {
+  std::string out;
+  AppendJsonString(out, text);
+  return out;
+}
+
+// The holder uPlot draws into and the chart's data; the page's one script
+// (kChartScript) turns every such pair into a chart.
+std::string InteractiveChart(const ChartSpec& c) {
+  std::string spec = fmt::format(R"({{"id":{},"title":{},"xlabel":{},"yunit":{},"height":{},"sync":{},"x":{},"marks":{},"series":[)",
+                                 JsonText(c.id), JsonText(c.title), JsonText(c.x_label), JsonText(c.y_unit), c.height, JsonText(c.sync),
+                                 NumberArray(c.data.x), NumberArray(c.marks));
+  for (size_t k = 0; k < c.series.size() && k < c.data.y.size(); ++k)
+    spec += fmt::format(R"({}{{"label":{},"colour":"{}","fill":{},"values":{}}})", k ? "," : "", JsonText(c.series[k].label),
+                        c.series[k].colour, c.series[k].fill ? "true" : "false", NumberArray(c.data.y[k]));
+  spec += "]}";
+  // Inside <script>, "</" could close the element: JSON allows "<\/" for it.
+  for (size_t at = spec.find("</"); at != std::string::npos; at = spec.find("</", at + 3)) spec.replace(at, 2, "<\\/");
+  return fmt::format(R"(<div class="uplot-chart" id="{}"></div><script type="application/json" class="chart-data">{}</script>)",
+                     EscapeHtml(c.id), spec);
+}
+
+std::string Chart(const ChartSpec& c, const ChartLibrary* charts) { return charts ? InteractiveChart(c) : SvgChart(c); }
+
+// Builds the charts from their data (uPlot), with epoch marks, ctrl+wheel zoom
+// and shift+drag pan; uPlot itself gives drag-to-zoom, double-click to reset
+// and the values under the cursor in its legend.
+const char* kChartScript = R"JS(
+(function(){
+  function num(v){ if(v==null||!isFinite(v)) return '-'; var a=Math.abs(v);
+    return a>=100?v.toFixed(0):a>=10?v.toFixed(1):a>=1?v.toFixed(2):v.toPrecision(2); }
+  function marks(spec){ return function(u){
+    var m=spec.marks, lo=u.scales.x.min, hi=u.scales.x.max, seen=[];
+    for(var i=0;i<m.length;i++) if(m[i]>=lo&&m[i]<=hi) seen.push(m[i]);
+    if(!seen.length||u.bbox.width/seen.length<6*devicePixelRatio) return;
+    var ctx=u.ctx; ctx.save(); ctx.strokeStyle='#333'; ctx.lineWidth=1; ctx.setLineDash([3,3]); ctx.beginPath();
+    seen.forEach(function(v){ var x=Math.round(u.valToPos(v,'x',true))+0.5; ctx.moveTo(x,u.bbox.top); ctx.lineTo(x,u.bbox.top+u.bbox.height); });
+    ctx.stroke(); ctx.restore(); }; }
+  function zoomPan(u){
+    var over=u.over, data=u.data[0], first=data[0], last=data[data.length-1];
+    function set(lo,hi){ if(hi-lo<=0) return; if(lo<first){hi+=first-lo;lo=first;} if(hi>last){lo-=hi-last;hi=last;}
+      u.setScale('x',{min:Math.max(lo,first),max:Math.min(hi,last)}); }
+    over.addEventListener('wheel',function(e){ if(!e.ctrlKey) return; e.preventDefault();
+      var r=over.getBoundingClientRect(), at=u.posToVal(e.clientX-r.left,'x'), s=u.scales.x, f=e.deltaY<0?0.8:1.25;
+      set(at-(at-s.min)*f, at+(s.max-at)*f); },{passive:false});
+    over.addEventListener('mousedown',function(e){ if(!e.shiftKey) return; e.preventDefault(); e.stopPropagation();
+      var x0=e.clientX, lo=u.scales.x.min, hi=u.scales.x.max, per=(hi-lo)/over.clientWidth;
+      function move(ev){ var d=(ev.clientX-x0)*per; set(lo-d,hi-d); }
+      function up(){ document.removeEventListener('mousemove',move); document.removeEventListener('mouseup',up); }
+      document.addEventListener('mousemove',move); document.addEventListener('mouseup',up); },true);
+  }
+  document.querySelectorAll('script.chart-data').forEach(function(el){
+    var spec=JSON.parse(el.textContent), host=document.getElementById(spec.id);
+    var series=[{label:spec.xlabel,value:function(u,v){return num(v);}}];
+    spec.series.forEach(function(s){ series.push({label:s.label,stroke:s.colour,fill:s.fill?s.colour:undefined,width:1,
+      points:{show:false},value:function(u,v){return num(v)+' '+spec.yunit;}}); });
+    var u=new uPlot({title:spec.title,width:760,height:spec.height+40,series:series,
+      scales:{x:{time:false},y:{range:function(u,lo,hi){return [0,hi>0?hi*1.05:1];}}},axes:[{label:spec.xlabel},{label:spec.yunit,size:60}],
+      cursor:{drag:{x:true,y:false},sync:{key:spec.sync||spec.id}},
+      hooks:{draw:[marks(spec)],ready:[zoomPan]}},
+      [spec.x].concat(spec.series.map(function(s){return s.values;})),host);
+    host.setAttribute('data-points',String(spec.x.length));
+  });
+})();
+)JS";
+
+// Wait and step time per iteration, min/max per bucket of iterations, epoch starts marked.
+std::string IterationTimeline(const LoaderAnalysis& l, const ChartLibrary* charts) {
   const size_t n = l.iterations.size();
   if (n == 0) return "";
-  const size_t max_bars = 600;
-  const size_t per_bar = (n + max_bars - 1) / max_bars;
-  struct Bar { double wait = 0, compute = 0; bool epoch_start = false; };
-  std::vector<Bar> bars((n + per_bar - 1) / per_bar);
+  std::vector<double> x(n), step(n), wait(n);
+  ChartSpec c;
   for (size_t i = 0; i < n; ++i) {
-    auto& b = bars[i / per_bar];
-    b.wait += l.iterations[i].wait_s / per_bar;
-    b.compute += l.iterations[i].compute_s / per_bar;
-    if (l.iterations[i].index_in_epoch == 0 && i > 0) b.epoch_start = true;
+    x[i] = static_cast<double>(i);
+    wait[i] = l.iterations[i].wait_s * 1e3;
+    step[i] = (l.iterations[i].wait_s + l.iterations[i].compute_s) * 1e3;
+    if (l.iterations[i].index_in_epoch == 0 && i > 0) c.marks.push_back(x[i]);
   }
-  double y_max = 0;
-  for (const auto& b : bars) y_max = std::max(y_max, (b.wait + b.compute) * 1e3);
-  y_max = y_max > 0 ? y_max * 1.05 : 1;
-  const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
-  std::string title = fmt::format("{}: step time per iteration (wait for data vs compute){}", l.config.name,
-                                  per_bar > 1 ? fmt::format(", mean of every {} iterations", per_bar) : "");
-  std::string s = Axes(title, height, static_cast<double>(n), y_max, "iteration", "ms");
-  double w = static_cast<double>(plot_w) / bars.size();
-  for (size_t i = 0; i < bars.size(); ++i) {
-    double x = kLeft + i * w;
-    double hw = bars[i].wait * 1e3 / y_max * plot_h, hc = bars[i].compute * 1e3 / y_max * plot_h;
-    double base = kTop + plot_h;
-    s += fmt::format(R"(<rect x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}"/>)", x, base - hw, std::max(w - 0.3, 0.5), hw, kWaitColour);
-    s += fmt::format(R"(<rect x="{:.2f}" y="{:.2f}" width="{:.2f}" height="{:.2f}" fill="{}"/>)", x, base - hw - hc, std::max(w - 0.3, 0.5), hc, kComputeColour);
-    if (bars[i].epoch_start)
-      s += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" class="epoch"/>)", x, x, kTop, kTop + plot_h);
+  if (c.marks.size() > kMaxMarks) {
+    std::vector<double> thinned;
+    for (size_t k = 0; k < kMaxMarks; ++k) thinned.push_back(c.marks[k * c.marks.size() / kMaxMarks]);
+    c.marks = std::move(thinned);
   }
-  s += "</svg>";
-  s += fmt::format(R"(<div class="legend"><span style="background:{}"></span>wait (blocked in next()) <span style="background:{}"></span>compute (the rest of the step) &nbsp; dashed: epoch start</div>)",
-                   kWaitColour, kComputeColour);
+  c.data = DownsampleMinMax(x, {step, wait}, kMaxSeriesPoints);
+  c.id = fmt::format("timeline-{}-{}", l.pid, l.scope);
+  c.title = fmt::format("{}: step time per iteration (wait for data, the rest is compute){}", l.config.name,
+                        c.data.per_bucket > 1 ? fmt::format(", min and max of every {} iterations", c.data.per_bucket) : "");
+  c.x_label = "iteration";
+  c.y_unit = "ms";
+  c.height = 220;
+  c.series = {{"step", kComputeColour, true}, {"wait", kWaitColour, true}};
+  std::string s = Chart(c, charts);
+  const std::string marks_note = c.marks.empty() ? ""
+                                 : charts || c.marks.size() <= kMaxSvgMarks
+                                     ? " &nbsp; dashed: epoch start" + std::string(charts ? " (when zoomed in enough to tell them apart)" : "")
+                                     : fmt::format(" &nbsp; {} epochs (too many to mark)", l.epochs.size());
+  s += fmt::format(R"(<div class="legend"><span style="background:{}"></span>wait (blocked in next()) <span style="background:{}"></span>compute (the rest of the step){}{}</div>)",
+                   kWaitColour, kComputeColour, marks_note, charts ? "<br>drag to zoom, double-click to reset, shift+drag to pan, ctrl+wheel to zoom at the pointer" : "");
   return s;
 }
 
@@ -179,18 +318,47 @@ std::string WorkerChart(const LoaderAnalysis& l) {
   s += "</svg>";
   s += fmt::format(R"(<div class="legend"><span style="background:{}"></span>CPU <span style="background:{}"></span>I/O wait (off CPU, not runnable) <span style="background:{}"></span>run-queue delay <span style="background:{}"></span>idle &nbsp; * straggler</div>)",
                    kCpuColour, kIoColour, kRunqColour, kIdleColour);
-  return s;
+  std::vector<double> cpu, io, delay;
+  std::string stragglers;
+  for (const auto& w : l.workers) {
+    cpu.push_back(w.cpu_fraction);
+    io.push_back(w.io_fraction);
+    delay.push_back(w.delay_fraction);
+    if (w.straggler) stragglers += (stragglers.empty() ? "" : ", ") + std::to_string(w.pid);
+  }
+  return Fold(l.workers.size(),
+              EscapeHtml(fmt::format("{} workers: CPU {}; I/O wait {}; run-queue delay {}; stragglers: {}", l.workers.size(),
+                                     Spread(cpu, Pct), Spread(io, Pct), Spread(delay, Pct), stragglers.empty() ? "none" : stragglers)),
+              s);
 }
 
 std::string Cell(const std::string& v) { return "<td>" + EscapeHtml(v) + "</td>"; }
 
 std::string EpochTable(const LoaderAnalysis& l) {
   std::string s = "<table><tr><th>epoch</th><th>iterations</th><th>samples</th><th>time</th><th>samples/s</th><th>stall</th><th>page cache growth</th><th>disk read</th></tr>";
-  for (const auto& e : l.epochs)
+  const size_t n = l.epochs.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > kMaxDetailRows && i == kMaxDetailRows / 2) {
+      s += fmt::format("<tr><td colspan=\"8\">&hellip; {} epochs not shown (stallprof analyze --json lists them all)</td></tr>",
+                       n - kMaxDetailRows);
+      i = n - kMaxDetailRows / 2;
+    }
+    const auto& e = l.epochs[i];
     s += "<tr>" + Cell(std::to_string(e.index)) + Cell(std::to_string(e.iterations)) + Cell(fmt::format("{:.0f}", e.samples)) +
          Cell(FormatSeconds(e.seconds)) + Cell(fmt::format("{:.1f}", e.samples_per_s)) + Cell(Pct(e.stall_fraction)) +
          Cell(e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-") + Cell(e.has_system ? FormatBytes(e.disk_read_bytes) : "-") + "</tr>";
-  return s + "</table>";
+  }
+  s += "</table>";
+  std::vector<double> seconds, rate, stall;
+  for (const auto& e : l.epochs) {
+    seconds.push_back(e.seconds);
+    rate.push_back(e.samples_per_s);
+    stall.push_back(e.stall_fraction);
+  }
+  return Fold(n,
+              EscapeHtml(fmt::format("{} epochs: time {}; samples/s {}; stall {}", n, Spread(seconds, FormatSeconds),
+                                     Spread(rate, [](double v) { return fmt::format("{:.1f}", v); }), Spread(stall, Pct))),
+              s);
 }
 
 std::string StageTable(const LoaderAnalysis& l) {
@@ -233,29 +401,36 @@ std::string RanksSection(const JobAnalysis& job) {
     double fastest = 0;
     for (const auto& r : l.ranks) fastest = std::max(fastest, r.samples_per_s);
     s += "<h3>" + EscapeHtml(l.name) + "</h3>";
-    s += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks-{}">)", kWidth, height, kWidth,
-                     height, EscapeHtml(l.name));
-    s += fmt::format(R"(<text x="{}" y="16" class="title">{}: samples/s per rank (local throughput)</text>)", kLeft, EscapeHtml(l.name));
+    std::string detail;
+    detail += fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" id="ranks-{}">)", kWidth, height, kWidth,
+        height, EscapeHtml(l.name));
+    detail += fmt::format(R"(<text x="{}" y="16" class="title">{}: samples/s per rank (local throughput)</text>)", kLeft, EscapeHtml(l.name));
     for (size_t i = 0; i < l.ranks.size(); ++i) {
       const auto& r = l.ranks[i];
       const double y = kTop + i * row;
       const double width = fastest > 0 ? r.samples_per_s / fastest * plot_w : 0;
-      s += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
-      s += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
-                       kLeft, y + 2, width, row - 5, r.straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
-                       Pct(r.stall_fraction));
-      s += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
-                       r.straggler ? " straggler" : "");
+      detail += fmt::format(R"(<text x="{}" y="{:.0f}" class="tick" text-anchor="end">rank {}</text>)", kLeft - 4, y + 13, r.rank);
+      detail += fmt::format(R"(<rect x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"><title>rank {}: {:.1f} samples/s, stall {}</title></rect>)",
+          kLeft, y + 2, width, row - 5, r.straggler ? kFetchColour : kCpuColour, r.rank, r.samples_per_s,
+          Pct(r.stall_fraction));
+      detail += fmt::format(R"(<text x="{:.1f}" y="{:.0f}" class="tick">{:.1f}{}</text>)", kLeft + width + 6, y + 13, r.samples_per_s,
+          r.straggler ? " straggler" : "");
     }
-    s += "</svg>";
-    s += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>samples/s</th><th>stall</th><th>fetch</th><th>prep</th>"
-         "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
+    detail += "</svg>";
+    detail += "<table><tr><th>rank</th><th>host</th><th>pid</th><th>samples/s</th><th>stall</th><th>fetch</th><th>prep</th>"
+        "<th>steps</th><th>wait/step</th><th>compute/step</th><th>steady time</th><th>epoch time</th></tr>";
     for (const auto& r : l.ranks)
-      s += std::string(r.straggler ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) + Cell(r.hostname) +
-           Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
-           Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
-           Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
-    s += "</table>";
+      detail += std::string(r.straggler ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::to_string(r.rank)) + Cell(r.hostname) +
+          Cell(std::to_string(r.pid)) + Cell(fmt::format("{:.1f}", r.samples_per_s)) + Cell(Pct(r.stall_fraction)) +
+          Cell(Pct(r.fetch_stall_fraction)) + Cell(Pct(r.prep_stall_fraction)) + Cell(std::to_string(r.steps)) + Cell(FormatSeconds(r.wait_per_step_s)) +
+          Cell(FormatSeconds(r.compute_per_step_s)) + Cell(FormatSeconds(r.steady_time_s)) + Cell(FormatSeconds(r.epoch_time_s)) + "</tr>";
+    detail += "</table>";
+    std::vector<double> rates;
+    for (const auto& r : l.ranks) rates.push_back(r.samples_per_s);
+    s += Fold(l.ranks.size(),
+              EscapeHtml(fmt::format("{} ranks: samples/s {}; {} straggler(s)", l.ranks.size(),
+                                     Spread(rates, [](double v) { return fmt::format("{:.1f}", v); }), l.stragglers.size())),
+              detail);
     std::string stragglers;
     for (const auto& st : l.stragglers) stragglers += fmt::format(" Straggler: rank {}: {}.", st.rank, EscapeHtml(st.reason));
     if (l.stragglers.empty())
@@ -293,6 +468,8 @@ svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-
 .grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
 .legend{font-size:12px;color:#444;margin:0 0 10px} .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
 #errors{color:#a00;font-weight:600}
+.uplot-chart{margin:8px 0} .uplot{font-family:inherit} .uplot .u-title{font-size:13px;font-weight:600;color:#333;text-align:left;padding-left:60px}
+.uplot .u-legend{font-size:12px} details summary{cursor:pointer;font-size:13px;color:#444;margin:4px 0}
 )";
 
 }  // namespace
@@ -365,12 +542,12 @@ std::string AccountSection(const LoaderAnalysis& l) {
 
 }  // namespace
 
-std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
+std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLibrary* charts) {
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stallprof report: " + EscapeHtml(a.path) + "</title>";
   // Any script error shows on the page (and in the DOM for the headless test).
   h += "<script>window.addEventListener('error',function(e){var d=document.getElementById('errors');if(d)d.textContent+='page error: '+e.message+' ';});</script>";
-  h += "<style>" + std::string(kStyle) + "</style></head><body>\n<div id=\"errors\"></div>\n";
+  h += "<style>" + std::string(kStyle) + (charts ? charts->stylesheet : "") + "</style></head><body>\n<div id=\"errors\"></div>\n";
   h += "<h1>stallprof report</h1>";
   std::string command;
   for (const auto& c : trace.header.command) command += (command.empty() ? "" : " ") + c;
@@ -388,7 +565,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
     h += fmt::format("<div class=\"meta\">batch {:g}, {} workers, prefetch {}, pin_memory {}, {} &middot; {} iterations, {:.0f} samples, {:.1f} samples/s</div>",
                      c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(c.sampler.empty() ? "sampler ?" : c.sampler),
                      l.iterations.size(), l.samples, l.samples_per_s);
-    h += IterationTimeline(l);
+    h += IterationTimeline(l, charts);
     h += AccountSection(l);
     h += "<h3>Step time</h3>" + StepTable(l);
     h += "<h3>Workers</h3>";
@@ -416,9 +593,23 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
     disk.push_back(std::max(0.0, read) / 1e6 / dt);
     cache.push_back(i < sys.page_cache_bytes.size() ? sys.page_cache_bytes[i] / 1073741824.0 : 0);
   }
-  h += LineChart("Machine CPU busy", t, cpu, "%", kComputeColour);
-  h += LineChart("Disk read", t, disk, "MB/s", kIoColour);
-  h += LineChart("Page cache", t, cache, "GiB", kCpuColour);
+  if (t.size() < 2) {
+    h += "<p class=\"note\">No sampler data in the trace (machine CPU, disk read, page cache).</p>";
+  } else {
+    for (auto [id, title, values, unit, colour] :
+         {std::tuple{"system-cpu", "Machine CPU busy", &cpu, "%", kComputeColour}, std::tuple{"system-disk", "Disk read", &disk, "MB/s", kIoColour},
+          std::tuple{"system-cache", "Page cache", &cache, "GiB", kCpuColour}}) {
+      ChartSpec c;
+      c.id = id;
+      c.data = DownsampleMinMax(t, {*values}, kMaxSeriesPoints);
+      c.title = std::string(title) + (c.data.per_bucket > 1 ? fmt::format(", min and max of every {} samples", c.data.per_bucket) : "");
+      c.x_label = "seconds since start";
+      c.y_unit = unit;
+      c.series = {{title, colour, false}};
+      c.sync = "system";
+      h += Chart(c, charts);
+    }
+  }
   const auto& s = a.system;
   if (s.available)
     h += fmt::format("<p class=\"note\">The job kept {:.2f} cores busy ({} of {}); machine CPU {} busy; disk read {} ({}/s); page cache {} &rarr; {}; memory available at least {} of {}.</p>",
@@ -437,7 +628,9 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a) {
                    q.dropped_share * 100, q.lanes_used, q.ring_lanes, EscapeHtml(clients.empty() ? "none" : clients), q.clock,
                    q.truncated ? " The trace is truncated: analyzed up to its last complete chunk." : "",
                    q.footer_present ? "" : " No footer: the run did not finish cleanly.");
-  h += "<p class=\"note\">Generated by stallprof report. Definitions: docs/analysis.md.</p>\n</body></html>\n";
+  h += "<p class=\"note\">Generated by stallprof report. Definitions: docs/analysis.md.</p>\n";
+  if (charts) h += "<script>" + charts->script + "</script>\n<script>" + kChartScript + "</script>\n";
+  h += "</body></html>\n";
   return h;
 }
 

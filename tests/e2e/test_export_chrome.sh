@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # export --format chrome: valid trace-event JSON with one X/i event per span and
-# instant of the trace, process/thread metadata, sampler counters, and strings
-# that need escaping (quotes, backslashes, control characters, non-ASCII).
+# instant of the trace, process/thread metadata (threads named by role), args
+# named for what they hold, sampler counters, strings that need escaping
+# (quotes, backslashes, control characters, non-ASCII), and gzip for .json.gz.
 # (Names with invalid UTF-8 are not tested here: the trace writer stores them in
 # proto3 string fields, which then fail to parse; see the analysis engineer's report.)
 source "$(dirname "$0")/lib.sh"
@@ -22,15 +23,34 @@ assert 200000 <= c["X"] + c["i"] <= 200100, c
 names = Counter(e["name"] for e in ev if e["ph"] in "Xi")
 assert names["dataloader.fetch"] > 0 and names["dataloader.wait"] > 0 and names["dataloader.epoch"] > 0, names
 meta = [e for e in ev if e["ph"] == "M"]
-assert sum(e["name"] == "thread_name" for e in meta) == 4, meta
+threads = sorted(e["args"]["name"] for e in meta if e["name"] == "thread_name")
+assert threads == ["main (loader 1)", "worker 0 of loader 1", "worker 1 of loader 1", "worker 2 of loader 1"], threads
 for e in ev:
     if e["ph"] == "X":
         assert e["dur"] >= 0 and e["ts"] >= 0 and "pid" in e and "tid" in e, e
 fetch = next(e for e in ev if e["name"] == "dataloader.fetch")
 assert "cpu_us" in fetch["args"] and "runq_us" in fetch["args"], fetch
+assert "batch" in fetch["args"] and "arg" not in fetch["args"], fetch
+wait = next(e for e in ev if e["name"] == "dataloader.wait")
+assert "iteration_in_epoch" in wait["args"], wait
+getitem = next(e for e in ev if e["name"] == "dataloader.getitem")
+assert "sample" in getitem["args"], getitem
 print("events", dict(c))
 PY
 $SP export big.pb -o - | "$PY" -c 'import json,sys; json.load(sys.stdin)' || fail "export to stdout is not valid JSON"
+# .json.gz: the same events, gzipped, several times smaller.
+$SP export big.pb -o big.json.gz 2>err.txt || fail "export to .json.gz failed: $(cat err.txt)"
+grep -q "gzip of" err.txt || fail "the summary line does not mention gzip: $(cat err.txt)"
+"$PY" - big.json big.json.gz <<'PY' || fail "big.json.gz is not the gzipped export"
+import gzip, json, os, sys
+plain = json.load(open(sys.argv[1]))
+with gzip.open(sys.argv[2], "rt") as f:
+    packed = json.load(f)
+assert packed == plain, "the gzipped export differs from the plain one"
+ratio = os.path.getsize(sys.argv[1]) / os.path.getsize(sys.argv[2])
+print(f"gzip: {os.path.getsize(sys.argv[1])} -> {os.path.getsize(sys.argv[2])} bytes ({ratio:.1f}x)")
+assert ratio > 4, ratio
+PY
 
 # A real run: sampler counters and names needing escapes, from a C client.
 LIB="$STALLPROF_BUILD_DIR/libstallprof_client.so"

@@ -1,12 +1,17 @@
-// gen_trace N out.pb [workers]: writes a synthetic trace of N spans shaped like
-// a real run (main thread: dataloader.wait per iteration and epoch instants;
-// each worker: per batch 32 getitem spans, a collate span and a fetch span with
-// CPU time and run-queue delay), through TraceWriter and SpanBatchBuilder with
-// the drain thread's 64K-span batches. Timings are pseudo-random around
-// realistic values; the numbers mean nothing, the shape is what benchmarks need.
+// gen_trace N out.pb [workers] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]:
+// writes a synthetic trace of N spans shaped like a real run (main thread:
+// dataloader.wait per iteration and an epoch instant every 1000 iterations;
+// each worker: per batch K getitem spans (default 32), a collate span and a
+// fetch span with CPU time and run-queue delay), through TraceWriter and
+// SpanBatchBuilder with the drain thread's 64K-span batches. Timings are
+// pseudo-random around realistic values; the numbers mean nothing, the shape
+// is what benchmarks need. --spike-at I: iteration I waits one second more
+// (a spike a report must show). --sampler-ms M: machine-wide sampler rows
+// every M ms of the run (none by default).
 #include <fmt/core.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -17,11 +22,24 @@ using namespace stallprof;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fmt::print(stderr, "usage: gen_trace N out.pb [workers]\n");
+    fmt::print(stderr, "usage: gen_trace N out.pb [workers] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]\n");
     return 2;
   }
   const uint64_t total = std::strtoull(argv[1], nullptr, 10);
-  const uint32_t workers = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 4;
+  uint32_t workers = 4, samples_per_batch = 32;
+  uint64_t spike_at = UINT64_MAX, sampler_ms = 0;
+  for (int i = 3; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--samples-per-batch") == 0 && has_value) samples_per_batch = static_cast<uint32_t>(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--spike-at") == 0 && has_value) spike_at = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::strcmp(argv[i], "--sampler-ms") == 0 && has_value) sampler_ms = std::strtoull(argv[++i], nullptr, 10);
+    else if (i == 3) workers = static_cast<uint32_t>(std::atoi(argv[i]));
+    else {
+      fmt::print(stderr, "gen_trace: unknown argument '{}'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (workers == 0) workers = 1;
   pb::TraceHeader h;
   h.set_version_major(kTraceVersionMajor);
   h.set_version_minor(kTraceVersionMinor);
@@ -71,7 +89,7 @@ int main(int argc, char** argv) {
       write(c);
     }
   };
-  constexpr uint32_t kBatch = 32;
+  const uint32_t kBatch = samples_per_batch;
   std::vector<uint64_t> worker_clock(workers + 1, 2'000'000'000ull);
   uint64_t main_clock = 2'000'000'000ull, written = 0, batch_index = 0, iteration = 0;
   while (written < total) {
@@ -100,7 +118,7 @@ int main(int argc, char** argv) {
     ++batch_index;
     // The main loop waits for the batch, then computes.
     const uint64_t ready = std::max(main_clock, t);
-    const uint64_t wait = ready - main_clock + 5'000 + rng() % 5'000;
+    const uint64_t wait = ready - main_clock + 5'000 + rng() % 5'000 + (iteration == spike_at ? 1'000'000'000ull : 0);
     add(0, {.start_ns = main_clock, .duration_ns = wait, .name = kWaitId, .arg = iteration % 1000, .scope = 1});
     main_clock += wait + 1'500'000 / workers + rng() % 200'000;
     ++written;
@@ -111,6 +129,24 @@ int main(int argc, char** argv) {
       b.TakeInto(c);
       write(c);
     }
+  if (sampler_ms > 0) {
+    // The machine: 8 cores about 60% busy, the disk reading ~50 MB/s, the page cache growing.
+    auto* sys = c.mutable_system_samples();
+    uint64_t busy = 0, total_cpu = 0, read = 0, cache = 1ull << 30;
+    for (uint64_t t = 2'000'000'000ull; t <= main_clock; t += sampler_ms * 1'000'000) {
+      total_cpu += 8 * sampler_ms * 1'000'000;
+      busy += (50 + rng() % 20) * 8 * sampler_ms * 10'000;
+      read += (40 + rng() % 20) * sampler_ms * 1000;
+      cache += rng() % (1 << 20);
+      sys->add_t_ns(t);
+      sys->add_cpu_busy_ns(busy);
+      sys->add_cpu_total_ns(total_cpu);
+      sys->add_page_cache_bytes(cache);
+      sys->add_disk_read_bytes(read);
+      sys->add_mem_available_bytes(8ull << 30);
+    }
+    write(c);
+  }
   auto* f = c.mutable_footer();
   f->set_spans(written);
   f->set_end_monotonic_ns(main_clock);
