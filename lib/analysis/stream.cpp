@@ -26,8 +26,15 @@ class DigestSink final : public SpanSink {
     }
   }
 
-  Status Spans(const Trace&, std::span<const DecodedSpan> spans) override {
+  Status Spans(const Trace& trace, std::span<const DecodedSpan> spans) override {
     auto& s = d_.trace.spans;
+    if (!reserved_) {
+      // Every span kept at the densest encoding (about 4 bytes a span), up to
+      // 16 M rows (720 MiB of address space, touched only as rows arrive):
+      // the columns do not reallocate, and a bigger trace doubles from there.
+      ReserveRows(s, std::min<size_t>(trace.bytes / 4 + 16, size_t{1} << 24));
+      reserved_ = true;
+    }
     for (const DecodedSpan& d : spans) {
       if (keep_[d.name]) {
         AppendSpan(s, d);
@@ -69,6 +76,7 @@ class DigestSink final : public SpanSink {
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> index_;
   internal::StageKey last_key_{UINT64_MAX, 0};
   uint32_t last_index_ = 0;
+  bool reserved_ = false;
 };
 
 }  // namespace

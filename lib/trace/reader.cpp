@@ -1,7 +1,6 @@
 #include "reader.h"
 
 #include <fmt/core.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -17,18 +16,6 @@ namespace {
 // Longer chunks than this are not written by any stallprof (a batch is at most
 // ~64K spans, about 1 MiB): a bigger length field means the file is corrupt.
 constexpr uint32_t kMaxChunkBytes = 256u << 20;
-
-// Reserves `n` elements and asks for transparent huge pages over the reserved
-// range: filling a 10 M-span table otherwise spends half its time in 4 KiB page
-// faults. Untouched reserved pages cost address space only.
-template <typename T>
-void ReserveHuge(std::vector<T>& v, size_t n) {
-  v.reserve(n);
-  constexpr uintptr_t kHuge = 2u << 20;
-  const auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
 
 }  // namespace
 
@@ -174,17 +161,7 @@ class TableSink final : public SpanSink {
       // Reserve for the densest possible encoding (about 4 bytes per span):
       // pages never written are never touched, so this costs address space,
       // not memory, and the columns never reallocate (which would double the peak).
-      const size_t guess = trace.bytes / 4 + 16;
-      ReserveHuge(s.start_ns, guess);
-      ReserveHuge(s.duration_ns, guess);
-      ReserveHuge(s.cpu_ns, guess);
-      ReserveHuge(s.delay_ns, guess);
-      ReserveHuge(s.arg, guess);
-      ReserveHuge(s.name, guess);
-      ReserveHuge(s.thread, guess);
-      ReserveHuge(s.scope, guess);
-      ReserveHuge(s.kind, guess);
-      ReserveHuge(s.has_cpu, guess);
+      ReserveRows(s, trace.bytes / 4 + 16);
       reserved_ = true;
     }
     for (const DecodedSpan& d : spans) AppendSpan(s, d);
