@@ -1,4 +1,4 @@
-// stallprof analyze [trace.pb ...] [--json] [--warmup N] [--ranks]: where the step time goes.
+// stallprof analyze [trace.pb ...] [--json] [--warmup N] [--ranks] [--jobs N]: where the step time goes.
 #include <fmt/core.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "analysis/analysis.h"
+#include "analysis/parallel.h"
 #include "analysis/ranks.h"
 #include "cli.h"
 #include "report/analysis_report.h"
@@ -21,6 +22,7 @@ struct AnalyzeOptions {
   std::vector<std::string> traces;
   Output output = Output::kText;
   uint32_t warmup = 5;
+  unsigned jobs = 0;  // 0 = one per core
   report::RankTable rank_table = report::RankTable::kAuto;
 };
 
@@ -40,23 +42,15 @@ int RunAnalyze(const AnalyzeOptions& options) {
   if (paths.empty()) paths.push_back(kDefaultTrace);
   analysis::AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
-  std::vector<analysis::TraceAnalysis> analyses;
-  for (const auto& path : paths) {
-    auto digest = analysis::LoadForAnalysis(path);
-    if (!digest.ok()) return ReportError(digest.error());
-    if (const auto& footer = digest->trace.footer; footer && footer->write_failed_ns != 0) {
-      const double at_s = footer->write_failed_ns > digest->trace.header.start_monotonic_ns
-                              ? static_cast<double>(footer->write_failed_ns - digest->trace.header.start_monotonic_ns) / 1e9
-                              : 0;
+  auto analyzed = analysis::AnalyzeTraces(paths, analysis_options, options.jobs);
+  if (!analyzed.ok()) return ReportError(analyzed.error());
+  std::vector<analysis::TraceAnalysis>& analyses = *analyzed;
+  for (const auto& a : analyses)
+    if (a.quality.write_failed_after_s >= 0)
       fmt::print(stderr,
                  "stallprof: warning: trace '{}' is incomplete, writing it failed {:.1f} s into the run (disk full?), "
                  "{} events after that were lost: the figures cover the part before\n",
-                 path, at_s, footer->events_lost);
-    }
-    auto result = analysis::Analyze(*digest, analysis_options);
-    if (!result.ok()) return ReportError(result.error());
-    analyses.push_back(std::move(*result));
-  }
+                 a.path, a.quality.write_failed_after_s, a.quality.events_lost);
   // Several training processes in the traces: compare the ranks, list the others.
   auto job = analysis::AnalyzeJob(analyses);
   const analysis::JobAnalysis* job_ptr = job.ok() ? &*job : nullptr;
@@ -83,6 +77,9 @@ void RegisterAnalyze(CLI::App& app, Action& action) {
                              std::to_string(analysis::kManyRanks) + " the text gives each loader one line: min, median, max, stragglers)");
   sub->add_option("--warmup", options->warmup, "iterations skipped at the start of each epoch for steady-state figures")
       ->default_val(5);
+  sub->add_option("-j,--jobs", options->jobs,
+                  "traces analyzed at once, each on its own thread (default: one per core; memory grows with it)")
+      ->check(CLI::PositiveNumber);
   sub->callback([&action, options] { action = [options] { return RunAnalyze(*options); }; });
 }
 

@@ -1,9 +1,12 @@
-// gen_trace N out.pb [workers]: writes a synthetic trace of N spans shaped like
+// gen_trace N out.pb [workers] [rank]: writes a synthetic trace of N spans shaped like
 // a real run (main thread: dataloader.wait per iteration and epoch instants;
 // each worker: per batch 32 getitem spans, a collate span and a fetch span with
 // CPU time and run-queue delay), through TraceWriter and SpanBatchBuilder with
 // the drain thread's 64K-span batches. Timings are pseudo-random around
 // realistic values; the numbers mean nothing, the shape is what benchmarks need.
+// With a rank (>= 0), the main process is that rank of a job (its process
+// chunk carries RANK) and the timings are drawn from a seed of its own, so
+// one trace per rank makes a job for `stallprof analyze r*.pb`.
 #include <fmt/core.h>
 
 #include <cstdlib>
@@ -17,11 +20,12 @@ using namespace stallprof;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fmt::print(stderr, "usage: gen_trace N out.pb [workers]\n");
+    fmt::print(stderr, "usage: gen_trace N out.pb [workers] [rank]\n");
     return 2;
   }
   const uint64_t total = std::strtoull(argv[1], nullptr, 10);
   const uint32_t workers = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 4;
+  const int32_t rank = argc > 4 ? std::atoi(argv[4]) : -1;
   pb::TraceHeader h;
   h.set_version_major(kTraceVersionMajor);
   h.set_version_minor(kTraceVersionMinor);
@@ -61,7 +65,18 @@ int main(int argc, char** argv) {
     write(c);
   }
 
-  std::mt19937_64 rng(42);
+  if (rank >= 0)
+    for (uint32_t t = 0; t <= workers; ++t) {
+      auto* p = c.mutable_process();
+      p->set_pid(1000 + t);
+      p->set_ppid(t == 0 ? 1 : 1000);
+      p->set_rank(rank);
+      p->set_local_rank(-1);
+      p->set_comm(t == 0 ? "python3" : "pt_data_worker");
+      write(c);
+    }
+
+  std::mt19937_64 rng(rank >= 0 ? 42 + static_cast<uint64_t>(rank) : 42);
   std::vector<SpanBatchBuilder> batches;
   for (uint32_t t = 0; t <= workers; ++t) batches.emplace_back(t);
   auto add = [&](uint32_t thread, const SpanRow& row) {
