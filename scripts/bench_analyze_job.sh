@@ -39,14 +39,16 @@ run() {
     { t[NR] = $1; if ($2 > m) m = $2 }
     END { med = t[int((NR + 1) / 2)]; printf "%s %.3f %.0f\n", label, med, m }'
 }
+one=$(run one "$DIR/rank0.pb")
 single=$(run single --jobs 1 "$DIR"/rank*.pb)
 parallel=$(run parallel "$DIR"/rank*.pb)
-echo "$single $parallel" | awk -v n="$TOTAL" -v cores="$CORES" -v ranks="$RANKS" '{
-  s = $2; sm = $3; p = $5; pm = $6
+echo "$one $single $parallel" | awk -v n="$TOTAL" -v cores="$CORES" -v ranks="$RANKS" '{
+  om = $3; s = $5; sm = $6; p = $8; pm = $9
   rate = n / s
   ideal = n / (rate * cores)
   printf "single core (--jobs 1): %.3f s, %.1f M spans/s, peak RSS %.0f MiB\n", s, rate / 1e6, sm / 1024
-  printf "parallel (--jobs %d): %.3f s, %.1f M spans/s, peak RSS %.0f MiB (%.2f MiB per trace analyzed)\n", cores, p, n / p / 1e6, pm / 1024, pm / 1024 / ranks
+  printf "parallel (--jobs %d): %.3f s, %.1f M spans/s, peak RSS %.0f MiB\n", cores, p, n / p / 1e6, pm / 1024
   printf "ideal on %d cores: %.3f s (spans / (single-core rate x cores)); parallel / ideal = %.2fx (target <= 2x)\n", cores, ideal, p / ideal
+  printf "memory: one trace alone peaks at %.0f MiB; all %d add %.2f MiB per trace (the analyses kept for the report)\n", om / 1024, ranks, (sm - om) / 1024 / (ranks > 1 ? ranks - 1 : 1)
 }'
 echo "load while measuring: $(uptime | sed "s/.*load average/load average/")"

@@ -62,12 +62,19 @@ TEST_CASE("Traces analyzed in parallel give the analyses of one by one, in the o
 
   for (unsigned jobs : {1u, 2u, 5u, 8u}) {
     INFO("jobs " << jobs);
-    auto parallel = AnalyzeTraces(paths, {}, jobs);
-    REQUIRE(parallel.ok());
-    REQUIRE(parallel->size() == paths.size());
+    auto outcomes = AnalyzeTraces(paths, {}, jobs);
+    REQUIRE(outcomes.size() == paths.size());
+    std::vector<TraceAnalysis> parallel;
+    for (auto& o : outcomes) {
+      CHECK_FALSE(o.write_failed);
+      REQUIRE(o.analysis);
+      REQUIRE(o.analysis->ok());
+      parallel.push_back(std::move(**o.analysis));
+    }
     for (size_t i = 0; i < paths.size(); ++i) {
       const TraceAnalysis& a = one_by_one[i];
-      const TraceAnalysis& b = (*parallel)[i];
+      const TraceAnalysis& b = parallel[i];
+      CHECK(outcomes[i].path == paths[i]);
       CHECK(b.path == paths[i]);
       CHECK(b.quality.spans == a.quality.spans);
       REQUIRE(b.loaders.size() == 1);
@@ -84,7 +91,7 @@ TEST_CASE("Traces analyzed in parallel give the analyses of one by one, in the o
       for (size_t s = 0; s < la.stages.size(); ++s) CHECK(lb.stages[s].count == la.stages[s].count);
     }
     // And so the job view over them: rank 3 (30 ms waits) is the straggler.
-    auto job = AnalyzeJob(*parallel);
+    auto job = AnalyzeJob(parallel);
     REQUIRE(job.ok());
     REQUIRE(job->loaders.size() == 1);
     REQUIRE(job->loaders[0].stragglers.size() == 1);
@@ -93,16 +100,21 @@ TEST_CASE("Traces analyzed in parallel give the analyses of one by one, in the o
   for (const auto& p : paths) std::remove(p.c_str());
 }
 
-TEST_CASE("Traces analyzed in parallel fail with the error of the first failing path, as one by one would") {
+TEST_CASE("Traces analyzed in parallel stop at the first failing path with its error, as one by one would") {
   const std::string good = WriteRank(0, 2 * kMs);
   const std::string missing_first = "/tmp/stallprof-test-no-such-trace-a.pb";
   const std::string missing_later = "/tmp/stallprof-test-no-such-trace-b.pb";
   for (unsigned jobs : {1u, 3u}) {
     INFO("jobs " << jobs);
-    auto r = AnalyzeTraces({good, good, missing_first, good, missing_later}, {}, jobs);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().kind == ErrorKind::kInput);
-    CHECK_THAT(r.error().message, Catch::Contains(missing_first));
+    auto outcomes = AnalyzeTraces({good, good, missing_first, good, missing_later}, {}, jobs);
+    // The outcomes end at the first failure, as the one-by-one loop stops there.
+    REQUIRE(outcomes.size() == 3);
+    CHECK(outcomes[0].analysis->ok());
+    CHECK(outcomes[1].analysis->ok());
+    CHECK(outcomes[2].path == missing_first);
+    REQUIRE_FALSE(outcomes[2].analysis->ok());
+    CHECK(outcomes[2].analysis->error().kind == ErrorKind::kInput);
+    CHECK_THAT(outcomes[2].analysis->error().message, Catch::Contains(missing_first));
   }
   std::remove(good.c_str());
 }

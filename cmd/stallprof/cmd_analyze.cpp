@@ -42,15 +42,16 @@ int RunAnalyze(const AnalyzeOptions& options) {
   if (paths.empty()) paths.push_back(kDefaultTrace);
   analysis::AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
-  auto analyzed = analysis::AnalyzeTraces(paths, analysis_options, options.jobs);
-  if (!analyzed.ok()) return ReportError(analyzed.error());
-  std::vector<analysis::TraceAnalysis>& analyses = *analyzed;
-  for (const auto& a : analyses)
-    if (a.quality.write_failed_after_s >= 0)
+  std::vector<analysis::TraceAnalysis> analyses;
+  for (auto& outcome : analysis::AnalyzeTraces(paths, analysis_options, options.jobs)) {
+    if (const auto& w = outcome.write_failed)
       fmt::print(stderr,
                  "stallprof: warning: trace '{}' is incomplete, writing it failed {:.1f} s into the run (disk full?), "
                  "{} events after that were lost: the figures cover the part before\n",
-                 a.path, a.quality.write_failed_after_s, a.quality.events_lost);
+                 outcome.path, w->after_s, w->events_lost);
+    if (!outcome.analysis->ok()) return ReportError(outcome.analysis->error());
+    analyses.push_back(std::move(**outcome.analysis));
+  }
   // Several training processes in the traces: compare the ranks, list the others.
   auto job = analysis::AnalyzeJob(analyses);
   const analysis::JobAnalysis* job_ptr = job.ok() ? &*job : nullptr;

@@ -633,11 +633,6 @@ DataQuality MeasureQuality(const Trace& trace) {
     q.dropped = std::max(q.dropped, trace.footer->dropped);
     q.exit_code = trace.footer->exit_code;
     q.invalid_records = trace.footer->invalid_records;
-    if (const uint64_t failed = trace.footer->write_failed_ns; failed != 0) {
-      const uint64_t start = trace.header.start_monotonic_ns;
-      q.write_failed_after_s = failed > start ? (failed - start) * kNs : 0;
-      q.events_lost = trace.footer->events_lost;
-    }
   }
   q.dropped_share = q.spans + q.dropped ? static_cast<double>(q.dropped) / (q.spans + q.dropped) : 0;
   q.truncated = trace.truncated;

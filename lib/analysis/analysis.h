@@ -253,10 +253,6 @@ struct DataQuality {
   bool footer_present = false;
   int32_t exit_code = 0;
   uint64_t invalid_records = 0;
-  // Writing the trace failed (disk full) this long into the run, and the
-  // events lost after it: the figures cover the part before. -1 = it did not fail.
-  double write_failed_after_s = -1;
-  uint64_t events_lost = 0;
   std::vector<std::string> clients;  // distinct client kinds
   uint64_t clock_resolution_ns = 0;
   std::string clock = "CLOCK_MONOTONIC";

@@ -4,10 +4,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <thread>
 
 namespace stallprof::analysis {
+
+namespace {
+
+std::optional<WriteFailure> WriteFailureOf(const Trace& trace) {
+  if (!trace.footer || trace.footer->write_failed_ns == 0) return std::nullopt;
+  const uint64_t failed = trace.footer->write_failed_ns, start = trace.header.start_monotonic_ns;
+  return WriteFailure{failed > start ? static_cast<double>(failed - start) / 1e9 : 0, trace.footer->events_lost};
+}
+
+}  // namespace
 
 unsigned DefaultJobs() {
   cpu_set_t set;
@@ -15,19 +24,26 @@ unsigned DefaultJobs() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-Result<std::vector<TraceAnalysis>> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options,
-                                                 unsigned jobs) {
+std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options,
+                                        unsigned jobs) {
   const size_t n = paths.size();
-  std::vector<std::optional<Result<TraceAnalysis>>> results(n);
+  std::vector<TraceOutcome> outcomes(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   // Paths are taken in order, so when one fails every earlier path has been
-  // taken and finishes: the first failure in path order is among the results.
+  // taken and finishes: the first failure in path order is among the outcomes.
   auto work = [&] {
     for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
+      TraceOutcome& out = outcomes[i];
+      out.path = paths[i];
       auto digest = LoadForAnalysis(paths[i]);
-      results[i] = digest.ok() ? Analyze(*digest, options) : Result<TraceAnalysis>(digest.error());
-      if (!results[i]->ok()) failed = true;
+      if (digest.ok()) {
+        out.write_failed = WriteFailureOf(digest->trace);
+        out.analysis = Analyze(*digest, options);
+      } else {
+        out.analysis = digest.error();
+      }
+      if (!out.analysis->ok()) failed = true;
     }
   };
   const size_t threads = std::min<size_t>(n, jobs == 0 ? DefaultJobs() : jobs);
@@ -38,14 +54,12 @@ Result<std::vector<TraceAnalysis>> AnalyzeTraces(const std::vector<std::string>&
     for (size_t t = 0; t < threads; ++t) pool.emplace_back(work);
     for (auto& t : pool) t.join();
   }
-  std::vector<TraceAnalysis> out;
-  out.reserve(n);
-  for (auto& r : results) {
-    if (!r) break;  // not started after a failure, which comes first
-    if (!r->ok()) return r->error();
-    out.push_back(std::move(**r));
-  }
-  return out;
+  for (size_t i = 0; i < n; ++i)
+    if (!outcomes[i].analysis || !outcomes[i].analysis->ok()) {
+      outcomes.resize(outcomes[i].analysis ? i + 1 : i);
+      break;
+    }
+  return outcomes;
 }
 
 }  // namespace stallprof::analysis
