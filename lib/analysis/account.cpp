@@ -122,10 +122,10 @@ struct Ledger {
 struct Context {
   const LoaderAnalysis& loader;
   const std::vector<FetchFact>& fetches;
-  HookCost hook;
+  HookCost hook{};
   double miss_cpu_ns_per_byte = 0;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> worker_fetch_of_batch;  // batch -> fetch indices, by start
-  std::vector<uint32_t> main_fetches;                                        // num_workers = 0, by start
+  FetchesByBatch worker_fetch_of_batch{};                                    // batch -> fetch indices
+  std::vector<uint32_t> main_fetches{};                                      // num_workers = 0, by start
   Weights mean{};                                                            // the loader's mean proportions
   bool has_mean = false;
   double samples_per_batch = 1;
@@ -188,13 +188,8 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l)
     }
     // The awaited batch: the first fetch of its index at or after the epoch start.
     const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-    const FetchFact* fetch = nullptr;
-    if (auto found = c.worker_fetch_of_batch.find(it.index_in_epoch); found != c.worker_fetch_of_batch.end())
-      for (uint32_t f : found->second)
-        if (c.fetches[f].start_ns >= epoch_start) {
-          fetch = &c.fetches[f];
-          break;
-        }
+    const int64_t found = c.worker_fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, epoch_start);
+    const FetchFact* fetch = found >= 0 ? &c.fetches[found] : nullptr;
     Weights w{};
     l.Add(Cause::kStallprof, inside);
     const int64_t rest = wait - inside;
@@ -494,15 +489,18 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   std::vector<uint32_t> order(fetches.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return fetches[a].start_ns < fetches[b].start_ns; });
+  c.worker_fetch_of_batch.Reserve(order.size());
   for (uint32_t f : order) {
     if (fetches[f].pid == loader.pid) c.main_fetches.push_back(f);
-    else c.worker_fetch_of_batch[fetches[f].batch].push_back(f);
+    else c.worker_fetch_of_batch.Add(fetches[f].batch, fetches[f].start_ns, f);
     Weights w{};
     if (c.WeightsOf(fetches[f], w)) {
       c.has_mean = true;
       for (size_t k = 0; k < kN; ++k) c.mean[k] += w[k];
     }
   }
+
+  c.worker_fetch_of_batch.Sort();
 
   Ledger all, steady;
   for (size_t i = 0; i < loader.iterations.size(); ++i) {

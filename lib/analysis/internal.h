@@ -1,7 +1,9 @@
 // Pieces shared by analysis.cpp and profile.cpp; not part of the contract.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "analysis.h"
@@ -28,6 +30,42 @@ struct StageKey {
 };
 struct StageKeyHash {
   size_t operator()(const StageKey& k) const { return std::hash<uint64_t>()(k.thread_and_name * 65599u + k.scope); }
+};
+
+// A loader's fetch spans by batch index (a fetch span's arg: the batch index in
+// its epoch), for "the fetch that produced the batch this next() returned":
+// one sorted vector instead of a container per batch (a trace has millions).
+class FetchesByBatch {
+ public:
+  // Adds a fetch; among fetches of one batch with the same start, the first added wins.
+  void Add(uint64_t batch, uint64_t start_ns, uint32_t id) {
+    rows_.push_back({batch, start_ns, static_cast<uint32_t>(rows_.size()), id});
+  }
+  // Call once after the last Add, before any lookup.
+  void Sort() {
+    std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) {
+      return std::tie(a.batch, a.start_ns, a.order) < std::tie(b.batch, b.start_ns, b.order);
+    });
+  }
+  bool Has(uint64_t batch) const {
+    auto it = std::lower_bound(rows_.begin(), rows_.end(), batch, [](const Row& r, uint64_t b) { return r.batch < b; });
+    return it != rows_.end() && it->batch == batch;
+  }
+  // The id of the earliest fetch of `batch` starting at or after `t`; -1 when none.
+  int64_t FirstAtOrAfter(uint64_t batch, uint64_t t) const {
+    auto it = std::lower_bound(rows_.begin(), rows_.end(), std::make_pair(batch, t), [](const Row& r, const std::pair<uint64_t, uint64_t>& k) {
+      return std::tie(r.batch, r.start_ns) < std::tie(k.first, k.second);
+    });
+    return it != rows_.end() && it->batch == batch ? static_cast<int64_t>(it->id) : -1;
+  }
+  void Reserve(size_t n) { rows_.reserve(n); }
+
+ private:
+  struct Row {
+    uint64_t batch = 0, start_ns = 0;
+    uint32_t order = 0, id = 0;
+  };
+  std::vector<Row> rows_;
 };
 
 // One fetch span of a loader, as the account reads it.

@@ -19,20 +19,30 @@ class DigestSink final : public SpanSink {
   void Strings(const Trace& trace, uint32_t first_id) override {
     for (size_t id = first_id; id < trace.strings.size(); ++id) {
       const std::string& v = trace.strings[id];
-      calibration_.push_back(v.rfind(names::kCalibrationPrefix, 0) == 0);
-      keep_.push_back(v == names::kWait || v == names::kEpoch || v == names::kEpochEnd || v == names::kFetch ||
-                      v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
-                      v == names::kSystemCpu);
+      const bool keep = v == names::kWait || v == names::kEpoch || v == names::kEpochEnd || v == names::kFetch ||
+                        v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
+                        v == names::kSystemCpu;
+      // The hook timing itself: neither kept nor folded.
+      const bool calibration = v.rfind(names::kCalibrationPrefix, 0) == 0;
+      action_.push_back(keep ? kKeep : calibration ? kSkip : kFold);
     }
   }
 
-  Status Spans(const Trace&, std::span<const DecodedSpan> spans) override {
+  Status Spans(const Trace& trace, std::span<const DecodedSpan> spans) override {
     auto& s = d_.trace.spans;
+    if (!reserved_) {
+      // Every span kept at the densest encoding (about 4 bytes a span), up to
+      // 16 M rows (720 MiB of address space, touched only as rows arrive):
+      // the columns do not reallocate, and a bigger trace doubles from there.
+      ReserveRows(s, std::min<size_t>(trace.bytes / 4 + 16, size_t{1} << 24));
+      reserved_ = true;
+    }
     for (const DecodedSpan& d : spans) {
-      if (keep_[d.name]) {
+      const uint8_t action = action_[d.name];
+      if (action == kFold) {
+        if (d.kind == SpanKind::kSpan) Fold(d.thread, d.name, d.scope, d.start_ns, d.duration_ns, d.has_cpu, d.cpu_ns);
+      } else if (action == kKeep) {
         AppendSpan(s, d);
-      } else if (d.kind == SpanKind::kSpan && !calibration_[d.name]) {
-        Fold(d.thread, d.name, d.scope, d.start_ns, d.duration_ns, d.has_cpu, d.cpu_ns);
       }
     }
     return Status::Ok();
@@ -64,11 +74,12 @@ class DigestSink final : public SpanSink {
   }
 
   TraceDigest& d_;
-  std::vector<uint8_t> keep_;  // per string id
-  std::vector<uint8_t> calibration_;  // per string id: the hook timing itself, neither kept nor folded
+  enum : uint8_t { kFold, kKeep, kSkip };
+  std::vector<uint8_t> action_;  // per string id
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> index_;
   internal::StageKey last_key_{UINT64_MAX, 0};
   uint32_t last_index_ = 0;
+  bool reserved_ = false;
 };
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "reader.h"
 
 #include <fmt/core.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -17,18 +16,6 @@ namespace {
 // Longer chunks than this are not written by any stallprof (a batch is at most
 // ~64K spans, about 1 MiB): a bigger length field means the file is corrupt.
 constexpr uint32_t kMaxChunkBytes = 256u << 20;
-
-// Reserves `n` elements and asks for transparent huge pages over the reserved
-// range: filling a 10 M-span table otherwise spends half its time in 4 KiB page
-// faults. Untouched reserved pages cost address space only.
-template <typename T>
-void ReserveHuge(std::vector<T>& v, size_t n) {
-  v.reserve(n);
-  constexpr uintptr_t kHuge = 2u << 20;
-  const auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
 
 }  // namespace
 
@@ -74,7 +61,10 @@ Result<std::unique_ptr<ChunkReader>> ChunkReader::Open(const std::string& path) 
   r->file_ = std::fopen(path.c_str(), "rbe");
   if (!r->file_)
     return InputError(fmt::format("cannot read trace '{}', {}, check its permissions", path, std::strerror(errno)));
-  std::setvbuf(r->file_, nullptr, _IOFBF, 1 << 20);
+  // A small stdio buffer for the length prefixes and small chunks: a span
+  // chunk (~600 KiB) is bigger, and fread reads it straight into the chunk
+  // buffer instead of copying it through stdio's (a second copy of the file).
+  std::setvbuf(r->file_, nullptr, _IOFBF, 64 << 10);
   r->file_size_ = static_cast<uint64_t>(st.st_size);
   if (!S_ISREG(st.st_mode)) {
     // A device or pipe (/dev/urandom, <(...)) has no size to check chunks
@@ -174,17 +164,7 @@ class TableSink final : public SpanSink {
       // Reserve for the densest possible encoding (about 4 bytes per span):
       // pages never written are never touched, so this costs address space,
       // not memory, and the columns never reallocate (which would double the peak).
-      const size_t guess = trace.bytes / 4 + 16;
-      ReserveHuge(s.start_ns, guess);
-      ReserveHuge(s.duration_ns, guess);
-      ReserveHuge(s.cpu_ns, guess);
-      ReserveHuge(s.delay_ns, guess);
-      ReserveHuge(s.arg, guess);
-      ReserveHuge(s.name, guess);
-      ReserveHuge(s.thread, guess);
-      ReserveHuge(s.scope, guess);
-      ReserveHuge(s.kind, guess);
-      ReserveHuge(s.has_cpu, guess);
+      ReserveRows(s, trace.bytes / 4 + 16);
       reserved_ = true;
     }
     for (const DecodedSpan& d : spans) AppendSpan(s, d);

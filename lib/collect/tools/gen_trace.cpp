@@ -1,4 +1,4 @@
-// gen_trace N out.pb [workers] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]:
+// gen_trace N out.pb [workers] [rank] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]:
 // writes a synthetic trace of N spans shaped like a real run (main thread:
 // dataloader.wait per iteration and an epoch instant every 1000 iterations;
 // each worker: per batch K getitem spans (default 32), a collate span and a
@@ -7,7 +7,10 @@
 // pseudo-random around realistic values; the numbers mean nothing, the shape
 // is what benchmarks need. --spike-at I: iteration I waits one second more
 // (a spike a report must show). --sampler-ms M: machine-wide sampler rows
-// every M ms of the run (none by default).
+// every M ms of the run (none by default). With a rank (>= 0), the main
+// process is that rank of a job (its process chunk carries RANK) and the
+// timings are drawn from a seed of its own, so one trace per rank makes a job
+// for `stallprof analyze r*.pb`.
 #include <fmt/core.h>
 
 #include <cstdlib>
@@ -22,11 +25,13 @@ using namespace stallprof;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fmt::print(stderr, "usage: gen_trace N out.pb [workers] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]\n");
+    fmt::print(stderr,
+               "usage: gen_trace N out.pb [workers] [rank] [--samples-per-batch K] [--spike-at I] [--sampler-ms M]\n");
     return 2;
   }
   const uint64_t total = std::strtoull(argv[1], nullptr, 10);
   uint32_t workers = 4, samples_per_batch = 32;
+  int32_t rank = -1;
   uint64_t spike_at = UINT64_MAX, sampler_ms = 0;
   for (int i = 3; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
@@ -34,6 +39,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--spike-at") == 0 && has_value) spike_at = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--sampler-ms") == 0 && has_value) sampler_ms = std::strtoull(argv[++i], nullptr, 10);
     else if (i == 3) workers = static_cast<uint32_t>(std::atoi(argv[i]));
+    else if (i == 4) rank = std::atoi(argv[i]);
     else {
       fmt::print(stderr, "gen_trace: unknown argument '{}'\n", argv[i]);
       return 2;
@@ -79,7 +85,18 @@ int main(int argc, char** argv) {
     write(c);
   }
 
-  std::mt19937_64 rng(42);
+  if (rank >= 0)
+    for (uint32_t t = 0; t <= workers; ++t) {
+      auto* p = c.mutable_process();
+      p->set_pid(1000 + t);
+      p->set_ppid(t == 0 ? 1 : 1000);
+      p->set_rank(rank);
+      p->set_local_rank(-1);
+      p->set_comm(t == 0 ? "python3" : "pt_data_worker");
+      write(c);
+    }
+
+  std::mt19937_64 rng(rank >= 0 ? 42 + static_cast<uint64_t>(rank) : 42);
   std::vector<SpanBatchBuilder> batches;
   for (uint32_t t = 0; t <= workers; ++t) batches.emplace_back(t);
   auto add = [&](uint32_t thread, const SpanRow& row) {
