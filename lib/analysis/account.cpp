@@ -301,21 +301,22 @@ double KernelShare(const std::vector<FetchFact>& fetches) {
 
 // Minor page faults of the worker processes per batch they fetched: each
 // worker's faults between its first and last sample (a worker only fetches,
-// pickles and sends) over the fetches in that window, summed over workers.
-// -1 without workers, or when a worker's series has no fault counts (a lower
-// figure from the others would mislead).
+// pickles and sends) over the fetches in that window, summed over the workers
+// the sampler saw at least twice (it finds a new process within a second, so
+// a short-lived worker may have one sample or none). -1 when none was, or
+// without workers or fault counts (older traces).
 double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
   std::unordered_map<uint32_t, const ProcessSeries*> series_of;
   for (const auto& f : fetches) {
     if (f.pid == loader_pid || series_of.count(f.pid)) continue;
     series_of[f.pid] = nullptr;
     for (const auto& s : trace.process_series)
-      if (s.pid == f.pid && s.minor_faults.size() >= 2) series_of[f.pid] = &s;
-    if (!series_of[f.pid]) return -1;
+      if (s.pid == f.pid && s.minor_faults.size() >= 2 && s.minor_faults.size() == s.t_ns.size()) series_of[f.pid] = &s;
   }
   double faults = 0;
   uint64_t batches = 0;
   for (const auto& [pid, series] : series_of) {
+    if (!series) continue;
     const uint64_t from = series->t_ns.front(), to = series->t_ns.back();
     uint64_t in_window = 0;
     for (const auto& f : fetches) in_window += f.pid == pid && f.start_ns >= from && f.end_ns <= to;

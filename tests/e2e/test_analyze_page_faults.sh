@@ -12,7 +12,9 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
 W="$STALLPROF_SOURCE_DIR/scripts/workloads/synthetic.py"
-FLAGS=(--workers 1 --batches 16 --batch-size 8 --scratch-mib 2 --prep-cpu-ms 1)
+# A 5 ms sleep per sample keeps the worker alive over 1 s, long enough for the
+# sampler, which finds a new process within a second, to see it twice.
+FLAGS=(--workers 1 --batches 24 --batch-size 8 --scratch-mib 2 --prep-cpu-ms 1 --fetch-sleep-ms 5)
 
 profile() {  # profile <name> <GLIBC_TUNABLES>
   GLIBC_TUNABLES=$2 $SP run -q -o "$1.pb" -- "$PY" "$W" "${FLAGS[@]}" >"$1.out" || fail "$1: run failed"
