@@ -1,49 +1,94 @@
 #!/usr/bin/env bash
-# Overhead of `stallprof run` on training: the demo workload bare and under
-# stallprof, alternating runs, medians and their ratio. Two figures:
-#  - throughput (samples/s the script itself reports): what the user feels, but
-#    on a shared 2-core machine run-to-run noise is several percent;
-#  - CPU seconds of the whole job (launcher, hook, workers; /usr/bin/time),
-#    per training sample: the cost stallprof adds, far less noisy.
-# Usage: scripts/bench_overhead.sh [runs per side, default 7] [extra train_demo.py args]
-# With STALLPROF_BIN_OTHER=<another build's stallprof> a third side runs that
-# build in the same alternation (e.g. the hook before a change against after).
+# Overhead on training, with a 95% confidence interval: bare, `stallprof run`
+# and torch.profiler (CPU activities, default settings, the script run with
+# runpy: scripts/workloads/with_torch_profiler.py) on two workloads:
+#  - demo: scripts/workloads/train_demo.py (file-backed images, 2 workers, a CNN);
+#  - fast: scripts/workloads/fast_loader.py (batch 1, trivial items, 200 us CPU
+#    step, num_workers=0): thousands of batches a second, the hook's worst case.
+# Each pair runs every side once, in an order that rotates from pair to pair;
+# the figure per pair is the side's samples/s over the bare run's (the rate
+# the script itself prints) and its CPU seconds (/usr/bin/time, whole job) over
+# the bare run's. The interval is the t interval of the mean log ratio over the
+# pairs: pairing cancels the machine's slow drifts, so a few pairs give a
+# usable interval even where run-to-run noise is several percent.
+# Usage: scripts/bench_overhead.sh [pairs, default 10] [workloads, default "demo fast"]
+# With STALLPROF_BIN_OTHER=<another build's stallprof> a fourth side runs that
+# build in the same rotation (e.g. the hook before a change against after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-7}; shift || true
+PAIRS=${1:-10}
+WORKLOADS=${2:-demo fast}
 SP=${STALLPROF_BIN:-build/stallprof}
-PY=/usr/bin/python3
-DEMO=(scripts/workloads/train_demo.py --epochs 2 "$@")
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$PY" "${DEMO[@]}" >/dev/null  # creates the dataset and warms the page cache
-measure() {  # prints "samples/s cpu_seconds" of one run of "$@"
-  /usr/bin/time -f "%U %S" -o "$TMP/time" "$@" >"$TMP/out"
-  awk '/^epoch/ { s += $3; t += $6 } END { printf "%.2f ", s / t }' "$TMP/out"
-  awk '{ printf "%.2f\n", $1 + $2 }' "$TMP/time"
-}
 OTHER=${STALLPROF_BIN_OTHER:-}
-bare_rate=(); bare_cpu=(); traced_rate=(); traced_cpu=(); other_rate=(); other_cpu=()
-for i in $(seq "$RUNS"); do
-  read -r r c < <(measure "$PY" "${DEMO[@]}"); bare_rate+=("$r"); bare_cpu+=("$c")
-  read -r r c < <(measure "$SP" run -q -o "$TMP/t.pb" -- "$PY" "${DEMO[@]}"); traced_rate+=("$r"); traced_cpu+=("$c")
-  if [ -n "$OTHER" ]; then
-    read -r r c < <(measure "$OTHER" run -q -o "$TMP/o.pb" -- "$PY" "${DEMO[@]}"); other_rate+=("$r"); other_cpu+=("$c")
-  fi
+PY=/usr/bin/python3
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+
+workload_args() {
+  case "$1" in
+    demo) echo "scripts/workloads/train_demo.py --epochs 2" ;;
+    fast) echo "scripts/workloads/fast_loader.py --samples 5000 --epochs 2 --step-us 200" ;;
+    *) echo "bench_overhead.sh: unknown workload '$1' (demo, fast)" >&2; exit 2 ;;
+  esac
+}
+
+# One run of side $1 on the workload "$@": appends "samples/s cpu_s" to $TMP/<side>.
+run_side() {
+  local side=$1; shift
+  local -a cmd
+  case "$side" in
+    bare) cmd=("$PY" "$@") ;;
+    stallprof) cmd=("$SP" run -q -o "$TMP/t.pb" -- "$PY" "$@") ;;
+    other) cmd=("$OTHER" run -q -o "$TMP/o.pb" -- "$PY" "$@") ;;
+    torch.profiler) cmd=("$PY" scripts/workloads/with_torch_profiler.py "$@") ;;
+  esac
+  /usr/bin/time -f "%U %S" -o "$TMP/time" "${cmd[@]}" >"$TMP/out" 2>"$TMP/err" || {
+    echo "bench_overhead.sh: $side failed:" >&2; cat "$TMP/err" >&2; exit 1; }
+  { awk '/^epoch/ { s += $3; t += $6 } END { printf "%.3f ", s / t }' "$TMP/out"
+    awk '{ printf "%.3f\n", $1 + $2 }' "$TMP/time"; } >>"$TMP/$side"
+}
+
+sides=(bare stallprof torch.profiler)
+[ -n "$OTHER" ] && sides+=(other)
+echo "pairs: $PAIRS per workload, sides rotating; $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for w in $WORKLOADS; do
+  read -r -a args <<<"$(workload_args "$w")"
+  "$PY" "${args[@]}" >/dev/null  # creates the dataset, warms the page cache and the imports
+  rm -f "$TMP"/bare "$TMP"/stallprof "$TMP"/torch.profiler "$TMP"/other
+  n=${#sides[@]}
+  for i in $(seq 0 $((PAIRS - 1))); do
+    for j in $(seq 0 $((n - 1))); do run_side "${sides[$(((i + j) % n))]}" "${args[@]}"; done
+  done
+  echo
+  echo "== $w: ${args[*]}"
+  "$PY" - "$TMP" "${sides[@]}" <<'PYEOF'
+import math, statistics, sys
+tmp, sides = sys.argv[1], sys.argv[2:]
+rows = {s: [tuple(map(float, l.split())) for l in open(f"{tmp}/{s}")] for s in sides}
+# Two-sided 95% t quantiles by degrees of freedom (normal beyond 30).
+T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+     11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+     20: 2.086, 25: 2.060, 30: 2.042}
+def t95(df):
+    return T.get(df) or (T[max(k for k in T if k <= df)] if df <= 30 else 1.96)
+def interval(logs):
+    m = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(m), float("nan"), float("nan")
+    h = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(m), math.exp(m - h), math.exp(m + h)
+bare = rows["bare"]
+print(f"{'side':<15} {'samples/s (median)':>19} {'rate / bare [95% CI]':>30} {'CPU s (median)':>15} {'CPU / bare [95% CI]':>30}")
+for s in sides:
+    rate = statistics.median(r for r, _ in rows[s]); cpu = statistics.median(c for _, c in rows[s])
+    if s == "bare":
+        print(f"{s:<15} {rate:>19.1f} {'1':>30} {cpu:>15.2f} {'1':>30}")
+        continue
+    r = interval([math.log(a[0] / b[0]) for a, b in zip(rows[s], bare)])
+    c = interval([math.log(a[1] / b[1]) for a, b in zip(rows[s], bare)])
+    print(f"{s:<15} {rate:>19.1f} {'%.4f [%.4f, %.4f]' % r:>30} {cpu:>15.2f} {'%.4f [%.4f, %.4f]' % c:>30}")
+for s in sides:
+    print(f"  {s} samples/s per pair: " + " ".join(f"{r:.0f}" for r, _ in rows[s]))
+PYEOF
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-mbr=$(median "${bare_rate[@]}"); mtr=$(median "${traced_rate[@]}")
-mbc=$(median "${bare_cpu[@]}"); mtc=$(median "${traced_cpu[@]}")
-echo "runs: $RUNS per side, alternating; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "bare      samples/s: ${bare_rate[*]} (median $mbr)"
-echo "stallprof samples/s: ${traced_rate[*]} (median $mtr)"
-awk -v b="$mbr" -v t="$mtr" 'BEGIN { printf "throughput: traced/bare = %.4f (%+.2f%%)\n", t / b, (t / b - 1) * 100 }'
-echo "bare      CPU s: ${bare_cpu[*]} (median $mbc)"
-echo "stallprof CPU s: ${traced_cpu[*]} (median $mtc)"
-awk -v b="$mbc" -v t="$mtc" 'BEGIN { printf "CPU: traced/bare = %.4f (%+.2f%% CPU time for the same training)\n", t / b, (t / b - 1) * 100 }'
-"${TRACE_CHECK:-build/trace_check}" "$TMP/t.pb" 2>/dev/null | grep -E "^(spans|bytes)=" | tr '\n' ' ' && echo "(last trace)"
-if [ -n "$OTHER" ]; then
-  mor=$(median "${other_rate[@]}"); moc=$(median "${other_cpu[@]}")
-  echo "other ($OTHER) samples/s: ${other_rate[*]} (median $mor), CPU s: ${other_cpu[*]} (median $moc)"
-  awk -v b="$mbr" -v t="$mor" -v bc="$mbc" -v tc="$moc" \
-    'BEGIN { printf "other: throughput traced/bare = %.4f, CPU traced/bare = %.4f\n", t / b, tc / bc }'
-fi
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

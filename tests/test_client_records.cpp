@@ -2,6 +2,7 @@
 // CPU spans, client kind flags, loader ids across processes.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "stallprof/client.h"
@@ -114,6 +115,55 @@ TEST_CASE("A CPU span carries the thread CPU time burned inside it, a wall span 
   CHECK((sleep.flags & SP_SPAN_HAS_CPU) == 0);
   CHECK(sleep.duration_ns >= 10'000'000);
   CHECK(sleep.cpu_ns == 0);
+}
+
+TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer than the budget's pause on every one",
+          "[client]") {
+  auto segment = MakeSegment();
+  RecordingVisitor visitor;
+  auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
+    stallprof_span span;
+    const uint32_t fast = stallprof_name("fast"), slow = stallprof_name("slow"), forced = stallprof_name("forced");
+    for (int i = 0; i < 2000; ++i) {
+      stallprof_span_begin(&span, fast, 0, STALLPROF_SPAN_CPU);
+      stallprof_span_end(&span, 0);
+    }
+    // A span of 30 ms outlasts the pause any counter read earns at 0.5%
+    // (30 ms / 200 = 150 us of reads), even on a loaded machine.
+    for (int i = 0; i < 4; ++i) {
+      usleep(30'000);
+      stallprof_span_begin(&span, slow, 0, STALLPROF_SPAN_CPU);
+      usleep(30'000);
+      stallprof_span_end(&span, 0);
+    }
+    for (int i = 0; i < 3; ++i) {
+      stallprof_span_begin(&span, forced, 0, STALLPROF_SPAN_CPU_ALWAYS);
+      stallprof_span_end(&span, 0);
+    }
+    return 0;
+  });
+  REQUIRE(result.exit_code == 0);
+  std::map<std::string, std::pair<int, int>> spans_and_measured;
+  int share_configs = 0;
+  for (const auto& e : visitor.events) {
+    if (e.record.kind == SP_KIND_CONFIG_F64 && e.name == "counter_share") {
+      share_configs++;
+      double share = 0;
+      std::memcpy(&share, &e.record.arg, sizeof share);
+      CHECK(share == STALLPROF_DEFAULT_COUNTER_SHARE);
+    }
+    if (e.record.kind != SP_KIND_SPAN) continue;
+    auto& [spans, measured] = spans_and_measured[e.name];
+    spans++;
+    measured += (e.record.flags & SP_SPAN_HAS_CPU) != 0;
+  }
+  for (const auto& [name, counts] : spans_and_measured) UNSCOPED_INFO(name << ": " << counts.first << " spans, " << counts.second << " measured");
+  CHECK(spans_and_measured["fast"].first == 2000);
+  CHECK(spans_and_measured["fast"].second >= 1);
+  CHECK(spans_and_measured["fast"].second <= 20);
+  CHECK(spans_and_measured["slow"] == std::make_pair(4, 4));
+  CHECK(spans_and_measured["forced"] == std::make_pair(3, 3));
+  CHECK(share_configs == 1);  // the trace says spans were skipped, once
 }
 
 TEST_CASE("The client kind set before the first record is recorded in the lane flags", "[client]") {

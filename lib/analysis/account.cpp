@@ -60,7 +60,9 @@ HookCost ReadHookCost(const Trace& trace, uint32_t pid) {
                     : c.key == "hook_ns_fetch"   ? &cost.fetch_ns
                     : c.key == "hook_ns_sample"  ? &cost.sample_ns
                     : c.key == "hook_ns_collate" ? &cost.collate_ns
-                                                 : nullptr;
+                    : c.key == "hook_ns_wait_counters"  ? &cost.wait_counters_ns
+                    : c.key == "hook_ns_fetch_counters" ? &cost.fetch_counters_ns
+                                                        : nullptr;
     if (field && v >= 0) {
       *field = v;
       cost.measured = true;
@@ -339,6 +341,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
   for (int64_t v : l.ns) wall += v;
   a.wall_s = wall * kNs;
   const double per_batch = l.batches ? 1.0 / l.batches : 0;
+  const SampledSums& fetches = loader.counters.fetches;
   const std::string mean_note =
       l.waits_by_mean ? fmt::format("; {} wait(s) without a matching fetch span split by the loader's mean", l.waits_by_mean) : "";
   for (size_t k = 0; k < kN; ++k) {
@@ -363,11 +366,26 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
             line.evidence += fmt::format(" ({:.0f} page faults per batch)", loader.worker_faults_per_batch);
         }
         line.evidence += mean_note;
+        if (fetches.estimated) {
+          line.estimated = true;
+          line.evidence += fmt::format("; estimated: CPU measured on {} of {} fetch spans (counter budget {:.2g}%), the rest's "
+                                       "{} +- {} (95%) scaled from them",
+                                       fetches.measured, fetches.spans, loader.counters.share * 100,
+                                       FormatSeconds(fetches.cpu_estimated_s), FormatSeconds(fetches.cpu_error_s));
+        }
         break;
       case Cause::kContention:
         line.evidence = fmt::format("run-queue delay {} per batch in the fetch spans, and the main thread's in next() outside "
                                     "them; {} workers on {} usable cores",
                                     Ms(m.delay), loader.config.num_workers, cores);
+        if (fetches.estimated || loader.counters.waits.estimated) {
+          line.estimated = true;
+          line.evidence += fmt::format("; estimated: delay measured on {} of {} fetch spans and {} of {} next() calls, the "
+                                       "rest's {} +- {} (95%) scaled from them",
+                                       fetches.measured, fetches.spans, loader.counters.waits.measured, loader.counters.waits.spans,
+                                       FormatSeconds(fetches.delay_estimated_s + loader.counters.waits.delay_estimated_s),
+                                       FormatSeconds(std::hypot(fetches.delay_error_s, loader.counters.waits.delay_error_s)));
+        }
         break;
       case Cause::kStorage:
         if (m.with_reads == 0)
@@ -380,11 +398,20 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                       miss_cpu_s_per_batch > 0
                                           ? fmt::format(", worker CPU on misses {} per batch", Ms(miss_cpu_s_per_batch * 1e9))
                                           : "");
+        if (fetches.estimated && m.with_reads) {
+          line.estimated = true;
+          line.evidence += fmt::format("; estimated: bytes read on {} of {} fetches, the rest given their thread's mean",
+                                       fetches.measured, fetches.spans);
+        }
         break;
       case Cause::kOtherBlocking:
         line.evidence = fmt::format("off CPU {} per batch, {} from the device, {} through read syscalls: sleep, lock or network{}",
                                     Ms(m.io_no_device), m.with_reads ? FormatBytes(m.device_bytes) : "? bytes (not recorded)",
                                     m.with_reads ? FormatBytes(m.call_bytes) : "? bytes", mean_note);
+        if (fetches.estimated) {
+          line.estimated = true;
+          line.evidence += "; estimated: wall time less the estimated CPU and delay of the fetch spans the budget skipped";
+        }
         break;
       case Cause::kHandoff:
         line.evidence = loader.config.num_workers > 0
@@ -415,6 +442,11 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                           Us(c.hook.wait_ns), Us(c.hook.fetch_ns), Us(c.hook.sample_ns), Us(c.hook.collate_ns),
                                           Us(ns_per_batch))
                             : "not measured (a trace from an older hook): taken as 0";
+        if (c.hook.measured && loader.counters.share < 1)
+          line.evidence += fmt::format(" (counters read on {} of {} fetch spans and {} of {} next() calls, budget {:.2g}% of "
+                                       "each thread's time)",
+                                       fetches.measured, fetches.spans, loader.counters.waits.measured,
+                                       loader.counters.waits.spans, loader.counters.share * 100);
         break;
     }
     a.lines.push_back(line);
@@ -480,6 +512,11 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
   Context c{loader, fetches};
   c.hook = ReadHookCost(trace, loader.pid);
+  // Reading the counters costs only on the spans the budget sampled: on
+  // average, that share of what it adds per span.
+  const auto share_of = [](const SampledSums& x) { return x.spans ? static_cast<double>(x.measured) / x.spans : 1.0; };
+  c.hook.wait_ns += c.hook.wait_counters_ns * share_of(loader.counters.waits);
+  c.hook.fetch_ns += c.hook.fetch_counters_ns * share_of(loader.counters.fetches);
   c.samples_per_batch = loader.config.batch_size > 0 ? loader.config.batch_size : 1;
   // Worker CPU per storage byte (the fit, or its estimate), as the model's profile has it.
   TraceAnalysis view;

@@ -35,6 +35,10 @@ struct HookCost {
   double fetch_ns = 0;    // one fetch span with its read/system spans and thread_io calls
   double sample_ns = 0;   // one getitem span
   double collate_ns = 0;  // one collate span
+  // What reading the counters adds to a wait / fetch span that the budget
+  // sampled (hook_ns_wait_counters, hook_ns_fetch_counters); 0 for older hooks,
+  // whose wait_ns and fetch_ns include the counters on every span.
+  double wait_counters_ns = 0, fetch_counters_ns = 0;
 };
 HookCost ReadHookCost(const Trace& trace, uint32_t pid);
 

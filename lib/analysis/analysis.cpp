@@ -1,6 +1,7 @@
 #include "analysis.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "internal.h"
 #include "profile.h"
 #include "ranks.h"
+#include "sampling.h"
 
 namespace stallprof::analysis {
 
@@ -110,7 +112,8 @@ struct EpochMark {
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
-void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warmup, LoaderAnalysis& loader) {
+void BuildIterations(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters, uint32_t warmup,
+                     LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   std::vector<uint32_t> waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
@@ -152,9 +155,9 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
     it.compute_end_ns = it.return_ns;
     it.wait_s = s.duration_ns[w] * kNs;
     it.steady = it.index_in_epoch >= warmup;
-    if (s.has_cpu[w]) {
-      it.receive_s = static_cast<float>((s.cpu_ns[w] + s.delay_ns[w]) * kNs);
-      it.receive_delay_s = static_cast<float>(s.delay_ns[w] * kNs);
+    if (const SpanCounters c = wait_counters.At(w); c.known) {
+      it.receive_s = static_cast<float>((c.cpu_ns + c.delay_ns) * kNs);
+      it.receive_delay_s = static_cast<float>(c.delay_ns * kNs);
     }
     // The previous batch's compute ends at this next() call.
     if (!loader.iterations.empty() && loader.iterations.back().epoch == it.epoch) loader.iterations.back().compute_end_ns = start;
@@ -200,7 +203,8 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, uint32_t warm
 // next() (wait spans with CPU). The sampler's cumulative series are
 // interpolated at the step boundaries; steps tile the epoch, so their sum is
 // the series' change over the epoch less the first step.
-void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, LoaderAnalysis& loader) {
+void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters,
+                     LoaderAnalysis& loader) {
   const ProcessSeries* series = nullptr;
   for (const auto& p : trace.process_series)
     if (p.pid == loader.pid && p.t_ns.size() >= 2 && p.cpu_ns.size() == p.t_ns.size() &&
@@ -218,10 +222,10 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, LoaderAnalysi
     if (it.index_in_epoch == 0 || it.compute_unknown || it.wait_start_ns < series->t_ns.front() ||
         it.compute_end_ns > series->t_ns.back())
       continue;
-    if (!s.has_cpu[waits[i]]) return;  // the wait's own CPU is unknown: cannot take it out
-    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.wait_start_ns, it.compute_end_ns) * kNs - s.cpu_ns[waits[i]] * kNs;
-    delay += SeriesDelta(series->t_ns, series->delay_ns, it.wait_start_ns, it.compute_end_ns) * kNs -
-             s.delay_ns[waits[i]] * kNs;
+    const SpanCounters c = wait_counters.At(waits[i]);
+    if (!c.known) return;  // the wait's own CPU is unknown: cannot take it out
+    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.cpu_ns * kNs;
+    delay += SeriesDelta(series->t_ns, series->delay_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.delay_ns * kNs;
     compute += it.compute_s;
   }
   if (compute <= 0) return;
@@ -322,6 +326,7 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
 // What the account needs of each fetch span: its times, CPU and the bytes its
 // thread read (the read spans that contain it; -1 when not recorded).
 std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
+                                            const CounterEstimator& counters,
                                             const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread) {
   const auto& s = trace.spans;
   std::vector<internal::FetchFact> out;
@@ -332,9 +337,12 @@ std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vecto
     x.end_ns = s.start_ns[f] + s.duration_ns[f];
     x.batch = s.arg[f];
     x.pid = trace.threads[s.thread[f]].pid;
-    x.has_cpu = s.has_cpu[f] != 0;
-    x.cpu_ns = s.cpu_ns[f];
-    x.delay_ns = s.delay_ns[f];
+    const SpanCounters c = counters.At(f);
+    x.has_cpu = c.known;
+    x.estimated = c.estimated;
+    x.cpu_ns = c.cpu_ns;
+    x.delay_ns = c.delay_ns;
+    x.thread = s.thread[f];
     if (auto found = reads_of_thread.find(s.thread[f]); found != reads_of_thread.end()) {
       const int64_t storage = ContainingSpan(s, found->second.storage, f);
       const int64_t calls = ContainingSpan(s, found->second.calls, f);
@@ -345,10 +353,29 @@ std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vecto
     }
     out.push_back(x);
   }
+  // A fetch the budget skipped has no read spans: its thread's mean bytes per
+  // sampled fetch stand in for them.
+  std::unordered_map<uint32_t, std::array<double, 3>> bytes_of_thread;  // fetches with reads, device, calls
+  for (const auto& x : out)
+    if (x.device_bytes >= 0 && x.call_bytes >= 0) {
+      auto& b = bytes_of_thread[x.thread];
+      b[0] += 1;
+      b[1] += static_cast<double>(x.device_bytes);
+      b[2] += static_cast<double>(x.call_bytes);
+    }
+  for (auto& x : out) {
+    if (!x.estimated || x.device_bytes >= 0) continue;
+    auto found = bytes_of_thread.find(x.thread);
+    if (found == bytes_of_thread.end()) continue;
+    const auto& b = found->second;
+    x.device_bytes = std::llround(b[1] / b[0]);
+    x.call_bytes = std::llround(b[2] / b[0]);
+  }
   return out;
 }
 
-void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
+void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const CounterEstimator& counters,
+                 LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   std::map<uint32_t, WorkerStats> by_thread;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> span_of_thread;  // first start, last end
@@ -367,8 +394,8 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, Loade
     double d = s.duration_ns[f] * kNs;
     produce.push_back(d);
     w.produce_s += d;
-    if (s.has_cpu[f]) {
-      double cpu = s.cpu_ns[f] * kNs, delay = s.delay_ns[f] * kNs;
+    if (const SpanCounters c = counters.At(f); c.known) {
+      double cpu = c.cpu_ns * kNs, delay = c.delay_ns * kNs;
       w.cpu_s += cpu;
       w.delay_s += delay;
       w.io_s += std::max(0.0, d - cpu - delay);
@@ -498,10 +525,10 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   loader.prefetch.ever_full = loader.prefetch.capacity > 0 && loader.prefetch.max_ready >= loader.prefetch.capacity;
 }
 
-void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name,
+void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name, bool sampled,
                 LoaderAnalysis& loader) {
   std::set<uint32_t> worker_threads, worker_pids;
-  double fetch_wall = 0, fetch_cpu = 0;
+  double fetch_wall = 0, fetch_cpu = 0;  // over workers with CPU (measured or estimated)
   uint64_t batches = 0;
   for (const auto& w : loader.workers) {
     worker_threads.insert(w.thread);
@@ -519,6 +546,7 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     std::set<uint32_t> threads;
     uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
     bool all_cpu = true;
+    double wall_with_cpu_s = 0;
   };
   std::map<std::string, Merged> merged;
   for (const auto& acc : accumulators) {
@@ -536,6 +564,7 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     m.stats.wall_s += acc.wall_ns * kNs;
     m.stats.cpu_s += acc.cpu_ns * kNs;
     m.all_cpu &= acc.count_with_cpu == acc.count;
+    m.wall_with_cpu_s += acc.wall_with_cpu_ns * kNs;
     m.threads.insert(acc.thread);
     m.first = std::min(m.first, acc.first_start);
     m.last = std::max(m.last, acc.last_end);
@@ -543,7 +572,11 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
   double lowest = std::numeric_limits<double>::infinity();
   for (auto& [name, m] : merged) {
     auto& st = m.stats;
-    if (!m.all_cpu) {
+    if (!m.all_cpu && sampled && m.wall_with_cpu_s > 0) {
+      // The counter budget skipped some: the sampled spans' CPU per wall second.
+      st.cpu_source = CpuSource::kEstimated;
+      st.cpu_s = st.wall_s * (st.cpu_s / m.wall_with_cpu_s);
+    } else if (!m.all_cpu) {
       st.cpu_source = CpuSource::kAttributed;
       st.cpu_s = st.wall_s * cpu_per_wall;
     }
@@ -819,6 +852,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     acc.wall_ns += s.duration_ns[i];
     if (s.has_cpu[i]) {
       acc.count_with_cpu++;
+      acc.wall_with_cpu_ns += s.duration_ns[i];
       acc.cpu_ns += s.cpu_ns[i];
     }
     acc.first_start = std::min(acc.first_start, s.start_ns[i]);
@@ -871,21 +905,27 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.start_realtime_ns = trace.header.start_realtime_ns;
   out.usable_cores = trace.header.usable_cores;
   uint64_t end = trace.footer ? trace.footer->end_monotonic_ns : 0;
+  const double counter_share = CounterShare(trace);
+  const bool sampled = counter_share < 1;
   for (const auto& l : loaders_seen) {
     LoaderAnalysis loader;
     loader.pid = l.pid;
     loader.scope = l.scope;
     if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
     loader.config = ReadConfig(trace, l.pid, l.scope);
-    BuildIterations(trace, l, options.warmup, loader);
+    const CounterEstimator wait_counters(s, l.waits, sampled), fetch_counters(s, l.fetches, sampled);
+    loader.counters.share = counter_share;
+    loader.counters.waits = wait_counters.Sums();
+    loader.counters.fetches = fetch_counters.Sums();
+    BuildIterations(trace, l, wait_counters, options.warmup, loader);
     FillSummaries(loader);
     FillEpochs(trace, loader);
-    FillWorkers(trace, l.fetches, loader);
-    MeasureMainStep(trace, l, loader);
+    FillWorkers(trace, l.fetches, fetch_counters, loader);
+    MeasureMainStep(trace, l, wait_counters, loader);
     FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
-    FillStages(trace, accumulators, fetch_name, loader);
+    FillStages(trace, accumulators, fetch_name, sampled, loader);
     if (!loader.config.batch_size_known) {
       // No batch_size config (e.g. a C client): samples per batch from getitem spans per fetch span.
       uint64_t batches = 0, samples = 0;
@@ -896,10 +936,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
         loader.config.batch_size = std::round(static_cast<double>(samples) / batches);
         FillEpochs(trace, loader);
         loader.stages.clear();
-        FillStages(trace, accumulators, fetch_name, loader);
+        FillStages(trace, accumulators, fetch_name, sampled, loader);
       }
     }
-    internal::FillAccount(trace, FetchFacts(trace, l.fetches, reads_of_thread), loader);
+    internal::FillAccount(trace, FetchFacts(trace, l.fetches, fetch_counters, reads_of_thread), loader);
     if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
     out.loaders.push_back(std::move(loader));
   }

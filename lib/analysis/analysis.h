@@ -96,7 +96,11 @@ struct WorkerStats {
   bool straggler = false;        // mean produce time > 1.5 x the median worker's
 };
 
-enum class CpuSource { kMeasured, kAttributed };  // attributed: wall x the loader's fetch CPU/wall ratio
+// measured: every span's own CPU time; estimated: the sampled spans' CPU scaled
+// by wall time to the spans the counter budget skipped (docs/analysis.md
+// "Sampled counters"); attributed: no span measured, wall x the loader's fetch
+// CPU/wall ratio.
+enum class CpuSource { kMeasured, kAttributed, kEstimated };
 
 // A Plumber stage: one named span kind in the loader's pipeline. Rates are
 // in samples per second (every stage handles every sample once).
@@ -127,6 +131,7 @@ struct AccountLine {
   double seconds = 0;
   double share = 0;       // of the account's wall_s
   std::string evidence;   // what the figure rests on, e.g. "0 bytes read from the device"
+  bool estimated = false; // rests partly on estimates for spans the counter budget skipped (evidence says how much)
 };
 
 struct Account {
@@ -165,6 +170,22 @@ struct PrefetchStats {
   uint32_t max_ready = 0;
   double starved_fraction = 0;     // next() calls that found no batch ready
   bool ever_full = false;          // max_ready >= capacity: workers were idle, the pipeline outran the model
+};
+
+// Spans of one kind whose counters (CPU time, run-queue delay) the hook's
+// budget sampled: how many were measured, and what was estimated for the rest
+// with its 95% error bound (sampling.h).
+struct SampledSums {
+  uint64_t spans = 0, measured = 0, estimated = 0;  // estimated: skipped spans given an estimate
+  double cpu_estimated_s = 0, cpu_error_s = 0;      // the estimated CPU and its 95% bound
+  double delay_estimated_s = 0, delay_error_s = 0;
+};
+
+struct CounterSampling {
+  double share = 1;        // the trace's counter_share: 1 = every span measured
+  SampledSums fetches;     // the loader's fetch spans (workers, or the main thread with num_workers = 0)
+  SampledSums waits;       // its next() calls
+  bool Sampled() const { return fetches.estimated + waits.estimated > 0; }
 };
 
 struct LoaderConfig {
@@ -231,6 +252,7 @@ struct LoaderAnalysis {
   // not measured (no sampler series, or wait spans without CPU).
   double main_step_cpu_s = 0, main_step_delay_s = 0, main_step_compute_s = 0;
   std::vector<StageStats> stages;
+  CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
 };
 
 struct SystemStats {
@@ -299,6 +321,7 @@ struct StageTotals {
   uint64_t count = 0;
   uint64_t count_with_cpu = 0;
   uint64_t wall_ns = 0;
+  uint64_t wall_with_cpu_ns = 0;  // of wall_ns, the spans with CPU: the sampled ratio's denominator
   uint64_t cpu_ns = 0;
   uint64_t first_start = UINT64_MAX;
   uint64_t last_end = 0;

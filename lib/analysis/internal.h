@@ -73,7 +73,9 @@ struct FetchFact {
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t batch = 0;            // arg: the batch index in its epoch
   uint32_t pid = 0;              // the fetching process (the loader's own pid when num_workers = 0)
-  bool has_cpu = false;
+  uint32_t thread = 0;           // index into Trace::threads
+  bool has_cpu = false;          // cpu_ns/delay_ns known: measured, or estimated
+  bool estimated = false;        // the counter budget skipped it: cpu, delay and bytes are its thread's estimates
   uint64_t cpu_ns = 0, delay_ns = 0;
   int64_t device_bytes = -1;     // read_storage span: bytes from the device; -1 = not recorded
   int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded

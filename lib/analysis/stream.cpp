@@ -67,6 +67,7 @@ class DigestSink final : public SpanSink {
     st.wall_ns += duration;
     if (has_cpu) {
       st.count_with_cpu++;
+      st.wall_with_cpu_ns += duration;
       st.cpu_ns += cpu;
     }
     st.first_start = std::min(st.first_start, start);

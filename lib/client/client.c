@@ -37,6 +37,12 @@ static uint64_t g_lane_offset;
 static uint64_t g_lane_stride;
 static _Atomic uint32_t g_client_kind = STALLPROF_CLIENT_C;
 static _Atomic uint64_t g_dropped;
+/* Share of a thread's wall time the expensive counters may cost it
+ * (STALLPROF_COUNTER_SHARE, set at attach); >= 1: read them on every span. */
+static double g_counter_share = STALLPROF_DEFAULT_COUNTER_SHARE;
+/* Set once the budget has skipped a span's counters in this process (or its
+ * parent): the config "counter_share" that says so is in the trace. */
+static _Atomic int g_share_recorded;
 static pthread_key_t g_release_key;
 
 /* ---- interned names: a lock-free open-addressing table ------------------ */
@@ -63,6 +69,9 @@ typedef struct thread_state {
   uint32_t claim_backoff; /* calls to skip before retrying a failed claim */
   int schedstat_fd;       /* 0: not opened yet, -1: unavailable, else fd + 1 */
   int io_fd;              /* /proc/thread-self/io, same encoding as schedstat_fd */
+  /* The counter budget (see "counter budget" below): the counters may be read
+   * again once CLOCK_MONOTONIC reaches this. 0: read them now. */
+  uint64_t counters_free_at_ns;
   uint64_t announced[NAME_SLOTS / 64 + 1]; /* name ids already sent in this lane */
 } thread_state;
 static __thread thread_state t_state;
@@ -100,6 +109,7 @@ static void on_fork_child(void) {
   thread_state* t = &t_state;
   t->lane = NULL;
   t->claim_backoff = 0;
+  t->counters_free_at_ns = 0;
   close_thread_files(t);
   if (atomic_load(&g_attach) == ATTACH_BUSY) atomic_store(&g_attach, ATTACH_NOT_TRIED);
   atomic_store_explicit(&g_dropped, 0, memory_order_relaxed);
@@ -115,9 +125,20 @@ static int fail_attach(int result, const char* message) {
   return result;
 }
 
+/* STALLPROF_COUNTER_SHARE: a number in (0, 1]; anything else keeps the default. */
+static double counter_share_from_env(void) {
+  const char* text = getenv("STALLPROF_COUNTER_SHARE");
+  if (text == NULL || text[0] == '\0') return STALLPROF_DEFAULT_COUNTER_SHARE;
+  char* end = NULL;
+  const double share = strtod(text, &end);
+  if (end == text || *end != '\0' || !(share > 0) || share > 1) return STALLPROF_DEFAULT_COUNTER_SHARE;
+  return share;
+}
+
 static int do_attach(void) {
   const char* path = getenv(SP_RING_ENV);
   if (path == NULL || path[0] == '\0') return fail_attach(STALLPROF_DISABLED, NULL);
+  g_counter_share = counter_share_from_env();
   char line[512];
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -347,6 +368,50 @@ static inline __attribute__((always_inline)) void emit(const sp_record* r, uint3
 
 static inline int valid_name(uint32_t name) { return name != 0 && name <= NAME_SLOTS; }
 
+/* ---- counter budget -------------------------------------------------------------
+ * Thread CPU time, /proc/thread-self/schedstat and io, and getrusage cost a
+ * syscall each (schedstat about 4.5 us on a VM): on a loader delivering
+ * thousands of batches a second, reading them on every span slows the job by
+ * 10% and more. So each thread may spend at most g_counter_share of its wall
+ * time reading them: a read costing c ns makes the next one wait c / share ns.
+ * Unused budget is kept for at most COUNTER_CREDIT_NS of wall time, so a thread
+ * whose spans are all slow (each longer than its counters' cost / share) reads
+ * them on every span, exactly, and a fast one reads them on a sample. */
+#define COUNTER_CREDIT_NS 20000000ull /* 20 ms: at 0.5%, 100 us of reads in a burst */
+#define MAX_COUNTER_CHARGE_NS 100000ull /* 20x what the reads of one span cost on a VM */
+
+static inline int counters_due(const thread_state* t, uint64_t now) { return now >= t->counters_free_at_ns; }
+
+/* Charges `cost_ns` of counter reads that ended at `now` to the thread's budget. */
+static inline void charge_counters(thread_state* t, uint64_t now, uint64_t cost_ns) {
+  if (g_counter_share >= 1) return;
+  /* Reads that took longer were preempted (a busy machine): charging the
+   * preemption would silence the counters for seconds. */
+  if (cost_ns > MAX_COUNTER_CHARGE_NS) cost_ns = MAX_COUNTER_CHARGE_NS;
+  uint64_t from = t->counters_free_at_ns;
+  if (now > COUNTER_CREDIT_NS && from < now - COUNTER_CREDIT_NS) from = now - COUNTER_CREDIT_NS;
+  t->counters_free_at_ns = from + (uint64_t)((double)cost_ns / g_counter_share);
+}
+
+/* The first span skipped tells the analysis that spans without CPU were
+ * skipped by the budget, not unmeasurable (config "counter_share", once per
+ * process tree; docs/analysis.md "Sampled counters"). */
+static void note_skipped(void) {
+  if (!atomic_load_explicit(&g_share_recorded, memory_order_relaxed) && !atomic_exchange(&g_share_recorded, 1))
+    stallprof_config_f64(0, "counter_share", g_counter_share);
+}
+
+STALLPROF_API int stallprof_counters_due(void) {
+  if (!attached()) return 0;
+  if (g_counter_share >= 1 || counters_due(&t_state, stallprof_now_ns())) return 1;
+  note_skipped();  /* the caller skips them now */
+  return 0;
+}
+
+STALLPROF_API double stallprof_counter_share(void) { return attached() ? g_counter_share : 0; }
+
+STALLPROF_API void stallprof_counter_budget_reset(void) { t_state.counters_free_at_ns = 0; }
+
 /* ---- CPU time and run-queue delay ------------------------------------------ */
 
 static uint64_t thread_cpu_ns(void) {
@@ -406,6 +471,7 @@ STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes) {
   thread_state* const t = &t_state;
   if (t->io_fd == 0) open_thread_file(&t->io_fd, "/proc/thread-self/io");
   if (t->io_fd < 0) return -1;
+  const uint64_t t0 = stallprof_now_ns();
   /* 7 lines of at most ~45 bytes each today; room for a few more. */
   char buf[512];
   ssize_t n = pread(t->io_fd - 1, buf, sizeof buf - 1, 0);
@@ -413,6 +479,8 @@ STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes) {
   buf[n] = '\0';
   uint64_t r = 0, b = 0;
   if (!io_field(buf, "rchar:", 6, &r) || !io_field(buf, "read_bytes:", 11, &b)) return -1;
+  const uint64_t t1 = stallprof_now_ns();
+  charge_counters(t, t1, t1 - t0);
   if (rchar != NULL) *rchar = r;
   if (read_bytes != NULL) *read_bytes = b;
   return 0;
@@ -420,8 +488,11 @@ STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes) {
 
 STALLPROF_API int stallprof_thread_system_ns(uint64_t* system_ns) {
   if (!attached()) return -1;
+  const uint64_t t0 = stallprof_now_ns();
   struct rusage usage;
   if (getrusage(RUSAGE_THREAD, &usage) != 0) return -1;
+  const uint64_t t1 = stallprof_now_ns();
+  charge_counters(&t_state, t1, t1 - t0);
   if (system_ns != NULL)
     *system_ns = (uint64_t)usage.ru_stime.tv_sec * 1000000000u + (uint64_t)usage.ru_stime.tv_usec * 1000u;
   return 0;
@@ -441,12 +512,23 @@ STALLPROF_API void stallprof_span_begin(stallprof_span* span, uint32_t name, uin
   if (span == NULL) return;
   span->name = name;
   span->scope = scope;
-  span->flags = (uint16_t)(flags & STALLPROF_SPAN_CPU);
+  span->flags = 0;
   span->cpu_ns = 0;
   span->delay_ns = 0;
-  if ((flags & STALLPROF_SPAN_CPU) && attached()) {
-    span->delay_ns = thread_delay_ns(&t_state);
-    span->cpu_ns = thread_cpu_ns();
+  if ((flags & (STALLPROF_SPAN_CPU | STALLPROF_SPAN_CPU_ALWAYS)) && attached()) {
+    thread_state* const t = &t_state;
+    const uint64_t before = stallprof_now_ns();
+    if ((flags & STALLPROF_SPAN_CPU_ALWAYS) || g_counter_share >= 1 || counters_due(t, before)) {
+      span->flags = STALLPROF_SPAN_CPU;
+      span->delay_ns = thread_delay_ns(t);
+      span->cpu_ns = thread_cpu_ns();
+      span->start_ns = stallprof_now_ns();
+      charge_counters(t, span->start_ns, span->start_ns - before);
+      return;
+    }
+    span->start_ns = before;
+    note_skipped();
+    return;
   }
   span->start_ns = stallprof_now_ns();
 }
@@ -458,11 +540,14 @@ STALLPROF_API void stallprof_span_end(stallprof_span* span, uint64_t arg) {
   sp_record r = {.start_ns = span->start_ns, .duration_ns = end - span->start_ns, .arg = arg, .name = span->name,
                  .kind = SP_KIND_SPAN, .scope = span->scope};
   if (span->flags & STALLPROF_SPAN_CPU) {
+    thread_state* const t = &t_state;
     const uint64_t cpu = thread_cpu_ns();
-    const uint64_t delay = thread_delay_ns(&t_state);
+    const uint64_t delay = thread_delay_ns(t);
     r.cpu_ns = cpu >= span->cpu_ns ? cpu - span->cpu_ns : 0;
     r.delay_ns = delay >= span->delay_ns ? delay - span->delay_ns : 0;
     r.flags = SP_SPAN_HAS_CPU;
+    const uint64_t after = stallprof_now_ns();
+    charge_counters(t, after, after - end);
   }
   emit(&r, 0);
 }

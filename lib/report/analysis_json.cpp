@@ -24,7 +24,7 @@ void WriteAccount(JsonWriter& w, const char* key, const Account& a) {
   for (const auto& line : a.lines) {
     w.BeginObject();
     w.Field("cause", CauseId(line.cause)).Field("seconds", line.seconds).Field("share", line.share);
-    w.Field("evidence", line.evidence);
+    w.Field("evidence", line.evidence).Field("estimated", line.estimated);
     w.EndObject();
   }
   w.EndArray();
@@ -124,13 +124,25 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   for (const auto& st : l.stages) {
     w.BeginObject();
     w.Field("name", st.name).Field("count", st.count).Field("wall_s", st.wall_s).Field("cpu_s", st.cpu_s);
-    w.Field("cpu_source", st.cpu_source == CpuSource::kMeasured ? "measured" : "attributed");
+    w.Field("cpu_source", st.cpu_source == CpuSource::kMeasured    ? "measured"
+                          : st.cpu_source == CpuSource::kEstimated ? "estimated"
+                                                                   : "attributed");
     w.Field("parallelism", st.parallelism).Field("elapsed_s", st.elapsed_s).Field("per_core_rate", st.per_core_rate);
     w.Field("observed_rate", st.observed_rate).Field("parallel_rate", st.parallel_rate).Field("utilization", st.utilization);
     w.Field("bottleneck", st.bottleneck);
     w.EndObject();
   }
   w.EndArray();
+  w.Key("counters").BeginObject();
+  w.Field("share", l.counters.share);
+  for (const auto& [key, x] : {std::pair<const char*, const SampledSums&>{"fetches", l.counters.fetches}, {"waits", l.counters.waits}}) {
+    w.Key(key).BeginObject();
+    w.Field("spans", x.spans).Field("measured", x.measured).Field("estimated", x.estimated);
+    w.Field("cpu_estimated_s", x.cpu_estimated_s).Field("cpu_error_s", x.cpu_error_s);
+    w.Field("delay_estimated_s", x.delay_estimated_s).Field("delay_error_s", x.delay_error_s);
+    w.EndObject();
+  }
+  w.EndObject();
   w.EndObject();
 }
 

@@ -78,16 +78,20 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   Heading(out, style, "  Where the wall time goes (the account; lines sum to the wall time)");
   const auto& all = l.account_all;
   const auto& steady = l.account_steady;
+  bool estimated = false;
   out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", "", "whole run", "", l.steady_fallback ? "steady*" : "steady", "",
                      "evidence (whole run)");
   for (size_t k = 0; k < all.lines.size() && k < steady.lines.size(); ++k) {
     const auto& a = all.lines[k];
     const auto& st = steady.lines[k];
-    out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", ToString(a.cause), FormatSeconds(a.seconds), Pct1(a.share),
-                       FormatSeconds(st.seconds), Pct1(st.share), a.evidence);
+    estimated |= a.estimated;
+    out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", std::string(ToString(a.cause)) + (a.estimated ? " ~" : ""),
+                       FormatSeconds(a.seconds), Pct1(a.share), FormatSeconds(st.seconds), Pct1(st.share), a.evidence);
   }
   out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}\n", "wall time", FormatSeconds(all.wall_s), "", FormatSeconds(steady.wall_s), "");
   if (l.steady_fallback) out += "    * no iteration past the warm-up: the steady columns are the whole run\n";
+  if (estimated)
+    out += "    ~ estimated in part: the counter budget sampled CPU, delay and bytes read; the evidence gives the 95% bound\n";
   if (!l.advice.empty()) {
     out += "    advice:\n";
     for (const auto& a : l.advice) out += "      - " + a + "\n";
@@ -151,14 +155,18 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     Heading(out, style, "  Stages (Plumber; rates in samples/s)");
     out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10} {:>10} {:>10} {:>6}\n", "stage", "count", "wall", "CPU", "par",
                        "per-core", "parallel", "observed", "util");
-    bool attributed = false;
+    bool attributed = false, estimated_cpu = false;
     for (const auto& st : l.stages) {
       attributed |= st.cpu_source == CpuSource::kAttributed;
+      estimated_cpu |= st.cpu_source == CpuSource::kEstimated;
       out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>4} {:>10.1f} {:>10.1f} {:>10.1f} {:>6} {}\n", TerminalSafe(st.name), st.count,
-                         FormatSeconds(st.wall_s), FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? "*" : ""),
+                         FormatSeconds(st.wall_s), FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed   ? "*"
+                                                    : st.cpu_source == CpuSource::kEstimated ? "~"
+                                                                                             : ""),
                          st.parallelism, st.per_core_rate, st.parallel_rate, st.observed_rate, Pct(st.utilization),
                          st.bottleneck ? style.Paint("<- bottleneck", "1;33") : "");
     }
+    if (estimated_cpu) out += "    ~ CPU estimated: the spans' sampled CPU per wall second times their wall time (counter budget)\n";
     if (attributed) out += "    * CPU attributed from the wall time with the fetch spans' CPU/wall ratio (the span has no CPU of its own)\n";
   }
   (void)trace;

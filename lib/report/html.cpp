@@ -368,11 +368,13 @@ std::string StageTable(const LoaderAnalysis& l) {
   for (const auto& st : l.stages) {
     attributed |= st.cpu_source == CpuSource::kAttributed;
     s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.bottleneck ? st.name + " (bottleneck)" : st.name) + Cell(std::to_string(st.count)) +
-         Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : "")) +
+         Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : st.cpu_source == CpuSource::kEstimated ? " ~" : "")) +
          Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}/s", st.per_core_rate)) + Cell(fmt::format("{:.1f}/s", st.parallel_rate)) +
          Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";
   }
   s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
+  if (std::any_of(l.stages.begin(), l.stages.end(), [](const StageStats& st) { return st.cpu_source == CpuSource::kEstimated; }))
+    s += "~ CPU estimated from the spans the counter budget sampled. ";
   if (attributed) s += "* CPU attributed from wall time with the fetch spans' CPU/wall ratio (these spans carry no CPU time).";
   return s + "</p>";
 }
@@ -522,7 +524,7 @@ std::string AccountSection(const LoaderAnalysis& l) {
   for (size_t k = 0; k < l.account_all.lines.size() && k < l.account_steady.lines.size(); ++k) {
     const auto& a = l.account_all.lines[k];
     const auto& st = l.account_steady.lines[k];
-    h += std::string(a.cause == l.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(ToString(a.cause)) +
+    h += std::string(a.cause == l.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::string(ToString(a.cause)) + (a.estimated ? " (estimated)" : "")) +
          Cell(FormatSeconds(a.seconds)) + Cell(fmt::format("{:.1f}%", a.share * 100)) + Cell(FormatSeconds(st.seconds)) +
          Cell(fmt::format("{:.1f}%", st.share * 100)) + Cell(a.evidence) + "</tr>";
   }

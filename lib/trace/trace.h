@@ -36,10 +36,17 @@ inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worke
 // prefix: analysis ignores them (they are neither loaders nor stages).
 inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // Config keys, scope 0 of the main process: the hook's own cost per event in ns,
-// measured at start: "hook_ns_wait" (a wait span with CPU and the next()
-// wrapper), "hook_ns_fetch" (a fetch span with CPU, its read and system spans
-// and the two thread_io calls), "hook_ns_sample" (a getitem span),
-// "hook_ns_collate" (a collate span).
+// measured at start: "hook_ns_wait" (the next() wrapper and its wait span),
+// "hook_ns_fetch" (a fetch span), "hook_ns_sample" (a getitem span),
+// "hook_ns_collate" (a collate span); newer hooks time these without the
+// counters and add "hook_ns_wait_counters" and "hook_ns_fetch_counters" (what
+// reading them adds to a sampled wait / fetch, the latter with its read and
+// system spans and thread_io calls). Older hooks read the counters on every
+// span and have no *_counters keys.
+// Config key, scope 0 of any process: "counter_share" (f64), the share of a
+// thread's wall time its counter reads may cost, written by the client when
+// its budget first skipped a span's counters: spans without CPU were sampled
+// out, and analysis estimates them (analysis/sampling.h).
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
 // "dataset_len", "dataset_bytes", "dataset_files", "multiprocessing_context", "client".

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # IterableDataset loaders (2 workers with batches, and num_workers=0 without
-# batching): one wait, fetch and collate span (and read_storage/read_calls
-# where /proc/thread-self/io exists) per batch, none for the fetch that ends
-# the stream.
+# batching): one wait, fetch and collate span per batch (and read_storage/
+# read_calls per fetch span with CPU where /proc/thread-self/io exists: the
+# counter budget samples them), none for the fetch that ends the stream.
 source "$(dirname "$0")/lib.sh"
 need_torch
 source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
@@ -35,12 +35,15 @@ assert set(scope) == {"stream", "single"}, scope
 c = collections.Counter((r.get("name"), r.get("scope")) for r in recs if r["type"] == "span")
 for loader in ("stream", "single"):
     n = int(counts[loader])
-    kinds = ["wait", "fetch", "collate"]
-    if os.path.exists("/proc/thread-self/io"):
-        kinds += ["read_storage", "read_calls"]  # one each per fetch, none for the one that ends the stream
-    for kind in kinds:
+    for kind in ("wait", "fetch", "collate"):
         got = c[("dataloader." + kind, scope[loader])]
         assert got == n, "%s: %d %s spans for %d batches" % (loader, got, kind, n)
+    measured = sum(1 for r in recs if r.get("name") == "dataloader.fetch" and r["scope"] == scope[loader] and r["has_cpu"])
+    assert measured >= 1, "%s: no fetch span with CPU" % loader
+    if os.path.exists("/proc/thread-self/io"):
+        for kind in ("read_storage", "read_calls"):  # one each per measured fetch, none for the one that ends the stream
+            got = c[("dataloader." + kind, scope[loader])]
+            assert got == measured, "%s: %d %s spans for %d fetch spans with CPU" % (loader, got, kind, measured)
     assert c[("dataloader.getitem", scope[loader])] == 22, loader
 PY
 echo OK

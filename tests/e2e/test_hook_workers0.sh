@@ -8,6 +8,13 @@ record "$TMP/capture.jsonl" "$PY" "$WORKLOADS/synthetic.py" \
   --workers 0 --batches 7 --batch-size 3 --epochs 2 --val > "$TMP/out.txt" || fail "workload failed under the hook"
 "$PY" "$STALLPROF_SOURCE_DIR/tests/tools/check_capture.py" "$TMP/capture.jsonl" "$TMP/out.txt" \
   --workers 0 --epochs 2 || fail "capture does not match the workload"
+grep -q '"key":"counter_share"' "$TMP/capture.jsonl" || fail "a loader this fast had no span skipped by the counter budget"
+# STALLPROF_COUNTER_SHARE=1: the counters on every span, as before the budget.
+STALLPROF_COUNTER_SHARE=1 record "$TMP/exact.jsonl" "$PY" "$WORKLOADS/synthetic.py" \
+  --workers 0 --batches 7 --batch-size 3 --epochs 2 --val > "$TMP/out.txt" || fail "workload failed under the hook"
+! grep -q '"key":"counter_share"' "$TMP/exact.jsonl" || fail "STALLPROF_COUNTER_SHARE=1 still skipped counters"
+"$PY" "$STALLPROF_SOURCE_DIR/tests/tools/check_capture.py" "$TMP/exact.jsonl" "$TMP/out.txt" \
+  --workers 0 --epochs 2 || fail "capture with every counter does not match the workload"
 # A file-backed dataset (a `files` attribute): its files are counted and sized once.
 record "$TMP/files.jsonl" "$PY" "$WORKLOADS/synthetic.py" \
   --workers 0 --batches 3 --batch-size 4 --files "$TMP/data" --file-bytes 1000 > "$TMP/out.txt" || fail "file-backed workload failed"

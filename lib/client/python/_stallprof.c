@@ -197,7 +197,30 @@ static PyObject* py_thread_io(PyObject* self, PyObject* unused) {
   return Py_BuildValue("(KKL)", (unsigned long long)rchar, (unsigned long long)read_bytes, system);
 }
 
+static PyObject* py_counters_due(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  return PyBool_FromLong(stallprof_counters_due());
+}
+
+static PyObject* py_counter_share(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  return PyFloat_FromDouble(stallprof_counter_share());
+}
+
+static PyObject* py_counter_budget_reset(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  stallprof_counter_budget_reset();
+  Py_RETURN_NONE;
+}
+
 /* ---- Span: begin()/end(arg) and a context manager --------------------------- */
+
+/* Span's cpu argument: 1 (True) within the counter budget, 2 always. */
+#define COUNTERS_SAMPLED 1
+#define COUNTERS_ALWAYS 2
 
 typedef struct {
   PyObject_HEAD
@@ -206,18 +229,21 @@ typedef struct {
   uint64_t arg;
 } SpanObject;
 
-/* Span(name, scope=0, cpu=False) */
+/* Span(name, scope=0, cpu=False): cpu True (or COUNTERS_SAMPLED) measures thread
+ * CPU and run-queue delay within the thread's counter budget, COUNTERS_ALWAYS
+ * on this span whatever the budget. */
 static int Span_init(SpanObject* self, PyObject* args, PyObject* kwargs) {
   static char* keywords[] = {"name", "scope", "cpu", NULL};
   PyObject* name;
   unsigned int scope = 0;
   int cpu = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Ip", keywords, &name, &scope, &cpu)) return -1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Ii", keywords, &name, &scope, &cpu)) return -1;
   uint32_t id;
   if (!name_id(name, &id)) return -1;
   self->span.name = id;
   self->span.scope = (uint16_t)scope;
-  self->flags = cpu ? STALLPROF_SPAN_CPU : STALLPROF_SPAN_WALL;
+  self->flags = cpu == COUNTERS_ALWAYS ? STALLPROF_SPAN_CPU_ALWAYS : cpu ? STALLPROF_SPAN_CPU : STALLPROF_SPAN_WALL;
+  self->span.flags = 0;
   self->arg = 0;
   return 0;
 }
@@ -261,8 +287,15 @@ static PyMethodDef Span_methods[] = {
     {"__exit__", (PyCFunction)(void (*)(void))Span_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL}};
 
+/* True after begin() when this span measures CPU and delay (the budget allowed it). */
+static PyObject* Span_get_sampled(SpanObject* self, void* unused) {
+  (void)unused;
+  return PyBool_FromLong((self->span.flags & STALLPROF_SPAN_CPU) != 0);
+}
+
 static PyGetSetDef Span_getset[] = {
     {"arg", (getter)Span_get_arg, (setter)Span_set_arg, "u64 argument recorded with the span", NULL},
+    {"sampled", (getter)Span_get_sampled, NULL, "True when begin() started measuring CPU and run-queue delay", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject SpanType = {
@@ -292,6 +325,10 @@ static PyMethodDef module_methods[] = {
     {"thread_release", py_thread_release, METH_NOARGS, "Release this thread's lane."},
     {"thread_io", py_thread_io, METH_NOARGS,
      "(rchar, read_bytes, system_ns) of this thread (/proc/thread-self/io, getrusage), or None when unavailable."},
+    {"counters_due", py_counters_due, METH_NOARGS,
+     "True when this thread's counter budget allows reading CPU, schedstat and io now."},
+    {"counter_share", py_counter_share, METH_NOARGS, "Share of a thread's wall time its counter reads may cost."},
+    {"counter_budget_reset", py_counter_budget_reset, METH_NOARGS, "Forget this thread's spent counter budget."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_stallprof", "stallprof C fast path", -1,
@@ -309,5 +346,7 @@ PyMODINIT_FUNC PyInit__stallprof(void) {
   PyModule_AddIntConstant(m, "DISABLED", STALLPROF_DISABLED);
   PyModule_AddIntConstant(m, "ERR_VERSION", STALLPROF_ERR_VERSION);
   PyModule_AddIntConstant(m, "ERR_ATTACH", STALLPROF_ERR_ATTACH);
+  PyModule_AddIntConstant(m, "COUNTERS_SAMPLED", COUNTERS_SAMPLED);
+  PyModule_AddIntConstant(m, "COUNTERS_ALWAYS", COUNTERS_ALWAYS);
   return m;
 }

@@ -31,7 +31,18 @@ extern "C" {
 
 /* Span flags for stallprof_span_begin. */
 #define STALLPROF_SPAN_WALL 0u
-#define STALLPROF_SPAN_CPU 1u /* also measure thread CPU time and run-queue delay */
+/* Also measure thread CPU time and run-queue delay, when the thread's counter
+ * budget allows: every span of a thread whose spans are slow, a sample of the
+ * spans of a fast one (see stallprof_counters_due). */
+#define STALLPROF_SPAN_CPU 1u
+/* Measure them on this span whatever the budget (the caller decided, e.g. with
+ * stallprof_counters_due); the cost is still charged to the budget. */
+#define STALLPROF_SPAN_CPU_ALWAYS 2u
+
+/* Default share of a thread's wall time its counter reads may cost
+ * (STALLPROF_COUNTER_SHARE overrides it; 1 reads them on every span). 0.5%
+ * keeps the hook's cost under the run-to-run noise of a training job. */
+#define STALLPROF_DEFAULT_COUNTER_SHARE 0.005
 
 /* Client kinds for stallprof_set_client_kind (= SP_LANE_FLAG_*). */
 #define STALLPROF_CLIENT_C 0u
@@ -45,7 +56,7 @@ typedef struct stallprof_span {
   uint64_t delay_ns; /* run-queue delay at begin (STALLPROF_SPAN_CPU) */
   uint32_t name;
   uint16_t scope;
-  uint16_t flags;
+  uint16_t flags;    /* STALLPROF_SPAN_CPU after begin: the counters are being measured */
 } stallprof_span;
 
 /* Attaches to the ring named by STALLPROF_RING. Idempotent; every other call
@@ -88,13 +99,27 @@ STALLPROF_API void stallprof_thread_release(void);
  * through read syscalls, page-cache hits included) and `read_bytes` (bytes
  * fetched from the storage device). Returns 0 and sets both, or -1 (outputs
  * untouched) when not attached or when the file is missing, unreadable or
- * malformed. The file stays open per thread; never blocks or allocates. */
+ * malformed. The file stays open per thread; never blocks or allocates. Its
+ * cost is charged to the thread's counter budget. */
 STALLPROF_API int stallprof_thread_io(uint64_t* rchar, uint64_t* read_bytes);
 /* The calling thread's system (kernel) CPU time in ns, from
  * getrusage(RUSAGE_THREAD): the total is exact, its split from user time
  * follows the scheduler ticks. Returns 0 and sets it, or -1 (output untouched)
- * when not attached or unavailable. One syscall; never blocks or allocates. */
+ * when not attached or unavailable. One syscall, charged to the counter
+ * budget; never blocks or allocates. */
 STALLPROF_API int stallprof_thread_system_ns(uint64_t* system_ns);
+/* 1 when the calling thread's counter budget allows reading the expensive
+ * counters (thread CPU, schedstat, /proc io, getrusage) now, 0 otherwise or
+ * when not attached. Reads CLOCK_MONOTONIC only; charges nothing. A caller
+ * told 0 must skip them (the trace then says spans were sampled). */
+STALLPROF_API int stallprof_counters_due(void);
+/* The share of its wall time a thread may spend reading counters (from
+ * STALLPROF_COUNTER_SHARE at attach, recorded as config "counter_share" of
+ * scope 0); 0 when not attached. */
+STALLPROF_API double stallprof_counter_share(void);
+/* Forgets the calling thread's spent budget (after a deliberate burst of
+ * reads, such as the hook timing itself at start). */
+STALLPROF_API void stallprof_counter_budget_reset(void);
 /* Records this process dropped since it attached (full lanes, no free lane). */
 STALLPROF_API uint64_t stallprof_dropped(void);
 

@@ -86,8 +86,10 @@ else:
 
 class stage(_Span):
     """A named stage of your pipeline, recorded as a span with thread CPU time
-    and run-queue delay. Use as `with stallprof.stage("decode"):` or as a
-    decorator `@stallprof.stage("decode")`. Set `.arg` for a u64 argument."""
+    and run-queue delay (read within the thread's counter budget: on every
+    slow stage, on a sample of fast ones; analyze scales them). Use as
+    `with stallprof.stage("decode"):` or as a decorator
+    `@stallprof.stage("decode")`. Set `.arg` for a u64 argument."""
     __slots__ = ("_stage_name", "_stage_scope")
 
     def __init__(self, name, scope=0):

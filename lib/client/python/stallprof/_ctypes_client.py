@@ -39,8 +39,13 @@ dropped = _sig("stallprof_dropped", _u64)
 thread_release = _sig("stallprof_thread_release", None)
 _thread_io = _sig("stallprof_thread_io", _int, ctypes.POINTER(_u64), ctypes.POINTER(_u64))
 _thread_system_ns = _sig("stallprof_thread_system_ns", _int, ctypes.POINTER(_u64))
+_counters_due = _sig("stallprof_counters_due", _int)
+counter_share = _sig("stallprof_counter_share", ctypes.c_double)
+counter_budget_reset = _sig("stallprof_counter_budget_reset", None)
 
 OK, DISABLED, ERR_VERSION, ERR_ATTACH = 0, 1, 2, 3
+# Span's cpu argument (= the extension's): within the counter budget, always.
+COUNTERS_SAMPLED, COUNTERS_ALWAYS = 1, 2
 _MASK = (1 << 64) - 1
 _names = {}
 
@@ -77,6 +82,10 @@ def thread_io():
     return (rchar.value, read_bytes.value, system)
 
 
+def counters_due():
+    return bool(_counters_due())
+
+
 def span(n, start, duration, arg=0, scope=0):
     _span(name(n), start, duration, arg & _MASK, scope)
 
@@ -107,19 +116,24 @@ def config(scope, key, value):
 
 
 class Span:
-    """Span(name, scope=0, cpu=False): begin()/end(arg) or `with`."""
+    """Span(name, scope=0, cpu=False): begin()/end(arg) or `with`; cpu True
+    (COUNTERS_SAMPLED) within the counter budget, COUNTERS_ALWAYS always."""
     __slots__ = ("_s", "_flags", "arg")
 
     def __init__(self, n, scope=0, cpu=False):
         self._s = _SpanStruct()
         self._s.name = name(n)
         self._s.scope = scope
-        self._flags = 1 if cpu else 0
+        self._flags = 2 if cpu == COUNTERS_ALWAYS else 1 if cpu else 0
         self.arg = 0
 
     def begin(self):
         _begin(ctypes.byref(self._s), self._s.name, self._s.scope, self._flags)
         return self
+
+    @property
+    def sampled(self):
+        return bool(self._s.flags & 1)
 
     def end(self, arg=None):
         _end(ctypes.byref(self._s), (self.arg if arg is None else arg) & _MASK)

@@ -24,14 +24,30 @@ rchar) that contain it: what the fetching thread read during the fetch, from
 system_cpu span (arg = the thread's system CPU ns during the fetch). The
 pin-memory thread: pin spans.
 
+Counters (a span's thread CPU time and run-queue delay, the fetching thread's
+/proc/thread-self/io and getrusage) cost a syscall each, so the C client gives
+each thread a budget (STALLPROF_COUNTER_SHARE of its wall time, default 0.5%):
+slow spans get them every time, fast ones on a sample. A fetch reads all its
+counters (CPU, delay, read and system spans) or none, decided once by
+counters_due(); wait spans and stallprof.stage spans ask the budget at begin.
+Batches 0, 1, 2, 4, 8, ... of every epoch get their wait's and fetch's
+counters whatever the budget (log2 of the batches, a few per epoch), so every
+loader has measured spans to estimate the rest from, even a short val loader
+that runs right after a train loader spent its thread's budget.
+The wall times are recorded on every span. The trace's "counter_share" config
+(written by the client when it first skips) tells the analysis to estimate the
+skipped spans (docs/analysis.md "Sampled counters").
+
 The hook's own cost, measured at start (main process only, when it patches
-torch, < 10 ms): ~200 repetitions of each event kind it emits, run through the
+torch, < 20 ms): ~200 repetitions of each event kind it emits, run through the
 same code as the real events around no-op work, minus the no-op work alone.
 Recorded as config values of scope 0 in ns per event: hook_ns_wait (the next()
-wrapper with its wait span), hook_ns_fetch (a fetch span with CPU, its read and
-system spans and thread_io calls, without its collate span), hook_ns_sample (a
-getitem span), hook_ns_collate (a collate span). The calibration's own spans
-are named "stallprof.calibration.*", which analysis ignores.
+wrapper with its wait span, counters skipped), hook_ns_fetch (a fetch span
+without counters and without its collate span), hook_ns_sample (a getitem
+span), hook_ns_collate (a collate span), and what reading the counters adds to
+a sampled wait (hook_ns_wait_counters) and a sampled fetch with its read and
+system spans and thread_io calls (hook_ns_fetch_counters). The calibration's
+own spans are named "stallprof.calibration.*", which analysis ignores.
 """
 import os
 import sys
@@ -315,6 +331,8 @@ def _patch():
     read_storage_id, read_calls_id = ext.name(READ_STORAGE), ext.name(READ_CALLS)
     system_cpu_id = ext.name(SYSTEM_CPU)
     thread_io = ext.thread_io
+    counters_due = ext.counters_due
+    SAMPLED, ALWAYS = ext.COUNTERS_SAMPLED, ext.COUNTERS_ALWAYS
 
     # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
     original_iter = dl.DataLoader.__iter__
@@ -354,12 +372,14 @@ def _patch():
     dl.DataLoader.__iter__ = __iter__
 
     # -- _BaseDataLoaderIter.__next__: time blocked per iteration ------------------
-    def make_next(original_next, wait_id, epoch_end_id):
+    def make_next(original_next, wait_id, epoch_end_id, counters=SAMPLED):
         def __next__(self):
-            # With CPU: the main thread's own work in next() (num_workers=0 fetches,
-            # unpickling batches from workers) tells it apart from waiting.
-            span = Span(wait_id, getattr(self, "_stallprof_scope", 0), True)
+            # With CPU (within the thread's counter budget): the main thread's own
+            # work in next() (num_workers=0 fetches, unpickling batches from
+            # workers) tells it apart from waiting.
             index = self._num_yielded
+            span = Span(wait_id, getattr(self, "_stallprof_scope", 0),
+                        ALWAYS if counters == SAMPLED and not index & (index - 1) else counters)
             called = now()
             span.begin()
             try:
@@ -422,14 +442,18 @@ def _patch():
         span_since(collate_id, start, index, scope)
         return batch
 
-    def measured_fetch(fetcher, samples, ids=None):
+    def measured_fetch(fetcher, samples, ids=None, counters=None):
         # One batch: `samples(scope)` reads the dataset, then collate; the fetch
-        # span (with CPU) around both, the read spans after it. `ids`: the
-        # calibration's names instead of the real ones.
+        # span around both, the read spans after it. The counters (CPU, delay,
+        # the thread's io) when the thread's budget allows, all or none, so a
+        # fetch span with CPU always has its read spans. `ids`: the
+        # calibration's names instead of the real ones; `counters`: True/False
+        # forces them (calibration).
         scope = getattr(fetcher, "_stallprof_scope", 0) or _worker_scope
         index = batch_index(fetcher, 3)
-        span = Span(fetch_id if ids is None else ids["fetch"], scope, True)
-        io0 = io_before()
+        sampled = (not index & (index - 1) or counters_due()) if counters is None else counters
+        span = Span(fetch_id if ids is None else ids["fetch"], scope, ALWAYS if sampled else 0)
+        io0 = io_before() if sampled else None
         io_start = now()
         span.begin()
         try:
@@ -543,7 +567,8 @@ class _CalibrationFetcher:
 def _calibrate(ext, make_next, measured_fetch, collate):
     """Times _CALIBRATION_REPS events of each kind through the hook's own code
     around no-op work, minus the no-op work alone, and records the ns per event
-    as config values of scope 0 (see the module docstring)."""
+    as config values of scope 0 (see the module docstring): without the
+    counters, and what reading them adds."""
     now = ext.now
     span_since = ext.span_since
     ids = {kind: ext.name(CALIBRATION + kind)
@@ -574,8 +599,10 @@ def _calibrate(ext, make_next, measured_fetch, collate):
     def noop_next(self):
         return 0
 
-    wrapped_next = make_next(noop_next, ids["wait"], ids["epoch_end"])
+    wrapped_next = make_next(noop_next, ids["wait"], ids["epoch_end"], 0)
     wait_ns = per_event(lambda: wrapped_next(iterator), lambda: noop_next(iterator))
+    counted_next = make_next(noop_next, ids["wait"], ids["epoch_end"], ext.COUNTERS_ALWAYS)
+    wait_counters_ns = max(0, per_event(lambda: counted_next(iterator), lambda: noop_next(iterator)) - wait_ns)
 
     fetcher = _CalibrationFetcher()
     one = [0]
@@ -583,7 +610,10 @@ def _calibrate(ext, make_next, measured_fetch, collate):
     def samples(scope):
         return one
     collate_ns = per_event(lambda: collate(fetcher, one, 0, 0, ids["collate"]), lambda: fetcher.collate_fn(one))
-    fetch_ns = per_event(lambda: measured_fetch(fetcher, samples, ids), lambda: fetcher.collate_fn(samples(0)))
+    fetch_ns = per_event(lambda: measured_fetch(fetcher, samples, ids, False), lambda: fetcher.collate_fn(samples(0)))
+    fetch_counters_ns = per_event(lambda: measured_fetch(fetcher, samples, ids, True),
+                                  lambda: fetcher.collate_fn(samples(0)))
+    fetch_counters_ns = max(0, fetch_counters_ns - collate_ns - fetch_ns)
     fetch_ns = max(0, fetch_ns - collate_ns)
 
     data = []
@@ -604,3 +634,7 @@ def _calibrate(ext, make_next, measured_fetch, collate):
     cfg(0, "hook_ns_fetch", int(fetch_ns))
     cfg(0, "hook_ns_sample", int(sample_ns))
     cfg(0, "hook_ns_collate", int(collate_ns))
+    cfg(0, "hook_ns_wait_counters", int(wait_counters_ns))
+    cfg(0, "hook_ns_fetch_counters", int(fetch_counters_ns))
+    # The calibration read the counters ~800 times on purpose: not the budget's business.
+    ext.counter_budget_reset()

@@ -1,0 +1,104 @@
+#include "sampling.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stallprof::analysis {
+
+namespace {
+constexpr double kNs = 1e-9;
+constexpr double kZ95 = 1.96;
+}  // namespace
+
+double CounterShare(const Trace& trace) {
+  double share = 1;
+  for (const auto& c : trace.configs) {
+    if (c.scope != 0 || c.key != "counter_share") continue;
+    const double v = c.type == ConfigValue::Type::kF64 ? c.f64 : c.type == ConfigValue::Type::kU64 ? static_cast<double>(c.u64) : 1;
+    if (v > 0) share = std::min(share, v);
+  }
+  return share;
+}
+
+void CounterEstimator::Ratio::Add(double w, double c, double d) {
+  n++;
+  wall += w;
+  cpu += c;
+  delay += d;
+  wall2 += w * w;
+  cpu2 += c * c;
+  delay2 += d * d;
+  cpu_wall += c * w;
+  delay_wall += d * w;
+}
+
+CounterEstimator::CounterEstimator(const SpanTable& spans, const std::vector<uint32_t>& of_kind, bool sampled)
+    : s_(spans), sampled_(sampled) {
+  // Unmeasured wall time and count per thread, for the error bounds.
+  std::unordered_map<uint32_t, std::pair<double, uint64_t>> skipped;
+  for (uint32_t i : of_kind) {
+    sums_.spans++;
+    const double wall = static_cast<double>(s_.duration_ns[i]);
+    if (s_.has_cpu[i]) {
+      sums_.measured++;
+      const double c = static_cast<double>(s_.cpu_ns[i]), d = static_cast<double>(s_.delay_ns[i]);
+      by_thread_[s_.thread[i]].Add(wall, c, d);
+      pooled_.Add(wall, c, d);
+    } else {
+      auto& k = skipped[s_.thread[i]];
+      k.first += wall;
+      k.second++;
+    }
+  }
+  if (!sampled_) return;
+  // Per thread: the estimated total r x W_u, and the variance of the
+  // prediction: each skipped span's residual (s_e^2 per span, s_e^2 the
+  // residual variance of c_i - r w_i, scaled by its share of the mean wall)
+  // plus the ratio's own uncertainty (W_u^2 s_e^2 / (n wbar^2)).
+  double cpu_var = 0, delay_var = 0;
+  for (const auto& [thread, k] : skipped) {
+    const Ratio* r = RatioOf(thread);
+    if (!r) continue;
+    sums_.estimated += k.second;
+    const double rc = r->cpu / r->wall, rd = r->delay / r->wall;
+    sums_.cpu_estimated_s += rc * k.first * kNs;
+    sums_.delay_estimated_s += rd * k.first * kNs;
+    const double n = static_cast<double>(r->n);
+    const double wbar = r->wall / n;
+    auto variance = [&](double y2, double yw, double ratio) {
+      if (r->n < 2) return std::pow(ratio * k.first, 2) / (kZ95 * kZ95);  // no spread known: +-100%
+      const double residual2 = std::max(0.0, y2 - 2 * ratio * yw + ratio * ratio * r->wall2) / (n - 1);
+      return residual2 * static_cast<double>(k.second) + k.first * k.first * residual2 / (n * wbar * wbar);
+    };
+    cpu_var += variance(r->cpu2, r->cpu_wall, rc);
+    delay_var += variance(r->delay2, r->delay_wall, rd);
+  }
+  sums_.cpu_error_s = kZ95 * std::sqrt(cpu_var) * kNs;
+  sums_.delay_error_s = kZ95 * std::sqrt(delay_var) * kNs;
+}
+
+const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t thread) const {
+  auto found = by_thread_.find(thread);
+  if (found != by_thread_.end() && found->second.usable()) return &found->second;
+  return pooled_.usable() ? &pooled_ : nullptr;
+}
+
+SpanCounters CounterEstimator::At(uint32_t i) const {
+  SpanCounters out;
+  if (s_.has_cpu[i]) {
+    out.known = true;
+    out.cpu_ns = s_.cpu_ns[i];
+    out.delay_ns = s_.delay_ns[i];
+    return out;
+  }
+  if (!sampled_) return out;
+  const Ratio* r = RatioOf(s_.thread[i]);
+  if (!r) return out;
+  const double wall = static_cast<double>(s_.duration_ns[i]);
+  out.known = out.estimated = true;
+  out.cpu_ns = static_cast<uint64_t>(std::llround(wall * r->cpu / r->wall));
+  out.delay_ns = static_cast<uint64_t>(std::llround(wall * r->delay / r->wall));
+  return out;
+}
+
+}  // namespace stallprof::analysis

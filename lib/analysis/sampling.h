@@ -1,0 +1,61 @@
+// Spans recorded without their counters (thread CPU time, run-queue delay,
+// bytes read) because the hook's counter budget skipped them, and what the
+// analysis puts in their place: estimates from the sampled spans of the same
+// thread and kind, with a 95% error bound. See docs/analysis.md "Sampled
+// counters".
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis.h"
+#include "trace/trace.h"
+
+namespace stallprof::analysis {
+
+// The counter share the trace was recorded with (config "counter_share" of
+// scope 0, the smallest any process reported): below 1, spans without CPU time
+// were skipped by the budget and are estimated; 1 (older traces, or
+// STALLPROF_COUNTER_SHARE=1) means every span that could be measured was.
+double CounterShare(const Trace& trace);
+
+// CPU time and run-queue delay of one span: measured, estimated, or unknown.
+struct SpanCounters {
+  bool known = false;      // measured or estimated
+  bool estimated = false;  // from the thread's sampled spans, not this span's own reads
+  uint64_t cpu_ns = 0, delay_ns = 0;
+};
+
+// Ratio estimates for the spans of one kind (a loader's fetches, or its
+// waits): a skipped span's CPU = its wall time x its thread's measured
+// CPU / wall over the sampled spans (the loader's pooled ratio for a thread
+// without samples); likewise its delay. One sample gives an estimate but no
+// variance: its bound is then the estimate itself (+-100%).
+class CounterEstimator {
+ public:
+  // `sampled`: the trace's spans without CPU were skipped by the budget
+  // (CounterShare < 1); otherwise they stay unknown, as older traces meant.
+  CounterEstimator(const SpanTable& spans, const std::vector<uint32_t>& of_kind, bool sampled);
+  SpanCounters At(uint32_t span) const;
+  // The totals over `of_kind`: how many were measured, the estimated sums and
+  // their 95% bounds (residual variance of the ratio estimate per thread).
+  SampledSums Sums() const { return sums_; }
+
+ private:
+  struct Ratio {
+    uint64_t n = 0;
+    double wall = 0, cpu = 0, delay = 0;
+    double cpu2 = 0, delay2 = 0, wall2 = 0, cpu_wall = 0, delay_wall = 0;
+    void Add(double w, double c, double d);
+    bool usable() const { return n >= 1 && wall > 0; }
+  };
+  const SpanTable& s_;
+  bool sampled_;
+  std::unordered_map<uint32_t, Ratio> by_thread_;
+  Ratio pooled_;
+  SampledSums sums_;
+  const Ratio* RatioOf(uint32_t thread) const;
+};
+
+}  // namespace stallprof::analysis

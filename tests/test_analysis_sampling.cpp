@@ -1,0 +1,128 @@
+// Spans the counter budget skipped (lib/analysis/sampling.cpp): estimates from
+// the sampled spans of their thread, their 95% bound, and what the account
+// makes of them.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "analysis/analysis.h"
+#include "analysis/sampling.h"
+#include "test_analysis_trace_builder.h"
+
+using namespace stallprof;
+using namespace stallprof::analysis;
+using namespace stallprof::testing;
+
+namespace {
+
+void ShareConfig(TraceBuilder& b, uint32_t pid, double share) {
+  ConfigValue c;
+  c.pid = pid;
+  c.scope = 0;
+  c.key = "counter_share";
+  c.type = ConfigValue::Type::kF64;
+  c.f64 = share;
+  b.trace.configs.push_back(c);
+}
+
+std::vector<uint32_t> AllSpans(const Trace& trace) {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < trace.spans.size(); ++i) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("A span the budget skipped gets its thread's measured CPU and delay per wall second") {
+  TraceBuilder b;
+  const uint32_t a = b.Thread(1, 1), other = b.Thread(1, 2);
+  for (int i = 0; i < 4; ++i) b.Span(a, "f", i * 20 * kMs, 10 * kMs, 0, 0, 6 * kMs, 1 * kMs);
+  for (int i = 0; i < 4; ++i) b.Span(other, "f", i * 20 * kMs, 10 * kMs, 0, 0, 2 * kMs, 0);
+  b.Span(a, "f", 100 * kMs, 20 * kMs);  // skipped: no CPU
+  const uint32_t skipped = static_cast<uint32_t>(b.trace.spans.size() - 1);
+
+  const CounterEstimator sampled(b.trace.spans, AllSpans(b.trace), true);
+  const SpanCounters c = sampled.At(skipped);
+  CHECK(c.known);
+  CHECK(c.estimated);
+  CHECK(c.cpu_ns == 12 * kMs);  // thread a's 60%, not the pooled 40%
+  CHECK(c.delay_ns == 2 * kMs);
+  CHECK_FALSE(sampled.At(0).estimated);
+  CHECK(sampled.At(0).cpu_ns == 6 * kMs);
+  CHECK(sampled.Sums().spans == 9);
+  CHECK(sampled.Sums().measured == 8);
+  CHECK(sampled.Sums().estimated == 1);
+  CHECK(sampled.Sums().cpu_estimated_s == Approx(0.012));
+
+  // An older trace: a span without CPU was not measurable, not skipped.
+  const CounterEstimator old(b.trace.spans, AllSpans(b.trace), false);
+  CHECK_FALSE(old.At(skipped).known);
+  CHECK(old.Sums().estimated == 0);
+}
+
+TEST_CASE("The 95% bound of the estimated CPU holds the true CPU in about 95% of samplings") {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> wall_ms(0.1, 0.5);
+  std::normal_distribution<double> noise(0, 0.03);
+  int held = 0;
+  const int trials = 200;
+  for (int trial = 0; trial < trials; ++trial) {
+    TraceBuilder b;
+    const uint32_t t = b.Thread(1, 1);
+    double skipped_cpu = 0;
+    for (int i = 0; i < 2000; ++i) {
+      const double wall = wall_ms(rng);
+      const double cpu = std::clamp(0.6 * wall + noise(rng), 0.0, wall);
+      const bool measured = i % 10 == 0;  // one in ten, as a fast loader's budget gives
+      b.Span(t, "f", i * kMs, static_cast<uint64_t>(wall * kMs), 0, 0, measured ? static_cast<int64_t>(cpu * kMs) : -1);
+      if (!measured) skipped_cpu += cpu * 1e-3;
+    }
+    const SampledSums sums = CounterEstimator(b.trace.spans, AllSpans(b.trace), true).Sums();
+    REQUIRE(sums.estimated == 1800);
+    REQUIRE(sums.cpu_error_s > 0);
+    held += std::abs(sums.cpu_estimated_s - skipped_cpu) <= sums.cpu_error_s;
+  }
+  CHECK(held >= trials * 88 / 100);
+  CHECK(held <= trials * 99 / 100);  // a bound that always holds is too wide to be the 95% one
+}
+
+TEST_CASE("The trace's counter share is 1 without the config, else the smallest any process recorded") {
+  TraceBuilder b;
+  CHECK(CounterShare(b.trace) == 1);
+  ShareConfig(b, 1, 0.01);
+  ShareConfig(b, 2, 0.005);
+  CHECK(CounterShare(b.trace) == 0.005);
+}
+
+TEST_CASE("A loader whose fetch spans were sampled has its worker CPU estimated and its account says so") {
+  // One worker, 40 batches of 10 ms, 7 ms on CPU; the budget measured one in four.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 40;
+  spec.wait = 10 * kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i)
+    b.Span(w, names::kFetch, spec.start + i * 15 * kMs, 10 * kMs, 1, i, i % 4 == 0 ? 7 * static_cast<int64_t>(kMs) : -1);
+  ShareConfig(b, 201, 0.005);
+  auto result = Analyze(b.trace, AnalysisOptions{});
+  REQUIRE(result.ok());
+  const LoaderAnalysis& l = result->loaders.at(0);
+  REQUIRE(l.workers.size() == 1);
+  CHECK(l.workers[0].cpu_s == Approx(40 * 0.007));
+  CHECK(l.counters.fetches.measured == 10);
+  CHECK(l.counters.fetches.estimated == 30);
+  const AccountLine& prep = l.account_steady.Line(Cause::kPrep);
+  CHECK(prep.estimated);
+  CHECK(prep.evidence.find("10 of 40 fetch spans") != std::string::npos);
+  CHECK(prep.share == Approx(l.account_steady.Line(Cause::kPrep).share));
+  CHECK_FALSE(l.account_steady.Line(Cause::kCompute).estimated);
+
+  // Without the config the same spans are unmeasured: the CPU is not made up.
+  b.trace.configs.pop_back();
+  auto old = Analyze(b.trace, AnalysisOptions{});
+  REQUIRE(old.ok());
+  CHECK(old->loaders.at(0).workers[0].cpu_s == Approx(10 * 0.007));
+  CHECK_FALSE(old->loaders.at(0).account_steady.Line(Cause::kPrep).estimated);
+}
