@@ -75,10 +75,6 @@ void RestoreDefaultSignals() {
 
 // ---- the hook: python dir and client library, found from the binary's own place ----
 
-#ifndef STALLPROF_BINDIR_TO_LIBDIR
-#define STALLPROF_BINDIR_TO_LIBDIR "../lib"
-#endif
-
 struct Hook {
   std::string python_dir;  // holds stallprof/ and bootstrap/
   std::string client_lib;  // libstallprof_client.so
@@ -89,6 +85,7 @@ struct Hook {
 //   build tree: build/stallprof, build/libstallprof_client.so, build/python/
 //   installed:  <prefix>/bin/stallprof, <prefix>/<libdir>/libstallprof_client.so,
 //               <prefix>/<libdir>/stallprof/python/ (lib/client/CMakeLists.txt)
+// STALLPROF_BINDIR_TO_LIBDIR is <libdir> relative to <bindir> (lib/collect/CMakeLists.txt).
 std::optional<Hook> FindHook(std::string& looked_in) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
