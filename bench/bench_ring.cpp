@@ -1,12 +1,18 @@
-// Ring benchmark (prints, never asserts): cost of a span from C with 1 and 2
-// producer threads while a consumer drains concurrently, and drain throughput.
+// Ring benchmark (Google Benchmark; prints, never asserts): the cost of a span
+// from C, alone on a warm lane and with 1 and 2 producer threads while a
+// consumer drains concurrently, the clock read every span needs, and the
+// consumer's drain throughput. One benchmark iteration is one span (one clock
+// read, one drain of four full lanes), so the time per iteration is the figure.
 //
-// usage: bench_ring [spans_per_thread]
-#include <algorithm>
+// usage: bench_ring [--benchmark_repetitions=N] [--benchmark_format=json] ...
+// scripts/bench_ring.sh runs it with repetitions and prints the figures.
+#include <benchmark/benchmark.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -14,7 +20,12 @@
 #include "stallprof/client.h"
 
 namespace {
-using Clock = std::chrono::steady_clock;
+
+// 16 lanes of 2^18 records: large enough that a producer outrunning the
+// consumer for a few ms does not drop.
+constexpr uint64_t kRingBytes = 256ull << 20;
+constexpr uint32_t kLanes = 16;
+stallprof::ring::Segment* g_segment = nullptr;
 
 struct CountingVisitor : stallprof::ring::Visitor {
   uint64_t records = 0;
@@ -32,146 +43,121 @@ struct CountingVisitor : stallprof::ring::Visitor {
   void OnLaneReleased(const stallprof::ring::LaneOwner&, uint64_t) override {}
 };
 
+uint64_t LaneCapacity() { return g_segment->header()->lane_capacity; }
+
+// A consumer thread draining while the concurrent benchmarks run, as the
+// launcher's drain loop does (it sleeps 200 us when the ring is empty).
+class BackgroundDrain {
+ public:
+  static void Start(const benchmark::State&) { instance = std::make_unique<BackgroundDrain>(); }
+  static void Stop(const benchmark::State&) { instance.reset(); }
+  BackgroundDrain()
+      : thread_([this] {
+          CountingVisitor visitor;
+          while (!done_.load(std::memory_order_relaxed)) {
+            if (g_segment->DrainOnce(visitor).records == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+          g_segment->ReclaimLanes(visitor);  // the lanes the producers released
+        }) {}
+  ~BackgroundDrain() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  static std::unique_ptr<BackgroundDrain> instance;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+std::unique_ptr<BackgroundDrain> BackgroundDrain::instance;
+
+// Records this process dropped during the loop (thread 0 reports them: the
+// loop ends on a barrier, so every thread's spans are in).
+class DropCounter {
+ public:
+  DropCounter() : before_(stallprof_dropped()) {}
+  void Report(benchmark::State& state) const {
+    if (state.thread_index() == 0) state.counters["dropped"] = static_cast<double>(stallprof_dropped() - before_);
+  }
+
+ private:
+  uint64_t before_;
+};
+
+void BM_ClockRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(stallprof_now_ns());
+}
+BENCHMARK(BM_ClockRead);
+
+// Producer alone: the lane's pages already touched (a first lap is drained
+// before timing, so no page faults), no consumer touching the lane's cache
+// lines while timing (the lane is drained with the timer paused every half
+// lap), no drops.
+void BM_SpanAlone(benchmark::State& state, bool read_clock) {
+  const uint32_t name = stallprof_name("bench.alone");
+  const uint64_t capacity = LaneCapacity();
+  CountingVisitor visitor;
+  for (uint64_t i = 0; i + 1 < capacity; ++i) stallprof_span_complete(name, i, 100, i, 1);  // first lap
+  g_segment->DrainOnce(visitor);
+  const DropCounter drops;
+  uint64_t i = 0, in_lane = 0;
+  for (auto _ : state) {
+    if (in_lane == capacity / 2) {
+      state.PauseTiming();
+      g_segment->DrainOnce(visitor);
+      in_lane = 0;
+      state.ResumeTiming();
+    }
+    stallprof_span_complete(name, read_clock ? stallprof_now_ns() : i, 100, i, 1);
+    ++i;
+    ++in_lane;
+  }
+  drops.Report(state);
+  stallprof_thread_release();
+  g_segment->ReclaimLanes(visitor);
+}
+BENCHMARK_CAPTURE(BM_SpanAlone, now_ns_and_span_complete, true);
+BENCHMARK_CAPTURE(BM_SpanAlone, span_complete_given_times, false);
+
 enum class SpanStyle { kComplete, kCompleteNoClock, kBeginEnd };
 
 // ns per span per thread, with a concurrent draining consumer.
-double SpanCost(stallprof::ring::Segment& segment, int threads, uint64_t spans, SpanStyle style, uint64_t& dropped) {
-  CountingVisitor visitor;
-  std::atomic<bool> done{false};
-  std::thread consumer([&] {
-    while (!done.load(std::memory_order_relaxed)) {
-      if (segment.DrainOnce(visitor).records == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+void BM_SpanDrained(benchmark::State& state, SpanStyle style) {
+  const uint32_t name = stallprof_name(style == SpanStyle::kBeginEnd ? "bench.begin_end" : "bench.complete");
+  stallprof_instant(name, 0, 0);  // claim the lane outside the timed loop
+  const DropCounter drops;
+  uint64_t i = 0;
+  stallprof_span s;
+  for (auto _ : state) {
+    switch (style) {
+      case SpanStyle::kComplete: stallprof_span_complete(name, stallprof_now_ns(), 100, i, 1); break;
+      case SpanStyle::kCompleteNoClock: stallprof_span_complete(name, i, 100, i, 1); break;
+      case SpanStyle::kBeginEnd:
+        stallprof_span_begin(&s, name, 1, STALLPROF_SPAN_WALL);
+        stallprof_span_end(&s, i);
+        break;
     }
-  });
-  const uint64_t dropped_before = segment.TotalDropped();
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<double> ns(threads);
-  std::vector<std::thread> producers;
-  for (int t = 0; t < threads; ++t) {
-    producers.emplace_back([&, t] {
-      const uint32_t name = stallprof_name(style == SpanStyle::kBeginEnd ? "bench.begin_end" : "bench.complete");
-      stallprof_instant(name, 0, 0);  // claim the lane outside the timed loop
-      ready.fetch_add(1);
-      while (!go.load()) {
-      }
-      const auto start = Clock::now();
-      if (style == SpanStyle::kComplete) {
-        for (uint64_t i = 0; i < spans; ++i) stallprof_span_complete(name, stallprof_now_ns(), 100, i, 1);
-      } else if (style == SpanStyle::kCompleteNoClock) {
-        for (uint64_t i = 0; i < spans; ++i) stallprof_span_complete(name, i, 100, i, 1);
-      } else {
-        stallprof_span s;
-        for (uint64_t i = 0; i < spans; ++i) {
-          stallprof_span_begin(&s, name, 1, STALLPROF_SPAN_WALL);
-          stallprof_span_end(&s, i);
-        }
-      }
-      ns[t] = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / spans;
-      stallprof_thread_release();
-    });
+    ++i;
   }
-  while (ready.load() < threads) {
-  }
-  go.store(true);
-  for (auto& p : producers) p.join();
-  done.store(true);
-  consumer.join();
-  segment.ReclaimLanes(visitor);
-  dropped = segment.TotalDropped() - dropped_before;
-  double sum = 0;
-  for (double v : ns) sum += v;
-  return sum / threads;
+  drops.Report(state);
+  stallprof_thread_release();
 }
+#define STALLPROF_DRAINED(style, label)                                                                 \
+  BENCHMARK_CAPTURE(BM_SpanDrained, label, style)->Setup(BackgroundDrain::Start)->Teardown(BackgroundDrain::Stop) \
+      ->Threads(1)->Threads(2)->UseRealTime()
+STALLPROF_DRAINED(SpanStyle::kComplete, span_complete_now_ns);
+STALLPROF_DRAINED(SpanStyle::kCompleteNoClock, span_complete_given_times);
+STALLPROF_DRAINED(SpanStyle::kBeginEnd, span_begin_end_wall);
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const uint64_t spans = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 5'000'000;
-  // 16 lanes of 2^18 records: large enough that a producer outrunning the
-  // consumer for a few ms does not drop.
-  auto created = stallprof::ring::Segment::Create(256ull << 20, 16);
-  if (!created.ok()) {
-    std::fprintf(stderr, "bench_ring: %s\n", created.error().message.c_str());
-    return 1;
-  }
-  auto& segment = **created;
-  setenv(SP_RING_ENV, segment.EnvValue().c_str(), 1);
-  if (stallprof_attach() != STALLPROF_OK) {
-    std::fprintf(stderr, "bench_ring: the client could not attach\n");
-    return 1;
-  }
-  std::printf("lane capacity %u records, %llu spans per thread\n", segment.header()->lane_capacity,
-              static_cast<unsigned long long>(spans));
-  {
-    // The clock read alone, for context: every span needs at least one.
-    const auto start = Clock::now();
-    uint64_t sink = 0;
-    for (uint64_t i = 0; i < spans; ++i) sink += stallprof_now_ns();
-    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / spans;
-    std::printf("clock: stallprof_now_ns()                          : %6.1f ns/call (%llu)\n", ns,
-                static_cast<unsigned long long>(sink & 1));
-  }
-  {
-    // Producer alone: the lane's pages already touched (a first lap is drained
-    // before timing, so no page faults), no consumer touching the lane's cache
-    // lines while timing, no drops (each timed run fits in the lane). Best of 5.
-    const uint64_t capacity = segment.header()->lane_capacity;
-    double best_clock = 1e9, best_given = 1e9;
-    for (int round = 0; round < 5; ++round) {
-      std::atomic<int> phase{0};
-      std::thread producer([&] {
-        const uint32_t name = stallprof_name("bench.alone");
-        for (uint64_t i = 0; i + 1 < capacity; ++i) stallprof_span_complete(name, i, 100, i, 1);  // first lap
-        phase.store(1);
-        while (phase.load() != 2) {
-        }
-        const uint64_t n = capacity / 2;
-        auto start = Clock::now();
-        for (uint64_t i = 0; i < n; ++i) stallprof_span_complete(name, stallprof_now_ns(), 100, i, 1);
-        best_clock = std::min(best_clock, std::chrono::duration<double, std::nano>(Clock::now() - start).count() / n);
-        phase.store(3);
-        while (phase.load() != 4) {
-        }
-        start = Clock::now();
-        for (uint64_t i = 0; i < n; ++i) stallprof_span_complete(name, i, 100, i, 1);
-        best_given = std::min(best_given, std::chrono::duration<double, std::nano>(Clock::now() - start).count() / n);
-      });
-      CountingVisitor visitor;
-      while (phase.load() != 1) {
-      }
-      segment.DrainOnce(visitor);
-      phase.store(2);
-      while (phase.load() != 3) {
-      }
-      segment.DrainOnce(visitor);
-      phase.store(4);
-      producer.join();
-      segment.ReclaimLanes(visitor);
-    }
-    std::printf("C span, producer alone (warm lane, no concurrent drain): now_ns() + span_complete %5.1f ns, "
-                "span_complete %5.1f ns\n",
-                best_clock, best_given);
-  }
-  for (int threads : {1, 2}) {
-    for (SpanStyle style : {SpanStyle::kComplete, SpanStyle::kCompleteNoClock, SpanStyle::kBeginEnd}) {
-      uint64_t dropped = 0;
-      const double ns = SpanCost(segment, threads, spans, style, dropped);
-      std::printf("C span %-38s %d thread%s: %6.1f ns/span (dropped %llu)\n",
-                  style == SpanStyle::kComplete          ? "span_complete(now_ns(), ...)"
-                  : style == SpanStyle::kCompleteNoClock ? "span_complete(given times)"
-                                                         : "span_begin/span_end (wall)",
-                  threads,
-                  threads == 1 ? " " : "s", ns, static_cast<unsigned long long>(dropped));
-    }
-  }
-
-  // Drain throughput: 4 lanes filled to capacity (no consumer), then drained.
-  const uint64_t capacity = segment.header()->lane_capacity;
-  double best = 0;
-  uint64_t total_records = 0, dropped_total = 0;
-  const uint64_t dropped_before = segment.TotalDropped();
-  for (int round = 0; round < 5; ++round) {
+// Drain throughput on one core: 4 lanes filled to capacity by threads that
+// then exit (timer paused), drained in one DrainOnce (timed). items_per_second
+// is over the draining thread's CPU time (Google Benchmark's default for rates).
+void BM_DrainFullLanes(benchmark::State& state) {
+  const uint64_t capacity = LaneCapacity();
+  const DropCounter drops;
+  uint64_t records = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
     std::vector<std::thread> fillers;
     for (int t = 0; t < 4; ++t) {
       fillers.emplace_back([&] {
@@ -181,16 +167,37 @@ int main(int argc, char** argv) {
     }
     for (auto& f : fillers) f.join();  // lanes RELEASED, full
     CountingVisitor visitor;
-    const auto start = Clock::now();
-    segment.DrainOnce(visitor);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    segment.ReclaimLanes(visitor);
-    total_records += visitor.records;
-    const double rate = visitor.records / seconds;
-    if (rate > best) best = rate;
+    state.ResumeTiming();
+    g_segment->DrainOnce(visitor);
+    state.PauseTiming();
+    g_segment->ReclaimLanes(visitor);
+    records += visitor.records;
+    state.ResumeTiming();
   }
-  dropped_total = segment.TotalDropped() - dropped_before;
-  std::printf("drain: %.1f M spans/s on one core (best of 5 rounds of %llu spans, dropped %llu)\n", best / 1e6,
-              static_cast<unsigned long long>(total_records / 5), static_cast<unsigned long long>(dropped_total));
+  state.SetItemsProcessed(static_cast<int64_t>(records));
+  drops.Report(state);
+}
+// Each iteration fills ~1M records untimed: a fixed count keeps the run short.
+BENCHMARK(BM_DrainFullLanes)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  auto created = stallprof::ring::Segment::Create(kRingBytes, kLanes);
+  if (!created.ok()) {
+    std::fprintf(stderr, "bench_ring: %s\n", created.error().message.c_str());
+    return 1;
+  }
+  g_segment = created->get();
+  setenv(SP_RING_ENV, g_segment->EnvValue().c_str(), 1);
+  if (stallprof_attach() != STALLPROF_OK) {
+    std::fprintf(stderr, "bench_ring: the client could not attach\n");
+    return 1;
+  }
+  benchmark::AddCustomContext("lane_capacity", std::to_string(LaneCapacity()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
   return 0;
 }

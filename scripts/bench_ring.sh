@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Ring and client benchmark: prints figures, asserts nothing.
 #   scripts/bench_ring.sh [build-dir]
-# C: ns per span (1 and 2 threads), drain throughput (bench/bench_ring).
+# C (bench/bench_ring, Google Benchmark, ${REPS:-5} repetitions): ns per span
+# alone and with 1 and 2 threads while a consumer drains, drain throughput;
+# each figure is the median over the repetitions with their range. The raw
+# JSON (--benchmark_format=json) is kept in ${BENCH_JSON:-/tmp/bench_ring.json}.
 # Python (under `stallprof run`): ns per span through the C extension and
 # through the ctypes fallback, the cost of one thread_io() (the hook calls it
 # twice per fetch), and the cost the DataLoader hook adds per next() (wait span).
@@ -10,10 +13,45 @@ BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
 PY=/usr/bin/python3
 for tool in bench/bench_ring stallprof trace_check; do
-  [ -x "$BUILD/$tool" ] || { echo "bench_ring: $BUILD/$tool missing, build first (cmake --build $BUILD)" >&2; exit 1; }
+  [ -x "$BUILD/$tool" ] || { echo "bench_ring: $BUILD/$tool missing, build first (cmake --build $BUILD; bench_ring needs libbenchmark-dev)" >&2; exit 1; }
 done
 echo "== C client and drain ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
-"$BUILD/bench/bench_ring" "${SPANS:-5000000}"
+BENCH_JSON=${BENCH_JSON:-/tmp/bench_ring.json}
+"$BUILD/bench/bench_ring" --benchmark_repetitions="${REPS:-5}" --benchmark_format=json --benchmark_out="$BENCH_JSON" \
+  --benchmark_out_format=json >/dev/null
+"$PY" - "$BENCH_JSON" <<'PY'
+import json, statistics, sys
+doc = json.load(open(sys.argv[1]))
+runs = {}  # run_name -> the repetitions (aggregates are recomputed here, with the range)
+for b in doc["benchmarks"]:
+    if b.get("run_type") == "iteration":
+        runs.setdefault(b["run_name"], []).append(b)
+UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+def ns(name):
+    """ns per iteration and per thread: with N threads Google Benchmark divides
+    the wall time by the iterations of all threads, so multiply back."""
+    reps = runs[name]
+    return [b["real_time"] * UNIT_NS[b["time_unit"]] * b.get("threads", 1) for b in reps]
+def fig(values, fmt="%.1f"):
+    return (fmt + " (%s-%s over %d)") % (statistics.median(values), fmt % min(values), fmt % max(values), len(values))
+def dropped(name):
+    return int(sum(b.get("dropped", 0) for b in runs[name]))
+reps = len(runs["BM_ClockRead"])
+print("lane capacity %s records, median over %d repetitions (range)" % (doc["context"].get("lane_capacity", "?"), reps))
+print("clock: stallprof_now_ns()                          : %s ns/call" % fig(ns("BM_ClockRead")))
+print("C span, producer alone (warm lane, no concurrent drain): now_ns() + span_complete %s ns, span_complete %s ns"
+      % (fig(ns("BM_SpanAlone/now_ns_and_span_complete")), fig(ns("BM_SpanAlone/span_complete_given_times"))))
+for threads in (1, 2):
+    for label, what in (("span_complete_now_ns", "span_complete(now_ns(), ...)"),
+                        ("span_complete_given_times", "span_complete(given times)"),
+                        ("span_begin_end_wall", "span_begin/span_end (wall)")):
+        name = "BM_SpanDrained/%s/real_time/threads:%d" % (label, threads)
+        print("C span %-30s %d thread%s: %s ns/span per thread (dropped %d)"
+              % (what, threads, " " if threads == 1 else "s", fig(ns(name)), dropped(name)))
+name = next(n for n in runs if n.startswith("BM_DrainFullLanes"))
+rates = [b["items_per_second"] / 1e6 for b in runs[name]]
+print("drain: %s M spans/s on one core (4 full lanes a round, dropped %d)" % (fig(rates), dropped(name)))
+PY
 
 cat > /tmp/stallprof_bench_py.$$.py <<'PY'
 import sys, time

@@ -104,12 +104,12 @@ TEST_CASE("Processes without rank identity are listed as processes in the text a
   CHECK_THAT(text, Catch::Contains("     101        1 train                 100       322.6     3%  python3 train.py\n"));
 
   const auto json = testing::ParseJson(AnalysisJson(traces, &*job, 5));
-  const auto& j = json["job"];
-  CHECK(j["ranks"].array.empty());
-  CHECK(j["loaders"].array.empty());
-  REQUIRE(j["processes"].array.size() == 2);
-  CHECK(j["processes"][1]["pid"].number == 102);
-  CHECK(j["processes"][1]["loaders"][0]["samples_per_s"].number == Approx(1000 / 4.6));
+  const auto& j = json.at("job");
+  CHECK(j.at("ranks").empty());
+  CHECK(j.at("loaders").empty());
+  REQUIRE(j.at("processes").size() == 2);
+  CHECK(j.at("processes").at(1).at("pid").get<double>() == 102);
+  CHECK(j.at("processes").at(1).at("loaders").at(0).at("samples_per_s").get<double>() == Approx(1000 / 4.6));
 }
 
 TEST_CASE("The JSON keeps every rank's figures and the straggler's cause") {
@@ -118,16 +118,16 @@ TEST_CASE("The JSON keeps every rank's figures and the straggler's cause") {
   const auto job = AnalyzeJob(traces);
   REQUIRE(job.ok());
   const auto json = testing::ParseJson(AnalysisJson(traces, &*job, 5));
-  const auto& train = json["job"]["loaders"][0];
-  CHECK(train["name"].string == "train");
-  REQUIRE(train["ranks"].array.size() == 12);
-  CHECK(train["ranks"][3]["wait_per_step_s"].number == Approx(0.011));
-  CHECK(train["ranks"][3]["straggler"].boolean);
-  REQUIRE(train["stragglers"].array.size() == 1);
-  CHECK(train["stragglers"][0]["rank"].number == 3);
-  CHECK(train["stragglers"][0]["cause"].string == "more wait");
-  CHECK(train["stragglers"][0]["extra_wait_s"].number == Approx(100 * 0.010));
-  CHECK(train["epoch_time_s"]["max"].number == Approx(4.1));
-  CHECK(train["steady_time_s"]["max"].number == Approx(4.1));
-  CHECK(train["ranks"][3]["steady_time_s"].number == Approx(4.1));
+  const auto& train = json.at("job").at("loaders").at(0);
+  CHECK(train.at("name").get<std::string>() == "train");
+  REQUIRE(train.at("ranks").size() == 12);
+  CHECK(train.at("ranks").at(3).at("wait_per_step_s").get<double>() == Approx(0.011));
+  CHECK(train.at("ranks").at(3).at("straggler").get<bool>());
+  REQUIRE(train.at("stragglers").size() == 1);
+  CHECK(train.at("stragglers").at(0).at("rank").get<double>() == 3);
+  CHECK(train.at("stragglers").at(0).at("cause").get<std::string>() == "more wait");
+  CHECK(train.at("stragglers").at(0).at("extra_wait_s").get<double>() == Approx(100 * 0.010));
+  CHECK(train.at("epoch_time_s").at("max").get<double>() == Approx(4.1));
+  CHECK(train.at("steady_time_s").at("max").get<double>() == Approx(4.1));
+  CHECK(train.at("ranks").at(3).at("steady_time_s").get<double>() == Approx(4.1));
 }

@@ -5,7 +5,8 @@
 
 using namespace stallprof;
 using namespace stallprof::report;
-using stallprof::testing::JsonValue;
+using stallprof::testing::Json;
+using stallprof::testing::Keys;
 using stallprof::testing::ParseJson;
 
 namespace {
@@ -122,53 +123,53 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   val.plan.cache.policy = model::CachePolicy::kStatic;
   const std::string json = RecommendJson(Report({Planned(), val}));
   CHECK_THAT(json, Catch::EndsWith("}\n"));
-  const JsonValue d = ParseJson(json);
-  CHECK(d.Keys() == std::vector<std::string>{"trace", "cores", "memory_bytes", "loaders"});
-  CHECK(d["trace"].string == "runs/t.pb");
-  CHECK(d["cores"].number == 8);
-  CHECK(d["memory_bytes"].number == 68719476736.0);
-  REQUIRE(d["loaders"].array.size() == 2);
-  const JsonValue& l = d["loaders"][0];
-  CHECK(l.Keys() == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "cache",
+  const Json d = ParseJson(json);
+  CHECK(Keys(d) == std::vector<std::string>{"trace", "cores", "memory_bytes", "loaders"});
+  CHECK(d.at("trace").get<std::string>() == "runs/t.pb");
+  CHECK(d.at("cores").get<double>() == 8);
+  CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
+  REQUIRE(d.at("loaders").size() == 2);
+  const Json& l = d.at("loaders").at(0);
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s", "measured_samples_per_s",
                                              "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
                                              "constraints", "assumptions"});
-  CHECK(l["loader"].string == "train");
-  CHECK(l["num_workers"].number == 4);
-  CHECK(l["prefetch_factor"].number == 2);
-  CHECK(l["dataloader"].string == DataLoaderLine(Planned().plan));
-  CHECK(l["cache"]["point"].string == "raw files");
-  CHECK(l["cache"]["policy"].string == "lru");
-  CHECK(l["cache"]["bytes"].number == 4294967296.0);
-  CHECK(l["cache"]["hit_ratio"].number == 0.4);
-  CHECK(l["predicted_samples_per_s"].number == 3200);
-  CHECK(l["lp_samples_per_s"].number == 3276.8);
-  CHECK(l["measured_samples_per_s"].number == 1600);
-  CHECK(l["speedup"].number == 2);
-  CHECK(l["bottleneck"].string == "cpu prep");
-  CHECK(l["binding"]["constraint"].string == "cores");
-  CHECK(l["binding"]["kind"].string == "cores");
-  CHECK(l["binding"]["shadow_price"].number == 436.9);
-  CHECK(l["advice"].string == "one more core adds 436.9 samples/s");
-  CHECK(l["prefetch_concurrency"].number == 5.12);
-  REQUIRE(l["constraints"].array.size() == 3);
-  CHECK(l["constraints"][0].Keys() == std::vector<std::string>{"name", "activity", "bound", "shadow_price"});
-  CHECK(l["constraints"][0]["name"].string == "cpu[decode]");
-  CHECK(l["constraints"][0]["shadow_price"].number == 1e-7);
-  CHECK(l["constraints"][2]["bound"].number == 6.8e10);
-  REQUIRE(l["assumptions"].array.size() == 1);
-  CHECK(l["assumptions"][0].string == "worker RSS unknown: taken as 0");
-  CHECK(d["loaders"][1]["loader"].string == "val");
-  CHECK(d["loaders"][1]["cache"]["point"].string == "decoded samples");
-  CHECK(d["loaders"][1]["cache"]["policy"].string == "static");
+  CHECK(l.at("loader").get<std::string>() == "train");
+  CHECK(l.at("num_workers").get<double>() == 4);
+  CHECK(l.at("prefetch_factor").get<double>() == 2);
+  CHECK(l.at("dataloader").get<std::string>() == DataLoaderLine(Planned().plan));
+  CHECK(l.at("cache").at("point").get<std::string>() == "raw files");
+  CHECK(l.at("cache").at("policy").get<std::string>() == "lru");
+  CHECK(l.at("cache").at("bytes").get<double>() == 4294967296.0);
+  CHECK(l.at("cache").at("hit_ratio").get<double>() == 0.4);
+  CHECK(l.at("predicted_samples_per_s").get<double>() == 3200);
+  CHECK(l.at("lp_samples_per_s").get<double>() == 3276.8);
+  CHECK(l.at("measured_samples_per_s").get<double>() == 1600);
+  CHECK(l.at("speedup").get<double>() == 2);
+  CHECK(l.at("bottleneck").get<std::string>() == "cpu prep");
+  CHECK(l.at("binding").at("constraint").get<std::string>() == "cores");
+  CHECK(l.at("binding").at("kind").get<std::string>() == "cores");
+  CHECK(l.at("binding").at("shadow_price").get<double>() == 436.9);
+  CHECK(l.at("advice").get<std::string>() == "one more core adds 436.9 samples/s");
+  CHECK(l.at("prefetch_concurrency").get<double>() == 5.12);
+  REQUIRE(l.at("constraints").size() == 3);
+  CHECK(Keys(l.at("constraints").at(0)) == std::vector<std::string>{"name", "activity", "bound", "shadow_price"});
+  CHECK(l.at("constraints").at(0).at("name").get<std::string>() == "cpu[decode]");
+  CHECK(l.at("constraints").at(0).at("shadow_price").get<double>() == 1e-7);
+  CHECK(l.at("constraints").at(2).at("bound").get<double>() == 6.8e10);
+  REQUIRE(l.at("assumptions").size() == 1);
+  CHECK(l.at("assumptions").at(0).get<std::string>() == "worker RSS unknown: taken as 0");
+  CHECK(d.at("loaders").at(1).at("loader").get<std::string>() == "val");
+  CHECK(d.at("loaders").at(1).at("cache").at("point").get<std::string>() == "decoded samples");
+  CHECK(d.at("loaders").at(1).at("cache").at("policy").get<std::string>() == "static");
 }
 
 TEST_CASE("In the recommend JSON an unknown measured throughput makes it and the speedup null") {
   auto l = Planned();
   l.plan.measured_samples_per_s = 0;
-  const JsonValue d = ParseJson(RecommendJson(Report({l})));
-  CHECK(d["loaders"][0]["measured_samples_per_s"].IsNull());
-  CHECK(d["loaders"][0]["speedup"].IsNull());
+  const Json d = ParseJson(RecommendJson(Report({l})));
+  CHECK(d.at("loaders").at(0).at("measured_samples_per_s").is_null());
+  CHECK(d.at("loaders").at(0).at("speedup").is_null());
 }
 
 TEST_CASE("The recommend JSON keeps its layout: spaces after commas and colons, 6 significant digits") {

@@ -9,7 +9,8 @@
 
 using namespace stallprof;
 using namespace stallprof::report;
-using stallprof::testing::JsonValue;
+using stallprof::testing::Json;
+using stallprof::testing::Keys;
 using stallprof::testing::ParseJson;
 
 namespace {
@@ -162,67 +163,67 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   report.cpu_fit = model::LinearFit{0.0012, 0.0005, 0.987, 2};
   const std::string json = WhatIfJson(report);
   CHECK_THAT(json, Catch::EndsWith("}\n"));
-  const JsonValue d = ParseJson(json);
-  CHECK(d.Keys() == std::vector<std::string>{"trace", "loaders", "cpu_fit"});
-  CHECK(d["trace"].string == "runs/t.pb");
-  CHECK(d["cpu_fit"].string == "worker CPU per batch = 1.20 ms + 500.0 us x batch size (least squares over 2 loaders, r2 0.99)");
-  REQUIRE(d["loaders"].array.size() == 1);
-  const JsonValue& l = d["loaders"][0];
-  CHECK(l.Keys() == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
+  const Json d = ParseJson(json);
+  CHECK(Keys(d) == std::vector<std::string>{"trace", "loaders", "cpu_fit"});
+  CHECK(d.at("trace").get<std::string>() == "runs/t.pb");
+  CHECK(d.at("cpu_fit").get<std::string>() == "worker CPU per batch = 1.20 ms + 500.0 us x batch size (least squares over 2 loaders, r2 0.99)");
+  REQUIRE(d.at("loaders").size() == 1);
+  const Json& l = d.at("loaders").at(0);
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
                                              "measured_whole_run_samples_per_s", "whole_run_model_error",
                                              "profiled_background_threads", "swept", "scenarios", "inputs"});
-  CHECK(l["loader"].string == "train");
-  CHECK(l["profiled_cores"].number == 2);
-  CHECK(l["measured_samples_per_s"].number == 400);
-  CHECK(l["model_error"].number == 0.05);
-  CHECK(l["swept"].string == "cores");
-  CHECK(l["baseline"]["samples_per_s"].number == 420);
-  CHECK(l["baseline"]["bottleneck"].string == "cpu prep");
-  REQUIRE(l["scenarios"].array.size() == 3);
+  CHECK(l.at("loader").get<std::string>() == "train");
+  CHECK(l.at("profiled_cores").get<double>() == 2);
+  CHECK(l.at("measured_samples_per_s").get<double>() == 400);
+  CHECK(l.at("model_error").get<double>() == 0.05);
+  CHECK(l.at("swept").get<std::string>() == "cores");
+  CHECK(l.at("baseline").at("samples_per_s").get<double>() == 420);
+  CHECK(l.at("baseline").at("bottleneck").get<std::string>() == "cpu prep");
+  REQUIRE(l.at("scenarios").size() == 3);
   for (size_t i = 0; i < 3; ++i) {
-    const JsonValue& s = l["scenarios"][i];
-    CHECK(s["cores"].number == (i == 0 ? 1 : i == 1 ? 2 : 4));
-    CHECK(s["workers"].number == 2);
-    CHECK(s["cache_policy"].string == "lru");
-    CHECK(s["first_epoch"].boolean == false);
-    CHECK(s["prediction"]["samples_per_s"].number == Approx(200.0 * s["cores"].number));
-    CHECK(s.Has("other_epoch") == (i == 2));
+    const Json& s = l.at("scenarios").at(i);
+    CHECK(s.at("cores").get<double>() == (i == 0 ? 1 : i == 1 ? 2 : 4));
+    CHECK(s.at("workers").get<double>() == 2);
+    CHECK(s.at("cache_policy").get<std::string>() == "lru");
+    CHECK(s.at("first_epoch").get<bool>() == false);
+    CHECK(s.at("prediction").at("samples_per_s").get<double>() == Approx(200.0 * s.at("cores").get<double>()));
+    CHECK(s.contains("other_epoch") == (i == 2));
   }
-  CHECK(l["scenarios"][0]["cache_bytes"].IsNull());
-  CHECK(l["scenarios"][2]["cache_bytes"].number == 1 << 30);
-  CHECK(l["scenarios"][2]["other_epoch"]["bottleneck"].string == "storage");
-  CHECK(l["scenarios"][0]["change"].number == -0.5);
-  const JsonValue& p = l["scenarios"][0]["prediction"];
-  CHECK(p.Keys() == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
+  CHECK(l.at("scenarios").at(0).at("cache_bytes").is_null());
+  CHECK(l.at("scenarios").at(2).at("cache_bytes").get<double>() == 1 << 30);
+  CHECK(l.at("scenarios").at(2).at("other_epoch").at("bottleneck").get<std::string>() == "storage");
+  CHECK(l.at("scenarios").at(0).at("change").get<double>() == -0.5);
+  const Json& p = l.at("scenarios").at(0).at("prediction");
+  CHECK(Keys(p) == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
                                              "prep_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
                                              "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s"});
-  CHECK(p["background_threads"].number == 0.5);
-  CHECK(p["whole_run_samples_per_s"].number == 300);
-  CHECK(p["startup_measured"].boolean);
-  REQUIRE(l["inputs"].array.size() == 2);
-  CHECK(l["inputs"][1].string == "storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
+  CHECK(p.at("background_threads").get<double>() == 0.5);
+  CHECK(p.at("whole_run_samples_per_s").get<double>() == 300);
+  CHECK(p.at("startup_measured").get<bool>());
+  REQUIRE(l.at("inputs").size() == 2);
+  CHECK(l.at("inputs").at(1).get<std::string>() == "storage bandwidth: 500.0 MiB/s (assumed, --disk-bw)");
 }
 
 TEST_CASE("In the what-if JSON an unknown measurement is null and an unbounded rate is -1") {
   WhatIfReport report = OneLoader(Swept(0));
-  const JsonValue d = ParseJson(WhatIfJson(report));
-  const JsonValue& l = d["loaders"][0];
-  CHECK(l["measured_samples_per_s"].IsNull());
-  CHECK(l["model_error"].IsNull());
-  CHECK(d["cpu_fit"].IsNull());
-  CHECK(l["baseline"]["r_fetch"].number == -1);
-  CHECK(l["baseline"]["r_compute"].number == 800);
+  const Json d = ParseJson(WhatIfJson(report));
+  const Json& l = d.at("loaders").at(0);
+  CHECK(l.at("measured_samples_per_s").is_null());
+  CHECK(l.at("model_error").is_null());
+  CHECK(d.at("cpu_fit").is_null());
+  CHECK(l.at("baseline").at("r_fetch").get<double>() == -1);
+  CHECK(l.at("baseline").at("r_compute").get<double>() == 800);
 }
 
 TEST_CASE("A figure that is not a number is null, so the what-if JSON still parses") {
   auto r = Swept();
   r.rows[0].prediction.stall_fraction = std::nan("");
   r.rows[0].change = std::nan("");
-  const JsonValue d = ParseJson(WhatIfJson(OneLoader(r)));
-  CHECK(d["loaders"][0]["scenarios"][0]["prediction"]["stall_fraction"].IsNull());
-  CHECK(d["loaders"][0]["scenarios"][0]["change"].IsNull());
+  const Json d = ParseJson(WhatIfJson(OneLoader(r)));
+  CHECK(d.at("loaders").at(0).at("scenarios").at(0).at("prediction").at("stall_fraction").is_null());
+  CHECK(d.at("loaders").at(0).at("scenarios").at(0).at("change").is_null());
 }
 
 TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 significant digits") {

@@ -1,8 +1,10 @@
-// Times the model's hot paths: the 100-stage pipeline LP (target < 50 ms),
-// Recommend on a loader, and the exact LRU simulation over 1e6 items.
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
+// Times the model's hot paths with Google Benchmark: the 100-stage pipeline LP
+// (target < 50 ms, checked by scripts/bench_model.sh), Recommend on a loader,
+// the exact LRU simulation over 1e6 items and the sampled cache model. One
+// iteration is one call; counters carry what the call computed, for context.
+#include <benchmark/benchmark.h>
+
+#include <string>
 #include <vector>
 
 #include "model/cache.h"
@@ -11,20 +13,8 @@
 using namespace stallprof::model;
 
 namespace {
-template <typename F>
-double MedianMs(int runs, F&& f) {
-  std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-}  // namespace
 
-int main() {
+PipelineLp HundredStageLp() {
   PipelineLp lp;
   for (int i = 0; i < 100; ++i) {
     const double cpu = 0.001 * (1 + i % 7);
@@ -36,11 +26,10 @@ int main() {
   lp.storage_bandwidth = 2e9;
   lp.storage_bytes_per_sample = 1e5;
   lp.max_samples_per_s = 5000;
-  double optimum = 0;
-  const double lp_ms = MedianMs(21, [&] { optimum = SolvePipelineLp(lp)->samples_per_s; });
-  std::printf("lp_100_stages_ms %.3f (target < 50; optimum %.1f samples/s, %zu rows)\n", lp_ms, optimum,
-              SolvePipelineLp(lp)->rows.size());
+  return lp;
+}
 
+LoaderProfile TrainLoader() {
   LoaderProfile p;
   p.name = "train";
   p.batch_size = 64;
@@ -55,21 +44,53 @@ int main() {
   p.dataset_items = 1000000;
   p.bytes_per_sample = {107374.0, true, "bench"};
   p.storage_bandwidth = {500e6, true, "bench"};
+  return p;
+}
+
+void BM_Lp100Stages(benchmark::State& state) {
+  const PipelineLp lp = HundredStageLp();
+  double optimum = 0;
+  size_t rows = 0;
+  for (auto _ : state) {
+    auto solution = SolvePipelineLp(lp);
+    optimum = solution->samples_per_s;
+    rows = solution->rows.size();
+  }
+  state.counters["optimum_samples_per_s"] = optimum;
+  state.counters["rows"] = static_cast<double>(rows);
+}
+BENCHMARK(BM_Lp100Stages)->Unit(benchmark::kMillisecond);
+
+// 1 + 4 x 2 cache choices, up to 2 LPs each.
+void BM_Recommend(benchmark::State& state) {
+  const LoaderProfile p = TrainLoader();
   RecommendOptions o;
   o.cores = 32;
   o.memory_bytes = 64ull << 30;
-  const double rec_ms = MedianMs(11, [&] { (void)Recommend(p, o); });
-  std::printf("recommend_ms %.3f (%d cache choices x up to 2 LPs)\n", rec_ms, 1 + 4 * 2);
-
-  std::vector<uint64_t> items(1000000, 100000);
-  double hit = 0;
-  const double exact_ms = MedianMs(3, [&] { hit = SimulateLruRandomHitRatio(items, 50000000000ull, 2, 1); });
-  std::printf("lru_exact_simulation_1e6_items_2_epochs_ms %.1f (hit %.4f, closed form %.4f)\n", exact_ms, hit,
-              DerivedLruRandomHitRatio(0.5));
-  LoaderProfile sized = p;
-  sized.item_bytes = items;
-  sized.dataset_bytes = 100000ull * 1000000;
-  const double model_ms = MedianMs(5, [&] { hit = *CacheHitRatio(sized, 50000000000ull, CachePolicy::kLru, false); });
-  std::printf("cache_hit_ratio_1e6_items_ms %.1f (sampled to 1e5 items; hit %.4f)\n", model_ms, hit);
-  return lp_ms < 50 ? 0 : 1;
+  for (auto _ : state) benchmark::DoNotOptimize(Recommend(p, o));
 }
+BENCHMARK(BM_Recommend)->Unit(benchmark::kMillisecond);
+
+void BM_LruExactSimulation1e6Items2Epochs(benchmark::State& state) {
+  const std::vector<uint64_t> items(1000000, 100000);
+  double hit = 0;
+  for (auto _ : state) hit = SimulateLruRandomHitRatio(items, 50000000000ull, 2, 1);
+  state.counters["hit"] = hit;
+  state.counters["closed_form"] = DerivedLruRandomHitRatio(0.5);
+}
+BENCHMARK(BM_LruExactSimulation1e6Items2Epochs)->Unit(benchmark::kMillisecond);
+
+// CacheHitRatio samples the 1e6 items down to 1e5.
+void BM_CacheHitRatio1e6Items(benchmark::State& state) {
+  LoaderProfile sized = TrainLoader();
+  sized.item_bytes.assign(1000000, 100000);
+  sized.dataset_bytes = 100000ull * 1000000;
+  double hit = 0;
+  for (auto _ : state) hit = *CacheHitRatio(sized, 50000000000ull, CachePolicy::kLru, false);
+  state.counters["hit"] = hit;
+}
+BENCHMARK(BM_CacheHitRatio1e6Items)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

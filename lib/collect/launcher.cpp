@@ -73,27 +73,34 @@ void RestoreDefaultSignals() {
   g_child_pgid = 0;
 }
 
-// ---- the hook: python dir and client library next to the binary ----
+// ---- the hook: python dir and client library, found from the binary's own place ----
 
 struct Hook {
   std::string python_dir;  // holds stallprof/ and bootstrap/
   std::string client_lib;  // libstallprof_client.so
 };
 
+// One rule for both layouts, relative to /proc/self/exe so that neither the
+// working directory nor the source tree matters:
+//   build tree: build/stallprof, build/libstallprof_client.so, build/python/
+//   installed:  <prefix>/bin/stallprof, <prefix>/<libdir>/libstallprof_client.so,
+//               <prefix>/<libdir>/stallprof/python/ (lib/client/CMakeLists.txt)
+// STALLPROF_BINDIR_TO_LIBDIR is <libdir> relative to <bindir> (lib/collect/CMakeLists.txt).
 std::optional<Hook> FindHook(std::string& looked_in) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
   const fs::path dir = exe.parent_path();
-  // Build tree: build/stallprof beside build/libstallprof_client.so and build/python/.
-  // Installed: <prefix>/bin/stallprof and <prefix>/lib/stallprof/.
-  for (const fs::path& base : {dir, dir.parent_path() / "lib" / "stallprof"}) {
-    const fs::path lib = base / "libstallprof_client.so";
-    const fs::path py = base / "python";
+  const fs::path libdir = (dir / STALLPROF_BINDIR_TO_LIBDIR).lexically_normal();
+  const std::pair<fs::path, fs::path> layouts[] = {
+      {dir / "libstallprof_client.so", dir / "python"},
+      {libdir / "libstallprof_client.so", libdir / "stallprof" / "python"},
+  };
+  for (const auto& [lib, py] : layouts) {
     if (fs::exists(lib, ec) && fs::exists(py / "bootstrap", ec))
       return Hook{fs::weakly_canonical(py, ec).string(), fs::weakly_canonical(lib, ec).string()};
     if (!looked_in.empty()) looked_in += " and ";
-    looked_in += base.string();
+    looked_in += py.parent_path().string();
   }
   return std::nullopt;
 }

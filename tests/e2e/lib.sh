@@ -29,3 +29,12 @@ PY
   "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 0.25 else 1)" "$busy" ||
     skip "other processes kept $(awk -v b="$busy" 'BEGIN{printf "%.0f%%", b*100}') of the CPUs busy: timed runs cannot be compared against them"
 }
+# install_stallprof PREFIX: `cmake --install` of the tested build into PREFIX
+# (what a user gets); sets INSTALLED_LIBDIR to PREFIX/<libdir>.
+install_stallprof() {
+  cmake --install "$STALLPROF_BUILD_DIR" --prefix "$1" >"$TMP/install.log" 2>&1 ||
+    { cat "$TMP/install.log" >&2; fail "cmake --install into $1 failed"; }
+  local libdir
+  libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$STALLPROF_BUILD_DIR/CMakeCache.txt")
+  INSTALLED_LIBDIR="$1/${libdir:-lib}"
+}
