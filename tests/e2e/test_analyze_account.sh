@@ -48,7 +48,10 @@ wall_matches='assert abs(l["account"]["whole_run"]["wall_s"] - s["wall_s"]) <= 0
 record sleep sleep --sleep-ms 20 --step-ms 5 --items 60
 check sleep '
 assert l["bottleneck"] == "other_blocking"
-assert a["storage"] == 0 and w["storage"] == 0
+# The sleep is never storage. A worker may still read a module from the device
+# once its page cache was dropped by a test beside this one: real storage, a
+# millisecond (seen: 1.0 ms against 290 ms of sleeping).
+assert a["storage"] <= 0.02 * a["other_blocking"] and w["storage"] <= 0.02 * w["other_blocking"], (a["storage"], w["storage"])
 assert 0.0025 <= a["other_blocking"] / n <= 0.0075, a["other_blocking"] / n
 '"$wall_matches"
 
