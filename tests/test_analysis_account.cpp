@@ -369,3 +369,33 @@ TEST_CASE("Without fault counts or system CPU the figures are unknown, not zero"
   CHECK(older.worker_faults_per_batch == -1);
   CHECK(older.fetch_kernel_share == Approx(8.0 / 19));
 }
+
+TEST_CASE("A training step that faults thousands of pages gets the allocator advice on its compute line") {
+  // SlowWorker's loop: 20 steps of a 0.25 ms wait + 10 ms compute from 1000 ms
+  // (not input-bound); the main process (pid 100) is sampled from 900 ms to
+  // 1220 ms with its faults growing evenly, 6000 (or 100) x 24 in all: 0.77 x
+  // that per step over the 205 ms of the steps.
+  TraceBuilder b;
+  b.trace = SlowWorker(kMs / 4, kMs / 8, 0);
+  const auto main_series = [](uint64_t faults_per_step) {
+    ProcessSeries s;
+    s.pid = 100;
+    s.t_ns = {900 * kMs, 1000 * kMs + 20 * 11 * kMs};
+    s.cpu_ns = s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = {0, 0};
+    s.threads = {1, 1};
+    s.minor_faults = {0, 24 * faults_per_step};
+    return s;
+  };
+  b.trace.process_series.push_back(main_series(6000));
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  CHECK(l.main_faults_per_batch == Approx(6000 * 24 * 205.0 / 320 / 20).epsilon(0.01));
+  CHECK_THAT(l.account_steady.Line(Cause::kCompute).evidence, Catch::Contains("pages per step"));
+  REQUIRE(l.bottleneck == Cause::kCompute);
+  CHECK_THAT(l.advice.front(), Catch::Contains("GLIBC_TUNABLES"));
+
+  b.trace.process_series.back() = main_series(100);
+  const auto quiet = Analyze(b.trace, {});
+  CHECK(OnlyLoader(quiet).main_faults_per_batch < 4096);
+  CHECK_THAT(OnlyLoader(quiet).advice.front(), !Catch::Contains("GLIBC_TUNABLES"));
+}

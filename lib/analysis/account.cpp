@@ -76,11 +76,18 @@ namespace {
 constexpr double kNs = 1e-9;
 constexpr size_t kN = kCauseCount;
 // Worker CPU with at least this kernel share and this many page faults per
-// batch (1 MiB of 4 KiB pages faulted back each batch) gets the allocator
-// advice. The decode workload on this VM: 27% kernel and ~5000 faults per
-// batch in the slow runs, 13% and ~900 with fixed malloc thresholds.
+// batch (4 MiB of 4 KiB pages faulted each batch) gets the allocator advice.
+// Measured on this VM: the ImageFolder decode's worker 31-35% kernel and
+// 4200-5400 faults per batch in its slow runs, 11-22% and 200-860 in its fast
+// ones; the demo's val worker with fixed thresholds 26% and 404 (collating
+// into a new shared-memory segment faults the batch's own pages each time,
+// which no allocator setting removes).
 constexpr double kKernelHeavyShare = 0.25;
-constexpr double kFaultsHeavyPerBatch = 256;
+constexpr double kFaultsHeavyPerBatch = 1024;
+// A step that faults this many pages (16 MiB) gets the allocator advice on its
+// compute line. The bundled demo's CNN step: 2.5x faster with fixed malloc
+// thresholds (1135 against 446 samples/s, bench_overhead.sh 6 demo).
+constexpr double kMainFaultsHeavyPerBatch = 4096;
 using Weights = std::array<double, kN>;
 size_t I(Cause c) { return static_cast<size_t>(c); }
 
@@ -329,6 +336,28 @@ double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fe
   return batches ? faults / static_cast<double>(batches) : -1;
 }
 
+// Minor page faults of the loader's own process per step (next() plus the
+// compute after it), over the iterations between its first and last sample.
+// It includes whatever else the process's threads did meanwhile. -1 without
+// fault counts.
+double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
+  const ProcessSeries* series = nullptr;
+  for (const auto& s : trace.process_series)
+    if (s.pid == loader.pid && s.minor_faults.size() >= 2 && s.minor_faults.size() == s.t_ns.size()) series = &s;
+  if (!series || loader.iterations.empty()) return -1;
+  // The faults between the first and last iteration inside the sampled window, interpolated at their ends.
+  uint64_t from = 0, to = 0, steps = 0;
+  for (const Iteration& it : loader.iterations) {
+    if (it.wait_start_ns < series->t_ns.front() || it.compute_end_ns > series->t_ns.back() || it.compute_unknown) continue;
+    if (steps == 0) from = it.wait_start_ns;
+    to = it.compute_end_ns;
+    ++steps;
+  }
+  if (steps < 2) return -1;
+  const double faults = SeriesAt(series->t_ns, series->minor_faults, to) - SeriesAt(series->t_ns, series->minor_faults, from);
+  return std::max(0.0, faults) / static_cast<double>(steps);
+}
+
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
 std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
 
@@ -355,6 +384,8 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         line.evidence = fmt::format("main loop between next() calls, {} per batch x {} batches", Ms(ns_per_batch), l.batches);
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
+        if (loader.main_faults_per_batch >= 0)
+          line.evidence += fmt::format("; the training process faulted {:.0f} pages per step", loader.main_faults_per_batch);
         break;
       case Cause::kPrep:
         line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
@@ -501,8 +532,16 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
     case Cause::kStallprof:
       return fmt::format("stallprof's own cost ({}): the job is faster than the trace says, by {:.1f} us per batch", share,
                          a.batches ? line.seconds / a.batches * 1e6 : 0.0);
-    case Cause::kCompute:
-      return fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
+    case Cause::kCompute: {
+      std::string advice = fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
+      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
+        advice += fmt::format(
+            "; the training process faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and "
+            "faults them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
+            "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
+            l.main_faults_per_batch);
+      return advice;
+    }
   }
   return {};
 }
@@ -588,6 +627,7 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   const FetchMeans means = MeansOf(fetches);
   loader.fetch_kernel_share = KernelShare(fetches);
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
+  loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
   loader.account_all = Finish(all, c, means, loader, true, loader.persistent_saving_s, miss_cpu_s_per_batch, cores);
   loader.account_steady = loader.steady_fallback ? loader.account_all
                                                  : Finish(steady, c, means, loader, false, 0, miss_cpu_s_per_batch, cores);

@@ -227,6 +227,9 @@ struct LoaderAnalysis {
   // Minor page faults of the worker processes per batch they fetched (/proc
   // sampler); -1 without workers or where the trace has no fault counts.
   double worker_faults_per_batch = -1;
+  // Minor page faults of the loader's own process per step (next() + compute);
+  // -1 where the trace has no fault counts.
+  double main_faults_per_batch = -1;
   std::vector<std::string> advice; // one per significant cause, bottleneck first
   StallSplit split;
   double samples = 0;              // iterations x batch_size
