@@ -16,6 +16,14 @@
 # build in the same rotation (e.g. the hook before a change against after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every side runs with fixed malloc thresholds: under glibc's dynamic ones the
+# demo falls at random into refaulting its freed tensors (bare runs measured
+# 342 to 484 samples/s in one series, and 1135 with fixed thresholds), a
+# lottery larger than the overhead measured here. BENCH_DEFAULT_MALLOC=1 keeps
+# glibc's defaults.
+if [ "${BENCH_DEFAULT_MALLOC:-0}" != 1 ]; then
+  export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+fi
 PAIRS=${1:-10}
 WORKLOADS=${2:-demo fast}
 SP=${STALLPROF_BIN:-build/stallprof}
