@@ -399,3 +399,23 @@ TEST_CASE("A training step that faults thousands of pages gets the allocator adv
   CHECK(OnlyLoader(quiet).main_faults_per_batch < 4096);
   CHECK_THAT(OnlyLoader(quiet).advice.front(), !Catch::Contains("GLIBC_TUNABLES"));
 }
+
+TEST_CASE("The step's page faults get the allocator advice when the loader is input-bound too") {
+  // SlowWorker's loop with 20 ms waits (input-bound, prep/other blocking) and a main process faulting 6000 pages a step.
+  TraceBuilder b;
+  b.trace = SlowWorker(20 * kMs, kMs, 0);
+  ProcessSeries s;
+  s.pid = 100;
+  s.t_ns = {900 * kMs, 1000 * kMs + 20 * 31 * kMs};
+  s.cpu_ns = s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = {0, 0};
+  s.threads = {1, 1};
+  s.minor_faults = {0, 30 * 6000};
+  b.trace.process_series.push_back(s);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.bottleneck != Cause::kCompute);
+  CHECK(l.main_faults_per_batch > 4096);
+  bool advised = false;
+  for (const auto& advice : l.advice) advised = advised || advice.find("pages per step") != std::string::npos;
+  CHECK(advised);
+}

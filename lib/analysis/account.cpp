@@ -490,6 +490,15 @@ double StallOf(const Account& a) {
   return denominator > 0 ? std::max(0.0, (a.wall_s - a.Seconds(Cause::kCompute) - a.Seconds(Cause::kStallprof)) / denominator) : 0;
 }
 
+// The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
+std::string StepFaultsAdvice(const LoaderAnalysis& l) {
+  return fmt::format(
+      "the training process faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and faults "
+      "them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
+      "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
+      l.main_faults_per_batch);
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
@@ -534,12 +543,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                          a.batches ? line.seconds / a.batches * 1e6 : 0.0);
     case Cause::kCompute: {
       std::string advice = fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
-      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
-        advice += fmt::format(
-            "; the training process faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and "
-            "faults them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
-            "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
-            l.main_faults_per_batch);
+      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch) advice += "; " + StepFaultsAdvice(l);
       return advice;
     }
   }
@@ -659,6 +663,8 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
     }
     if (!loader.steady_fallback && loader.bottleneck != Cause::kStartup && loader.account_all.Line(Cause::kStartup).share >= 0.05)
       loader.advice.push_back(AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)");
+    if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
+      loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
   }
 
   // The DS-Analyzer split as a view of the steady account.
