@@ -56,7 +56,10 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, const std::vector<uin
   // residual variance of c_i - r w_i, scaled by its share of the mean wall)
   // plus the ratio's own uncertainty (W_u^2 s_e^2 / (n wbar^2)).
   double cpu_var = 0, delay_var = 0;
-  for (const auto& [thread, k] : skipped) {
+  for (const auto& entry : skipped) {
+    // Not a structured binding: clang 14 (the fuzz job's) cannot capture one in the lambda below.
+    const uint32_t thread = entry.first;
+    const auto& k = entry.second;
     const Ratio* r = RatioOf(thread);
     if (!r) continue;
     sums_.estimated += k.second;
