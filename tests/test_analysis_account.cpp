@@ -319,6 +319,18 @@ TEST_CASE("The main thread's run-queue delay in next() outside the fetch span is
 
 namespace {
 
+// Process `pid` sampled at `from` and `to`, its minor faults rising from
+// `faults_from` to `faults_to` (no fault counts when faults_to < 0).
+ProcessSeries SampledProcess(uint32_t pid, uint64_t from, uint64_t to, uint64_t faults_from, int64_t faults_to) {
+  ProcessSeries s;
+  s.pid = pid;
+  s.t_ns = {from, to};
+  s.cpu_ns = s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = {0, 0};
+  s.threads = {1, 1};
+  if (faults_to >= 0) s.minor_faults = {faults_from, static_cast<uint64_t>(faults_to)};
+  return s;
+}
+
 // SlowWorker's fetches, each with a system_cpu span of `kernel` ns, and the
 // worker process (pid 201) sampled from `from` to `to` with `faults` minor
 // page faults in between (no fault counts when faults < 0).
@@ -327,13 +339,7 @@ Trace FaultingWorker(uint64_t kernel, int64_t faults, uint64_t from, uint64_t to
   TraceBuilder b;
   b.trace = std::move(t);
   for (uint64_t i = 0; i < 20; ++i) b.Span(1, names::kSystemCpu, 1000 * kMs + i * 30 * kMs, 20 * kMs + kUs, 1, kernel);
-  ProcessSeries worker;
-  worker.pid = 201;
-  worker.t_ns = {from, to};
-  worker.cpu_ns = worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = {0, 0};
-  worker.threads = {1, 1};
-  if (faults >= 0) worker.minor_faults = {1000, 1000 + static_cast<uint64_t>(faults)};
-  b.trace.process_series.push_back(worker);
+  b.trace.process_series.push_back(SampledProcess(201, from, to, 1000, faults < 0 ? -1 : 1000 + faults));
   return std::move(b.trace);
 }
 
@@ -377,14 +383,8 @@ TEST_CASE("A training step that faults thousands of pages gets the allocator adv
   // that per step over the 205 ms of the steps.
   TraceBuilder b;
   b.trace = SlowWorker(kMs / 4, kMs / 8, 0);
-  const auto main_series = [](uint64_t faults_per_step) {
-    ProcessSeries s;
-    s.pid = 100;
-    s.t_ns = {900 * kMs, 1000 * kMs + 20 * 11 * kMs};
-    s.cpu_ns = s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = {0, 0};
-    s.threads = {1, 1};
-    s.minor_faults = {0, 24 * faults_per_step};
-    return s;
+  const auto main_series = [](int64_t faults_per_step) {
+    return SampledProcess(100, 900 * kMs, 1000 * kMs + 20 * 11 * kMs, 0, 24 * faults_per_step);
   };
   b.trace.process_series.push_back(main_series(6000));
   const auto result = Analyze(b.trace, {});
@@ -404,13 +404,7 @@ TEST_CASE("The step's page faults get the allocator advice when the loader is in
   // SlowWorker's loop with 20 ms waits (input-bound, prep/other blocking) and a main process faulting 6000 pages a step.
   TraceBuilder b;
   b.trace = SlowWorker(20 * kMs, kMs, 0);
-  ProcessSeries s;
-  s.pid = 100;
-  s.t_ns = {900 * kMs, 1000 * kMs + 20 * 31 * kMs};
-  s.cpu_ns = s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = {0, 0};
-  s.threads = {1, 1};
-  s.minor_faults = {0, 30 * 6000};
-  b.trace.process_series.push_back(s);
+  b.trace.process_series.push_back(SampledProcess(100, 900 * kMs, 1000 * kMs + 20 * 31 * kMs, 0, 30 * 6000));
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
   REQUIRE(l.bottleneck != Cause::kCompute);
