@@ -133,8 +133,8 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order){}",
                            p.batch_costs.size(), FormatSeconds(p.produce_p99_s),
                            p.workers == 0 ? "; measured in the main thread (num_workers=0), taken as a worker's: a worker "
-                                            "may need more (collating into shared memory, cold caches; 1.25-1.44x on the "
-                                            "ImageFolder decode in docs/model.md); a profile with one worker measures it"
+                                            "may need more (collating into shared memory, cold caches; see "
+                                            "the decode case in docs/model.md); a profile with one worker measures it"
                                           : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers) "
