@@ -154,6 +154,9 @@ TEST_CASE("Epoch start-up is iterator creation, the first batch and the shutdown
   CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(4 * 0.100));
   // persistent_workers=True: no start-up in epochs 1-3 (70 ms each) and no shutdowns (4 x 20 ms).
   CHECK(l.persistent_saving_s == Approx(3 * 0.070 + 4 * 0.020));
+  // Each epoch's stall is its own account's: all but the 4 x 2 ms of compute
+  // (wait / step would leave out iterator creation and the shutdown: 0.863).
+  for (const auto& epoch : l.epochs) CHECK(epoch.stall_fraction == Approx(1 - 8.0 / 108.3).epsilon(1e-6));
   CHECK(l.bottleneck == Cause::kStartup);
   CHECK(l.verdict == Verdict::kHighlyInputBound);
   REQUIRE_FALSE(l.advice.empty());

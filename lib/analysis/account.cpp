@@ -485,9 +485,16 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
   return a;
 }
 
-double StallOf(const Account& a) {
-  const double denominator = a.wall_s - a.Seconds(Cause::kStallprof);
-  return denominator > 0 ? std::max(0.0, (a.wall_s - a.Seconds(Cause::kCompute) - a.Seconds(Cause::kStallprof)) / denominator) : 0;
+// The stall fraction of an account: (wall - compute - stallprof) / (wall - stallprof).
+double StallOf(double wall, double compute, double stallprof) {
+  const double denominator = wall - stallprof;
+  return denominator > 0 ? std::max(0.0, (wall - compute - stallprof) / denominator) : 0;
+}
+double StallOf(const Account& a) { return StallOf(a.wall_s, a.Seconds(Cause::kCompute), a.Seconds(Cause::kStallprof)); }
+double StallOf(const Ledger& l) {
+  int64_t wall = 0;
+  for (int64_t v : l.ns) wall += v;
+  return StallOf(static_cast<double>(wall), static_cast<double>(l.ns[I(Cause::kCompute)]), static_cast<double>(l.ns[I(Cause::kStallprof)]));
 }
 
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
@@ -584,26 +591,30 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   c.worker_fetch_of_batch.Sort();
 
   Ledger all, steady;
+  // Each epoch's own whole-run account, for its stall fraction (start-up included).
+  std::vector<Ledger> epochs(loader.epochs.size());
   for (size_t i = 0; i < loader.iterations.size(); ++i) {
     const Iteration& it = loader.iterations[i];
     const EpochStats& epoch = loader.epochs[it.epoch];
     const bool first = it.index_in_epoch == 0;
     const bool last = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
-    if (first) {
-      all.epochs++;
-      const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
-      all.Add(Cause::kStartup, create);
-      all.startup_create += create;
-      const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
-      all.Add(Cause::kCompute, before);
-      all.before_first_next += before;
-    }
-    AccountWait(c, it, first && loader.config.num_workers > 0, all);
-    AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), all);
-    if (last && epoch.has_end_call) {
-      const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
-      all.Add(Cause::kStartup, shutdown);
-      all.startup_shutdown += shutdown;
+    for (Ledger* l : {&all, &epochs[it.epoch]}) {
+      if (first) {
+        l->epochs++;
+        const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
+        l->Add(Cause::kStartup, create);
+        l->startup_create += create;
+        const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
+        l->Add(Cause::kCompute, before);
+        l->before_first_next += before;
+      }
+      AccountWait(c, it, first && loader.config.num_workers > 0, *l);
+      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), *l);
+      if (last && epoch.has_end_call) {
+        const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
+        l->Add(Cause::kStartup, shutdown);
+        l->startup_shutdown += shutdown;
+      }
     }
     if (it.steady) {
       AccountWait(c, it, false, steady);
@@ -636,6 +647,7 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   loader.account_steady = loader.steady_fallback ? loader.account_all
                                                  : Finish(steady, c, means, loader, false, 0, miss_cpu_s_per_batch, cores);
   const Account& a = loader.account_steady;
+  for (size_t e = 0; e < epochs.size(); ++e) loader.epochs[e].stall_fraction = StallOf(epochs[e]);
   loader.stall_fraction = StallOf(a);
   loader.stall_fraction_all = StallOf(loader.account_all);
   loader.verdict = Classify(loader.stall_fraction);

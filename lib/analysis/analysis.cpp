@@ -266,11 +266,6 @@ void FillSummaries(LoaderAnalysis& loader) {
 void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   const auto& sys = trace.system;
   bool has_system = sys.t_ns.size() >= 2;
-  std::vector<double> wait(loader.epochs.size(), 0), step(loader.epochs.size(), 0);
-  for (const auto& it : loader.iterations) {
-    wait[it.epoch] += it.wait_s;
-    step[it.epoch] += it.step_s;
-  }
   loader.samples = 0;
   loader.active_s = 0;
   for (size_t e = 0; e < loader.epochs.size(); ++e) {
@@ -282,7 +277,7 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     epoch.samples = samples;
     epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs;
     epoch.samples_per_s = epoch.seconds > 0 ? samples / epoch.seconds : 0;
-    epoch.stall_fraction = step[e] > 0 ? wait[e] / step[e] : 0;
+    // stall_fraction: from the epoch's own account (FillAccount).
     loader.samples += samples;
     loader.active_s += epoch.seconds;
     epoch.has_system = has_system && epoch.start_ns >= sys.t_ns.front() && epoch.end_ns <= sys.t_ns.back();
