@@ -106,6 +106,66 @@ TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
   CHECK(profiles->front().storage_bandwidth.value == Approx(400.0));
 }
 
+namespace {
+// Two workers taking turns: batch i is fetched by worker i % 2 in the 40 ms
+// before next() i returns (2 ms of CPU, 38 ms off CPU reading 4 MiB from the
+// device); steps of 20 ms (18 ms wait, 2 ms compute). The sampler's disk
+// counter bursts at 800 MiB/s once.
+TraceBuilder TwoReadingWorkers() {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "batch_size", 4);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 60;
+  spec.wait = 18 * kMs;
+  spec.compute = 2 * kMs;
+  AddLoop(b, spec);
+  uint32_t workers[2];
+  for (uint32_t w = 0; w < 2; ++w) {
+    b.Process(201 + w, 100);
+    workers[w] = b.Thread(201 + w, 201 + w);
+  }
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t returned = spec.start + i * 20 * kMs + 18 * kMs;
+    const uint64_t start = returned - std::min<uint64_t>(returned - spec.start, 40 * kMs);
+    const uint64_t produce = returned - start;
+    b.Span(workers[i % 2], names::kFetch, start, produce, 1, i, 2 * kMs, 0);
+    b.Span(workers[i % 2], names::kReadStorage, start, produce + 1000, 1, 4 << 20);
+    b.Span(workers[i % 2], names::kReadCalls, start, produce + 1000, 1, 4 << 20);
+  }
+  b.trace.system.t_ns = {0, spec.start, spec.start + 100 * kMs, spec.start + 2000 * kMs};
+  b.trace.system.disk_read_bytes = {0, 0, 80 << 20, 240 << 20};
+  return b;
+}
+}  // namespace
+
+TEST_CASE("Workers that read from the device at once plan with the rate they got, not the disk's burst") {
+  const auto analysis = Analyze(TwoReadingWorkers().trace, {});
+  REQUIRE(analysis.ok());
+  const auto& loader = analysis->loaders.front();
+  // 4 MiB every 20 ms step; 2 x 38 ms off CPU per 40 ms: 1.9 reads in flight.
+  CHECK(loader.storage_read_rate == Approx(200.0 * (1 << 20)));
+  CHECK(loader.storage_reads_in_flight == Approx(1.9));
+  const auto profiles = MeasureProfiles(TwoReadingWorkers().trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().storage_bandwidth.value == Approx(200.0 * (1 << 20)));
+  CHECK_THAT(profiles->front().storage_bandwidth.source, Catch::Contains("in flight"));
+}
+
+TEST_CASE("Reads less than one in flight leave the storage bandwidth at the disk's peak rate") {
+  TraceBuilder b = TwoReadingWorkers();
+  // Each full fetch now 30 ms on CPU, 10 ms off: 2 x 10 / 40 = 0.5 in flight.
+  auto& s = b.trace.spans;
+  const auto fetch = *b.trace.FindString(names::kFetch);
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s.name[i] == fetch && s.duration_ns[i] == 40 * kMs) s.cpu_ns[i] = 30 * kMs;
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().storage_bandwidth.value == Approx(800.0 * (1 << 20)));
+}
+
 TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
   TraceBuilder b;
   b.Process(100, 1);

@@ -87,6 +87,21 @@ TEST_CASE("Storage bandwidth caps the rate by bytes read per uncached sample") {
   CHECK(Predict(p, faster)->bottleneck == Bottleneck::kCompute);
 }
 
+TEST_CASE("An epoch's reads take at least its bytes over the storage bandwidth, start-up added") {
+  LoaderProfile p = BaseProfile();
+  p.bytes_per_sample = {1e6, true, "read_bytes"};
+  p.storage_bandwidth = {2e7, true, "observed"};  // 20 samples/s: 2 batches a second
+  p.epochs = 2;
+  p.batches_per_epoch = 10;
+  p.startup_first_s = 1.0;
+  p.startup_later_s = 1.0;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->samples_per_s == Approx(20));
+  // Per epoch 1 s start-up and 100 samples at 20 samples/s.
+  CHECK(r->whole_run_samples_per_s == Approx(200 / (2 * (1.0 + 5.0))).epsilon(1e-3));
+}
+
 TEST_CASE("With no workers the main process fetches serially and all fetch and prep time is stall") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;

@@ -559,7 +559,34 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 
 }  // namespace
 
+// The steady iterations' device reads by worker fetches: the rate and the reads
+// in flight (a fetch counts where it ends: in a steady iteration's step).
+void FillStorageRate(const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+  loader.storage_read_rate = loader.storage_reads_in_flight = 0;
+  if (loader.config.num_workers == 0) return;
+  std::vector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
+  double window_ns = 0;
+  for (const Iteration& it : loader.iterations)
+    if ((it.steady || loader.steady_fallback) && it.compute_end_ns > it.wait_start_ns) {
+      steps.emplace_back(it.wait_start_ns, it.compute_end_ns);
+      window_ns += static_cast<double>(it.compute_end_ns - it.wait_start_ns);
+    }
+  if (steps.empty() || window_ns <= 0) return;
+  std::sort(steps.begin(), steps.end());
+  double bytes = 0, off_cpu_ns = 0;
+  for (const FetchFact& f : fetches) {
+    if (f.pid == loader.pid || f.device_bytes <= 0 || !f.has_cpu) continue;
+    auto step = std::upper_bound(steps.begin(), steps.end(), std::make_pair(f.end_ns, UINT64_MAX));
+    if (step == steps.begin() || f.end_ns >= (step - 1)->second) continue;
+    bytes += static_cast<double>(f.device_bytes);
+    off_cpu_ns += std::max(0.0, static_cast<double>(f.end_ns - f.start_ns) - static_cast<double>(f.cpu_ns + f.delay_ns));
+  }
+  loader.storage_read_rate = bytes / (window_ns * kNs);
+  loader.storage_reads_in_flight = off_cpu_ns / window_ns;
+}
+
 void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+  FillStorageRate(fetches, loader);
   Context c{loader, fetches};
   c.hook = ReadHookCost(trace, loader.pid);
   // Reading the counters costs only on the spans the budget sampled: on

@@ -230,6 +230,12 @@ struct LoaderAnalysis {
   // Minor page faults of the loader's own process per step (next() + compute);
   // -1 where the trace has no fault counts.
   double main_faults_per_batch = -1;
+  // The workers' own reads from the storage device over the steady
+  // iterations: bytes/s (0 = none) and the reads in flight on average (their
+  // fetches' off-CPU time over the same time). More than one in flight: the
+  // workers shared the storage, and this rate is what it gave them.
+  double storage_read_rate = 0;
+  double storage_reads_in_flight = 0;
   std::vector<std::string> advice; // one per significant cause, bottleneck first
   StallSplit split;
   double samples = 0;              // iterations x batch_size

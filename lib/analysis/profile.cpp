@@ -1,5 +1,7 @@
 #include "profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -163,7 +165,15 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     if (dt > 0 && sys.disk_read_bytes[i] >= sys.disk_read_bytes[i - 1])
       peak = std::max(peak, (sys.disk_read_bytes[i] - sys.disk_read_bytes[i - 1]) / dt);
   }
-  if (peak > 0)
+  // Workers that read from the device more than one at a time on average
+  // shared its bandwidth: what they got is the rate to plan with, not the
+  // disk's burst peak (a throttled or networked volume, another job's reads).
+  if (loader.storage_reads_in_flight >= 1 && loader.storage_read_rate > 0)
+    p.storage_bandwidth = {loader.storage_read_rate, true,
+                           fmt::format("the workers' own reads from the device over the steady state, {:.1f} in flight "
+                                       "on average: the bandwidth they shared (peak disk read rate {:.1f} MiB/s)",
+                                       loader.storage_reads_in_flight, peak / (1 << 20))};
+  else if (peak > 0)
     p.storage_bandwidth = {peak, true, "peak disk read rate (/proc/diskstats)"};
   else
     p.storage_bandwidth = {0, false, "not measured: no disk reads during the run (data was in the page cache)"};

@@ -255,7 +255,10 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   SimConfig epoch = config;
   epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));
   const SimResult epoch_sim = SimulateLoader(epoch);
-  const double epoch_s = epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s;
+  // An epoch's reads take at least its bytes over the storage bandwidth (the
+  // simulation's workers read independently; the cap is the shared device).
+  const double epoch_s = std::max(epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
+                                  per_epoch * b / r_bandwidth);
   const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later;
   out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later) / epochs;
   out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
