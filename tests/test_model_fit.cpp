@@ -93,6 +93,24 @@ TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the re
   CHECK_THAT(collinear.error().message, Catch::Contains("in step"));
 }
 
+TEST_CASE("A read-cost fit whose slope the CPU's noise hides is refused, not taken as its noisy value") {
+  // A cold run with a few hits: 7 or 8 MiB from storage a batch, 0.5 ms per
+  // MiB missed, and +-2 ms of CPU noise (a busy machine) that does not follow the misses.
+  std::vector<ReadSample> rows;
+  for (int i = 0; i < 40; ++i) {
+    const double storage = (i % 2 ? 8 : 7) * 1048576.0;
+    const double noise = (i % 3 == 0 ? 2e-3 : i % 3 == 1 ? -2e-3 : 0);
+    rows.push_back({0.003 + 0.0005 * storage / 1048576.0 + noise, storage, 8 * 1048576.0});
+  }
+  const auto fit = FitReadCost(rows);
+  REQUIRE_FALSE(fit.ok());
+  CHECK_THAT(fit.error().message, Catch::Contains("not determined"));
+  // The same misses without the noise: the slope is determined.
+  for (int i = 0; i < 40; ++i) rows[static_cast<size_t>(i)].cpu_s = 0.003 + 0.0005 * rows[static_cast<size_t>(i)].storage_bytes / 1048576.0;
+  REQUIRE(FitReadCost(rows).ok());
+  CHECK(FitReadCost(rows)->cpu_s_per_storage_byte * 1048576.0 == Approx(0.0005));
+}
+
 TEST_CASE("A negative miss slope from noise is taken as misses costing no CPU") {
   const auto fit = FitReadCost(ReadRows(0.004, -0.0001, 4, 8, 8));
   REQUIRE(fit.ok());

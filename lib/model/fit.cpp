@@ -1,6 +1,7 @@
 #include "model/fit.h"
 
 #include <Eigen/Dense>
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -83,10 +84,22 @@ Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows) {
   const Eigen::VectorXd coef = a.colPivHouseholderQr().solve(cpu);
   ReadCostFit fit;
   fit.points = rows.size();
+  const double residual = (a * coef - cpu).squaredNorm();
+  const double total = (cpu.array() - cpu.mean()).square().sum();
+  fit.r2 = total > 0 ? 1 - residual / total : 1;
+  // The slope's 95% interval: when it is wider than the slope itself, the
+  // bytes' spread was too small against the CPU's noise (a cold run with a
+  // few hits, a busy machine) and the fit says nothing about a miss.
+  const auto dof = static_cast<double>(n - a.cols());
+  const Eigen::MatrixXd gram = a.transpose() * a;
+  const double variance = dof > 0 ? residual / dof * gram.inverse()(1, 1) : 0;
+  const double half_width = 1.96 * std::sqrt(std::max(0.0, variance));
+  if (!(half_width <= std::abs(coef(1))))
+    return UnsupportedError(fmt::format("the fit of CPU against the bytes read from storage is not determined ({:.3g} "
+                                        "+- {:.3g} ns/byte, 95%): the misses varied too little against the CPU's noise",
+                                        coef(1) * 1e9, half_width * 1e9));
   // A miss never makes a read cheaper, and never costs more than all the CPU.
   fit.cpu_s_per_storage_byte = std::clamp(coef(1), 0.0, cpu.mean() / storage.mean());
-  const double total = (cpu.array() - cpu.mean()).square().sum();
-  fit.r2 = total > 0 ? 1 - (a * coef - cpu).squaredNorm() / total : 1;
   return fit;
 }
 
