@@ -368,6 +368,18 @@ TEST_CASE("Page faults per batch count only the fetches inside the worker's samp
   for (const auto& advice : l.advice) CHECK_THAT(advice, !Catch::Contains("GLIBC_TUNABLES"));
 }
 
+TEST_CASE("The workers' CPU outside their fetch spans is the sampled process CPU less the spans'") {
+  // 20 fetches of 19 ms CPU; the worker process used 2 ms more per batch (pickling, sending).
+  Trace t = SlowWorker(20 * kMs, 19 * kMs, 0);
+  ProcessSeries worker = SampledProcess(201, 900 * kMs, 2000 * kMs, 0, -1);
+  worker.cpu_ns = {50 * kMs, 50 * kMs + 20 * 21 * kMs};
+  t.process_series.push_back(worker);
+  const auto result = Analyze(t, {});
+  CHECK(OnlyLoader(result).worker_cpu_outside_fetch_s == Approx(0.002));
+  // Without a sampled worker it is unknown.
+  CHECK(OnlyLoader(Analyze(SlowWorker(20 * kMs, 19 * kMs, 0), {})).worker_cpu_outside_fetch_s == -1);
+}
+
 TEST_CASE("Without fault counts or system CPU the figures are unknown, not zero") {
   const auto result = Analyze(SlowWorker(20 * kMs, 19 * kMs, 0), {});
   const auto& l = OnlyLoader(result);

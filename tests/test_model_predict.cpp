@@ -102,6 +102,19 @@ TEST_CASE("An epoch's reads take at least its bytes over the storage bandwidth, 
   CHECK(r->whole_run_samples_per_s == Approx(200 / (2 * (1.0 + 5.0))).epsilon(1e-3));
 }
 
+TEST_CASE("A worker's loop CPU outside its fetch adds to each batch it makes, only with workers") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.010;
+  p.worker_loop_cpu_s_per_batch = {0.005, true, "sampler"};
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->samples_per_s == Approx(10 / 0.015).epsilon(0.01));  // one worker: 15 ms a batch
+  // Fetched in the main process (no workers): no worker loop, no pickling.
+  CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.011).epsilon(0.01));
+}
+
 TEST_CASE("With no workers the main process fetches serially and all fetch and prep time is stall") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;

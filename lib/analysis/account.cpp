@@ -308,32 +308,63 @@ double KernelShare(const std::vector<FetchFact>& fetches) {
   return cpu > 0 ? std::min(1.0, kernel / cpu) : -1;
 }
 
-// Minor page faults of the worker processes per batch they fetched: each
-// worker's faults between its first and last sample (a worker only fetches,
-// pickles and sends) over the fetches in that window, summed over the workers
-// the sampler saw at least twice (it finds a new process within a second, so
-// a short-lived worker may have one sample or none). -1 when none was, or
-// without workers or fault counts (older traces).
-double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+// A sampled counter of the worker processes per batch they fetched: each
+// worker's counter between its first and last sample (a worker only fetches,
+// pickles and sends; idle, it blocks) over the fetches in that window, summed
+// over the workers the sampler saw at least twice (it finds a new process
+// within a second, so a short-lived worker may have one sample or none).
+// `less` is taken off per fetch. -1 when no worker was, or without workers or
+// the counter.
+template <typename Counter, typename Less>
+double WorkerCounterPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid, Counter counter,
+                             Less less) {
   std::unordered_map<uint32_t, const ProcessSeries*> series_of;
   for (const auto& f : fetches) {
     if (f.pid == loader_pid || series_of.count(f.pid)) continue;
     series_of[f.pid] = nullptr;
     for (const auto& s : trace.process_series)
-      if (s.pid == f.pid && s.minor_faults.size() >= 2 && s.minor_faults.size() == s.t_ns.size()) series_of[f.pid] = &s;
+      if (s.pid == f.pid && counter(s).size() >= 2 && counter(s).size() == s.t_ns.size()) series_of[f.pid] = &s;
   }
-  double faults = 0;
+  double total = 0;
   uint64_t batches = 0;
   for (const auto& [pid, series] : series_of) {
     if (!series) continue;
     const uint64_t from = series->t_ns.front(), to = series->t_ns.back();
     uint64_t in_window = 0;
-    for (const auto& f : fetches) in_window += f.pid == pid && f.start_ns >= from && f.end_ns <= to;
+    double taken_off = 0;
+    for (const auto& f : fetches)
+      if (f.pid == pid && f.start_ns >= from && f.end_ns <= to) {
+        in_window++;
+        taken_off += less(f);
+      }
     if (in_window == 0) continue;
-    faults += static_cast<double>(series->minor_faults.back() - std::min(series->minor_faults.back(), series->minor_faults.front()));
+    const auto& values = counter(*series);
+    total += static_cast<double>(values.back() - std::min(values.back(), values.front())) - taken_off;
     batches += in_window;
   }
-  return batches ? faults / static_cast<double>(batches) : -1;
+  return batches ? total / static_cast<double>(batches) : -1;
+}
+
+// Minor page faults of the worker processes per batch they fetched.
+double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+  return WorkerCounterPerBatch(
+      trace, fetches, loader_pid, [](const ProcessSeries& s) -> const std::vector<uint64_t>& { return s.minor_faults; },
+      [](const FetchFact&) { return 0.0; });
+}
+
+// The worker processes' CPU per batch outside their fetch spans (the worker
+// loop: taking indices, pickling and sending batches, sharing their memory),
+// in seconds; -1 when unknown (no worker sampled twice, or a fetch in the
+// window without CPU).
+double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+  bool complete = true;
+  const double ns = WorkerCounterPerBatch(
+      trace, fetches, loader_pid, [](const ProcessSeries& s) -> const std::vector<uint64_t>& { return s.cpu_ns; },
+      [&](const FetchFact& f) {
+        complete = complete && f.has_cpu;
+        return static_cast<double>(f.cpu_ns);
+      });
+  return complete && ns >= 0 ? std::max(0.0, ns) * kNs : -1;
 }
 
 // Minor page faults of the loader's own process per step (next() plus the
@@ -669,6 +700,7 @@ void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, Load
   const FetchMeans means = MeansOf(fetches);
   loader.fetch_kernel_share = KernelShare(fetches);
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
+  loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
   loader.account_all = Finish(all, c, means, loader, true, loader.persistent_saving_s, miss_cpu_s_per_batch, cores);
   loader.account_steady = loader.steady_fallback ? loader.account_all

@@ -227,6 +227,10 @@ struct LoaderAnalysis {
   // Minor page faults of the worker processes per batch they fetched (/proc
   // sampler); -1 without workers or where the trace has no fault counts.
   double worker_faults_per_batch = -1;
+  // The worker processes' CPU per batch outside their fetch spans (/proc
+  // sampler less the fetch spans' CPU): the worker loop's own work (indices,
+  // pickling and sending the batch). Seconds; -1 when unknown.
+  double worker_cpu_outside_fetch_s = -1;
   // Minor page faults of the loader's own process per step (next() + compute);
   // -1 where the trace has no fault counts.
   double main_faults_per_batch = -1;

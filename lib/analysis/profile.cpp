@@ -61,6 +61,13 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.io_s_per_batch = io / batches_with_cpu;
   }
   p.produce_s_per_batch = batches ? produce / batches : 0;
+  if (p.workers == 0)
+    p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no workers in the profile): taken as 0"};
+  else if (loader.worker_cpu_outside_fetch_s >= 0)
+    p.worker_loop_cpu_s_per_batch = {loader.worker_cpu_outside_fetch_s, true,
+                                     "the worker processes' CPU (/proc sampler) less their fetch spans', per batch"};
+  else
+    p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no worker sampled twice, or fetch spans without CPU): taken as 0"};
   p.batch_costs = loader.batch_costs;
 
   // The step's own CPU: cores the main process used during compute, times the steady compute.

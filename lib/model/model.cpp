@@ -116,6 +116,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.compute_threads = step.threads;
   c.compute_off_s = step.off;
   c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : 0;
+  c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
   c.costs = costs;
   c.cpu_scale = cpu_scale;
   c.io_scale = io_scale;
@@ -199,7 +200,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.background_threads = background;
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
-  const Terms t = Pipelined(p, cpu, compute, cores, std::max(1u, workers), io, bandwidth, miss);
+  const Terms t = Pipelined(p, cpu + p.worker_loop_cpu_s_per_batch.value, compute, cores, std::max(1u, workers), io,
+                            bandwidth, miss);
   out.r_compute = t.r_compute;
   out.r_main = workers > 0 ? t.r_main : t.r_compute;
   out.r_prep = workers > 0 ? t.r_prep : Rate(b, cpu);

@@ -78,6 +78,10 @@ struct LoaderProfile {
   double receive_s_per_batch = 0;        // the main thread's CPU + run-queue delay in next(), per batch
                                          // (wait spans with CPU); measurable when batches were late, where
                                          // handoff is not. 0 = not recorded
+  // CPU a worker spends per batch outside its fetch span (the worker loop:
+  // taking indices, pickling and sending the batch): /proc sampler less the
+  // fetch spans. Not measured (0) in a profile without workers.
+  Input worker_loop_cpu_s_per_batch;
   double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
   Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted

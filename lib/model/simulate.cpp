@@ -78,7 +78,7 @@ class Simulation {
     worker.batch = worker.queue.front();
     worker.queue.pop_front();
     worker.phase = WorkerPhase::kCpu;
-    worker.left = Cost(worker.batch).cpu_s;
+    worker.left = Cost(worker.batch).cpu_s + c_.worker_loop_cpu_s;
   }
 
   // Applies every transition that takes no time, until none is left.

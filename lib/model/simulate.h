@@ -38,6 +38,7 @@ struct SimConfig {
   double compute_threads = 1;
   double compute_off_s = 0;
   double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling)
+  double worker_loop_cpu_s = 0;   // W >= 1: each batch's CPU in its worker beyond the cost (pickling, sending)
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes

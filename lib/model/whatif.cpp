@@ -146,6 +146,9 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("worker CPU / io / run-queue delay per batch: {} / {} / {} (measured, fetch spans)",
                            FormatSeconds(p.cpu_s_per_batch), FormatSeconds(p.io_s_per_batch),
                            FormatSeconds(p.delay_s_per_batch)));
+  in.push_back(Described("worker loop CPU per batch, outside the fetch span (taking indices, pickling and sending the batch)",
+                         p.worker_loop_cpu_s_per_batch.value, FormatSeconds(p.worker_loop_cpu_s_per_batch.value),
+                         p.worker_loop_cpu_s_per_batch.measured, p.worker_loop_cpu_s_per_batch.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
                            FormatSeconds(p.handoff_s_per_batch)));

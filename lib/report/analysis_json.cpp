@@ -54,6 +54,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (l.fetch_kernel_share >= 0) w.Number(l.fetch_kernel_share); else w.Null();
   w.Key("worker_faults_per_batch");
   if (l.worker_faults_per_batch >= 0) w.Number(l.worker_faults_per_batch); else w.Null();
+  w.Key("worker_cpu_outside_fetch_s");
+  if (l.worker_cpu_outside_fetch_s >= 0) w.Number(l.worker_cpu_outside_fetch_s); else w.Null();
   w.Key("main_faults_per_batch");
   if (l.main_faults_per_batch >= 0) w.Number(l.main_faults_per_batch); else w.Null();
   w.Key("advice").BeginArray();
