@@ -6,6 +6,9 @@
 //
 // usage: bench_ring [--benchmark_repetitions=N] [--benchmark_format=json] ...
 // scripts/bench_ring.sh runs it with repetitions and prints the figures.
+// STALLPROF_BENCH_CLOCK=monotonic gives the client a ring without a TSC
+// calibration (spans timed with clock_gettime); by default the ring carries
+// one where the CPU has an invariant TSC, as under `stallprof run`.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -13,10 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "ring/consumer.h"
+#include "ring/tsc_clock.h"
 #include "stallprof/client.h"
 
 namespace {
@@ -89,11 +95,17 @@ void BM_ClockRead(benchmark::State& state) {
 }
 BENCHMARK(BM_ClockRead);
 
+void BM_TscRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(sp_read_tsc());
+}
+BENCHMARK(BM_TscRead);
+
 // Producer alone: the lane's pages already touched (a first lap is drained
 // before timing, so no page faults), no consumer touching the lane's cache
 // lines while timing (the lane is drained with the timer paused every half
 // lap), no drops.
-void BM_SpanAlone(benchmark::State& state, bool read_clock) {
+enum class AloneStyle { kNowAndComplete, kComplete, kBeginEnd };
+void BM_SpanAlone(benchmark::State& state, AloneStyle style) {
   const uint32_t name = stallprof_name("bench.alone");
   const uint64_t capacity = LaneCapacity();
   CountingVisitor visitor;
@@ -108,7 +120,13 @@ void BM_SpanAlone(benchmark::State& state, bool read_clock) {
       in_lane = 0;
       state.ResumeTiming();
     }
-    stallprof_span_complete(name, read_clock ? stallprof_now_ns() : i, 100, i, 1);
+    if (style == AloneStyle::kBeginEnd) {
+      stallprof_span span;
+      stallprof_span_begin(&span, name, 1, STALLPROF_SPAN_WALL);
+      stallprof_span_end(&span, i);
+    } else {
+      stallprof_span_complete(name, style == AloneStyle::kNowAndComplete ? stallprof_now_ns() : i, 100, i, 1);
+    }
     ++i;
     ++in_lane;
   }
@@ -116,8 +134,10 @@ void BM_SpanAlone(benchmark::State& state, bool read_clock) {
   stallprof_thread_release();
   g_segment->ReclaimLanes(visitor);
 }
-BENCHMARK_CAPTURE(BM_SpanAlone, now_ns_and_span_complete, true);
-BENCHMARK_CAPTURE(BM_SpanAlone, span_complete_given_times, false);
+BENCHMARK_CAPTURE(BM_SpanAlone, now_ns_and_span_complete, AloneStyle::kNowAndComplete);
+BENCHMARK_CAPTURE(BM_SpanAlone, span_complete_given_times, AloneStyle::kComplete);
+// The full C span: begin + end, both clock reads, no CPU counters.
+BENCHMARK_CAPTURE(BM_SpanAlone, span_begin_end_wall, AloneStyle::kBeginEnd);
 
 enum class SpanStyle { kComplete, kCompleteNoClock, kBeginEnd };
 
@@ -185,7 +205,10 @@ BENCHMARK(BM_DrainFullLanes)->Iterations(5)->Unit(benchmark::kMillisecond);
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  auto created = stallprof::ring::Segment::Create(kRingBytes, kLanes);
+  const char* clock = std::getenv("STALLPROF_BENCH_CLOCK");
+  const bool monotonic = clock != nullptr && std::string(clock) == "monotonic";
+  const auto tsc = monotonic ? std::nullopt : stallprof::ring::CalibrateTsc(10'000'000);
+  auto created = stallprof::ring::Segment::Create(kRingBytes, kLanes, tsc.value_or(stallprof::ring::TscClock{}));
   if (!created.ok()) {
     std::fprintf(stderr, "bench_ring: %s\n", created.error().message.c_str());
     return 1;
@@ -197,6 +220,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   benchmark::AddCustomContext("lane_capacity", std::to_string(LaneCapacity()));
+  benchmark::AddCustomContext("span_clock", tsc ? "tsc" : "monotonic");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -5,6 +5,10 @@
 # alone and with 1 and 2 threads while a consumer drains, drain throughput;
 # each figure is the median over the repetitions with their range. The raw
 # JSON (--benchmark_format=json) is kept in ${BENCH_JSON:-/tmp/bench_ring.json}.
+# The span clock side by side: clock_gettime(CLOCK_MONOTONIC) against rdtsc,
+# and the full C span (begin + end, no CPU counters) with the ring's TSC
+# calibration (as under `stallprof run` on an invariant-TSC CPU) and without
+# (STALLPROF_BENCH_CLOCK=monotonic, a second pass of those benchmarks only).
 # Python (under `stallprof run`): ns per span through the C extension and
 # through the ctypes fallback, the cost of one thread_io() (the hook calls it
 # twice per fetch), and the cost the DataLoader hook adds per next() (wait span).
@@ -19,15 +23,23 @@ echo "== C client and drain ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)
 BENCH_JSON=${BENCH_JSON:-/tmp/bench_ring.json}
 "$BUILD/bench/bench_ring" --benchmark_repetitions="${REPS:-5}" --benchmark_format=json --benchmark_out="$BENCH_JSON" \
   --benchmark_out_format=json >/dev/null
-"$PY" - "$BENCH_JSON" <<'PY'
+BENCH_JSON_MONO=${BENCH_JSON%.json}.monotonic.json
+STALLPROF_BENCH_CLOCK=monotonic "$BUILD/bench/bench_ring" --benchmark_repetitions="${REPS:-5}" \
+  --benchmark_filter='span_begin_end_wall' --benchmark_format=json --benchmark_out="$BENCH_JSON_MONO" \
+  --benchmark_out_format=json >/dev/null
+"$PY" - "$BENCH_JSON" "$BENCH_JSON_MONO" <<'PY'
 import json, statistics, sys
 doc = json.load(open(sys.argv[1]))
-runs = {}  # run_name -> the repetitions (aggregates are recomputed here, with the range)
-for b in doc["benchmarks"]:
-    if b.get("run_type") == "iteration":
-        runs.setdefault(b["run_name"], []).append(b)
+mono_doc = json.load(open(sys.argv[2]))
+def by_name(d):
+    out = {}  # run_name -> the repetitions (aggregates are recomputed here, with the range)
+    for b in d["benchmarks"]:
+        if b.get("run_type") == "iteration":
+            out.setdefault(b["run_name"], []).append(b)
+    return out
+runs, mono_runs = by_name(doc), by_name(mono_doc)
 UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
-def ns(name):
+def ns(name, runs=runs):
     """ns per iteration and per thread: with N threads Google Benchmark divides
     the wall time by the iterations of all threads, so multiply back."""
     reps = runs[name]
@@ -38,13 +50,35 @@ def dropped(name):
     return int(sum(b.get("dropped", 0) for b in runs[name]))
 reps = len(runs["BM_ClockRead"])
 print("lane capacity %s records, median over %d repetitions (range)" % (doc["context"].get("lane_capacity", "?"), reps))
-print("clock: stallprof_now_ns()                          : %s ns/call" % fig(ns("BM_ClockRead")))
+def cpu_ns(name, runs=runs):
+    """CPU ns per iteration: on a loaded machine the wall figure also counts the
+    time another process held the core; single-threaded loops only."""
+    return [b["cpu_time"] * UNIT_NS[b["time_unit"]] for b in runs[name]]
+med = lambda v: statistics.median(v)
+def both(name, runs=runs):
+    return "%s ns wall, %.1f ns CPU" % (fig(ns(name, runs)), med(cpu_ns(name, runs)))
+print("clock: stallprof_now_ns() (clock_gettime MONOTONIC): %s /call" % both("BM_ClockRead"))
+print("clock: rdtsc                                       : %s /call" % both("BM_TscRead"))
+print("clock read, rdtsc / clock_gettime: %.2f wall, %.2f CPU" % (med(ns("BM_TscRead")) / med(ns("BM_ClockRead")),
+      med(cpu_ns("BM_TscRead")) / med(cpu_ns("BM_ClockRead"))))
+tsc_clock = doc["context"].get("span_clock", "?")
+print("C span begin+end (wall, no CPU counters), alone on a warm lane, target <= 12 ns:")
+alone = "BM_SpanAlone/span_begin_end_wall"
+print("  ring clock %-9s: %s /span" % (mono_doc["context"].get("span_clock", "?"), both(alone, mono_runs)))
+print("  ring clock %-9s: %s /span" % (tsc_clock, both(alone)))
+print("  %s / monotonic: %.2f wall, %.2f CPU" % (tsc_clock, med(ns(alone)) / med(ns(alone, mono_runs)),
+      med(cpu_ns(alone)) / med(cpu_ns(alone, mono_runs))))
+print("  the span without its clock reads (span_complete, given times): %s" % both("BM_SpanAlone/span_complete_given_times"))
+for threads in (1, 2):
+    name = "BM_SpanDrained/span_begin_end_wall/real_time/threads:%d" % threads
+    print("C span begin+end (wall) drained, %d thread%s: monotonic %s, %s %s ns/span per thread"
+          % (threads, " " if threads == 1 else "s", fig(ns(name, mono_runs)), tsc_clock, fig(ns(name))))
 print("C span, producer alone (warm lane, no concurrent drain): now_ns() + span_complete %s ns, span_complete %s ns"
       % (fig(ns("BM_SpanAlone/now_ns_and_span_complete")), fig(ns("BM_SpanAlone/span_complete_given_times"))))
 for threads in (1, 2):
     for label, what in (("span_complete_now_ns", "span_complete(now_ns(), ...)"),
                         ("span_complete_given_times", "span_complete(given times)"),
-                        ("span_begin_end_wall", "span_begin/span_end (wall)")):
+                        ("span_begin_end_wall", "span_begin/span_end (wall, %s)" % tsc_clock)):
         name = "BM_SpanDrained/%s/real_time/threads:%d" % (label, threads)
         print("C span %-30s %d thread%s: %s ns/span per thread (dropped %d)"
               % (what, threads, " " if threads == 1 else "s", fig(ns(name)), dropped(name)))

@@ -288,6 +288,39 @@ TEST_CASE("Data quality reports drops, truncation and the client kind") {
   CHECK(result->quality.clients[0] == "python-cext");
 }
 
+TEST_CASE("Data quality names the span clock and warns when the TSC drifted beyond its bound") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  auto quality = [&] {
+    const auto result = Analyze(b.trace, {});
+    REQUIRE(result.ok());
+    return result->quality;
+  };
+  CHECK(quality().clock == "CLOCK_MONOTONIC");  // an older trace, or STALLPROF_CLOCK=monotonic
+  CHECK(quality().clock_source == "monotonic");
+  CHECK(quality().clock_warning.empty());
+
+  b.trace.header.clock_source = ClockSource::kTsc;
+  b.trace.header.tsc_hz = 2.5e9;
+  b.trace.footer = TraceFooter{};
+  b.trace.footer->tsc_drift_ns = 400;                    // 0.4 us over 10 s: within 1 us/s
+  b.trace.footer->tsc_drift_over_ns = 10'000'000'000ull;
+  b.trace.footer->tsc_max_error_ns = 60;
+  CHECK(quality().clock_source == "tsc");
+  CHECK(quality().clock == "TSC 2.500 GHz converted to CLOCK_MONOTONIC, drift +400 ns over 10.0 s, worst error 60 ns");
+  CHECK(quality().clock_warning.empty());
+
+  b.trace.footer->tsc_drift_ns = -20'000;  // 2 us/s
+  CHECK(quality().clock_warning.find("drifted from CLOCK_MONOTONIC by -2.0 us/s") != std::string::npos);
+
+  b.trace.footer->tsc_drift_ns = 0;
+  b.trace.footer->tsc_max_error_ns = 25'000;  // 25 us: spans could be misordered
+  CHECK(quality().clock_warning.find("off by up to 25.0 us") != std::string::npos);
+}
+
 TEST_CASE("Two loaders fetching on the same main thread keep their own stages") {
   TraceBuilder b;
   b.Process(100, 1);

@@ -270,3 +270,43 @@ TEST_CASE("a batch whose spans share name, scope and kind stores those columns o
   CHECK(c.spans().start_delta_ns(5) == 10);
   CHECK(b.empty());
 }
+
+TEST_CASE("the clock source, TSC rate and drift round trip; a trace without them reads as CLOCK_MONOTONIC") {
+  const std::string path = TempPath("clock");
+  auto write = [&](bool tsc) {
+    pb::TraceHeader h = TestHeader();
+    if (tsc) {
+      h.set_clock_source("tsc");
+      h.set_tsc_hz(2.995e9);
+    }
+    auto w = TraceWriter::Create(path, h);
+    REQUIRE(w.ok());
+    pb::Chunk footer;
+    auto* f = footer.mutable_footer();
+    f->set_spans(0);
+    if (tsc) {
+      f->set_tsc_drift_ns(-1234);
+      f->set_tsc_drift_over_ns(60'000'000'000ull);
+      f->set_tsc_max_error_ns(85);
+    }
+    REQUIRE((*w)->Write(footer).ok());
+    REQUIRE((*w)->Close().ok());
+  };
+  write(true);
+  auto loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.clock_source == ClockSource::kTsc);
+  CHECK(loaded->header.tsc_hz == 2.995e9);
+  REQUIRE(loaded->footer.has_value());
+  CHECK(loaded->footer->tsc_drift_ns == -1234);
+  CHECK(loaded->footer->tsc_drift_over_ns == 60'000'000'000ull);
+  CHECK(loaded->footer->tsc_max_error_ns == 85);
+
+  write(false);  // as an older launcher wrote it: no clock fields
+  loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.clock_source == ClockSource::kMonotonic);
+  CHECK(loaded->header.tsc_hz == 0);
+  CHECK(loaded->footer->tsc_drift_ns == 0);
+  std::remove(path.c_str());
+}

@@ -1,5 +1,7 @@
 #include "analysis.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -668,6 +670,26 @@ DataQuality MeasureQuality(const Trace& trace) {
   q.truncated = trace.truncated;
   q.clients.assign(clients.begin(), clients.end());
   q.clock_resolution_ns = trace.header.clock_resolution_ns;
+  if (trace.header.clock_source == ClockSource::kTsc) {
+    q.clock_source = "tsc";
+    q.clock = fmt::format("TSC {:.3f} GHz converted to CLOCK_MONOTONIC", trace.header.tsc_hz / 1e9);
+    if (trace.footer && trace.footer->tsc_drift_over_ns > 0) {
+      const auto& f = *trace.footer;
+      const double drift_per_s = static_cast<double>(f.tsc_drift_ns) / (static_cast<double>(f.tsc_drift_over_ns) / 1e9);
+      q.clock += fmt::format(", drift {:+.0f} ns over {:.1f} s, worst error {} ns", static_cast<double>(f.tsc_drift_ns),
+                             static_cast<double>(f.tsc_drift_over_ns) / 1e9, f.tsc_max_error_ns);
+      if (std::abs(drift_per_s) > kMaxTscDriftNsPerS)
+        q.clock_warning = fmt::format(
+            "the TSC drifted from CLOCK_MONOTONIC by {:+.1f} us/s (bound {:.0f} us/s): its rate is not constant "
+            "(or NTP slewed the clock); times were re-anchored at every drain, worst error {} ns",
+            drift_per_s / 1e3, kMaxTscDriftNsPerS / 1e3, f.tsc_max_error_ns);
+      if (f.tsc_max_error_ns > kMaxTscErrorNs && q.clock_warning.empty())
+        q.clock_warning = fmt::format(
+            "span times converted from the TSC may be off by up to {:.1f} us (bound {:.0f} us); rerun with "
+            "STALLPROF_CLOCK=monotonic",
+            static_cast<double>(f.tsc_max_error_ns) / 1e3, static_cast<double>(kMaxTscErrorNs) / 1e3);
+    }
+  }
   return q;
 }
 

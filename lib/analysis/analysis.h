@@ -296,8 +296,21 @@ struct DataQuality {
   uint64_t invalid_records = 0;
   std::vector<std::string> clients;  // distinct client kinds
   uint64_t clock_resolution_ns = 0;
+  // How spans were timed: "CLOCK_MONOTONIC", or "TSC 2.99 GHz, drift ..."
+  // (converted to CLOCK_MONOTONIC by the launcher).
   std::string clock = "CLOCK_MONOTONIC";
+  std::string clock_source = "monotonic";  // the trace header's: "monotonic" or "tsc"
+  // Non-empty when the TSC drifted from CLOCK_MONOTONIC by more than
+  // kMaxTscDriftNsPerS, or a converted time may be off by more than kMaxTscErrorNs.
+  std::string clock_warning;
 };
+
+// An invariant TSC and CLOCK_MONOTONIC agree to a few ppm; more means the TSC
+// is not what the CPU claims (or NTP slews the clock hard).
+inline constexpr double kMaxTscDriftNsPerS = 1000;
+// Re-anchored every drain, a converted time is off by tens of ns; 10 us would
+// reorder spans the hook nests (a fetch inside its read span).
+inline constexpr uint64_t kMaxTscErrorNs = 10'000;
 
 // A process of the trace, as the job view (ranks.h) needs it.
 struct ProcessSummary {

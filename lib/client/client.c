@@ -36,6 +36,9 @@ static uint64_t g_capacity;
 static uint64_t g_lane_offset;
 static uint64_t g_lane_stride;
 static _Atomic uint32_t g_client_kind = STALLPROF_CLIENT_C;
+/* The ring has a TSC calibration: spans from stallprof_span_begin/end are
+ * timed with rdtsc and sent as ticks (SP_SPAN_TSC); the drain converts them. */
+static int g_use_tsc;
 static _Atomic uint64_t g_dropped;
 /* Share of a thread's wall time the expensive counters may cost it
  * (STALLPROF_COUNTER_SHARE, set at attach); >= 1: read them on every span. */
@@ -190,6 +193,10 @@ static int do_attach(void) {
   g_capacity = capacity;
   g_lane_offset = offset;
   g_lane_stride = stride;
+  /* Older launchers leave these bytes 0 (ABI 1.0): CLOCK_MONOTONIC then. */
+#if defined(__x86_64__) || defined(__i386__)
+  g_use_tsc = h->abi_minor >= 1 && h->tsc_mult != 0;
+#endif
   g_attach_result = STALLPROF_OK;
   atomic_store_explicit(&g_attach, ATTACH_DONE, memory_order_release);
   return STALLPROF_OK;
@@ -508,6 +515,21 @@ STALLPROF_API void stallprof_span_complete(uint32_t name, uint64_t start_ns, uin
   emit(&r, 0);
 }
 
+/* Set in stallprof_span.flags (beside STALLPROF_SPAN_CPU) when start_ns holds
+ * TSC ticks: the span's end is then read from the TSC too. */
+#define SPAN_START_TSC 0x8000u
+
+/* The span clock: TSC ticks when the ring has a calibration (one rdtsc, a few
+ * ns, against ~25 ns for clock_gettime), else CLOCK_MONOTONIC ns. Spans begun
+ * before the attach keep CLOCK_MONOTONIC to their end. */
+static inline uint64_t span_clock(stallprof_span* span) {
+  if (g_use_tsc) {
+    span->flags |= SPAN_START_TSC;
+    return sp_read_tsc();
+  }
+  return stallprof_now_ns();
+}
+
 STALLPROF_API void stallprof_span_begin(stallprof_span* span, uint32_t name, uint16_t scope, uint32_t flags) {
   if (span == NULL) return;
   span->name = name;
@@ -516,38 +538,44 @@ STALLPROF_API void stallprof_span_begin(stallprof_span* span, uint32_t name, uin
   span->cpu_ns = 0;
   span->delay_ns = 0;
   if ((flags & (STALLPROF_SPAN_CPU | STALLPROF_SPAN_CPU_ALWAYS)) && attached()) {
+    /* The counter budget stays in CLOCK_MONOTONIC ns; these reads cost
+     * microseconds anyway. */
     thread_state* const t = &t_state;
     const uint64_t before = stallprof_now_ns();
     if ((flags & STALLPROF_SPAN_CPU_ALWAYS) || g_counter_share >= 1 || counters_due(t, before)) {
       span->flags = STALLPROF_SPAN_CPU;
       span->delay_ns = thread_delay_ns(t);
       span->cpu_ns = thread_cpu_ns();
-      span->start_ns = stallprof_now_ns();
-      charge_counters(t, span->start_ns, span->start_ns - before);
+      const uint64_t after = stallprof_now_ns();
+      charge_counters(t, after, after - before);
+      span->start_ns = span_clock(span);
       return;
     }
-    span->start_ns = before;
+    span->start_ns = span_clock(span);
     note_skipped();
     return;
   }
-  span->start_ns = stallprof_now_ns();
+  span->start_ns = span_clock(span);
 }
 
 STALLPROF_API void stallprof_span_end(stallprof_span* span, uint64_t arg) {
   if (span == NULL) return;
-  const uint64_t end = stallprof_now_ns();
+  const int tsc = (span->flags & SPAN_START_TSC) != 0;
+  const uint64_t end = tsc ? sp_read_tsc() : stallprof_now_ns();
   if (!attached() || !valid_name(span->name)) return;
-  sp_record r = {.start_ns = span->start_ns, .duration_ns = end - span->start_ns, .arg = arg, .name = span->name,
-                 .kind = SP_KIND_SPAN, .scope = span->scope};
+  sp_record r = {.start_ns = span->start_ns, .duration_ns = end >= span->start_ns ? end - span->start_ns : 0,
+                 .arg = arg, .name = span->name, .kind = SP_KIND_SPAN, .flags = tsc ? SP_SPAN_TSC : 0,
+                 .scope = span->scope};
   if (span->flags & STALLPROF_SPAN_CPU) {
     thread_state* const t = &t_state;
+    const uint64_t before = stallprof_now_ns();
     const uint64_t cpu = thread_cpu_ns();
     const uint64_t delay = thread_delay_ns(t);
     r.cpu_ns = cpu >= span->cpu_ns ? cpu - span->cpu_ns : 0;
     r.delay_ns = delay >= span->delay_ns ? delay - span->delay_ns : 0;
-    r.flags = SP_SPAN_HAS_CPU;
+    r.flags |= SP_SPAN_HAS_CPU;
     const uint64_t after = stallprof_now_ns();
-    charge_counters(t, after, after - end);
+    charge_counters(t, after, after - before);
   }
   emit(&r, 0);
 }

@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "ring/stallprof_ring.h"
+#include "ring/tsc_clock.h"
 
 namespace stallprof::collect {
 
@@ -69,6 +70,11 @@ std::optional<std::string> PythonFlagSkippingHook(const std::vector<std::string>
 // True when `command` is torchrun or python -m torch.distributed.run/launch:
 // every rank it starts records into the one trace of this run.
 bool IsTorchrun(const std::vector<std::string>& command);
+
+// The clock the clients time spans with: a calibrated TSC when the CPU has an
+// invariant one, else none (CLOCK_MONOTONIC). STALLPROF_CLOCK=monotonic
+// forces CLOCK_MONOTONIC; =tsc warns (into `warnings`) when there is no TSC.
+ring::TscClock ChooseSpanClock(std::vector<std::string>& warnings);
 
 // UsageError unless the directory that will hold `path` exists and is writable.
 Status CheckOutputDirectory(const std::string& path);

@@ -240,7 +240,27 @@ class Stopper {
   bool stop_ = false;
 };
 
+// ---- the span clock ----
+
+// How long the launcher calibrates the TSC before the command starts: with
+// readings bracketed to ~25 ns this sets the rate to a few ppm, and the drain
+// re-anchors it all run long (Segment::ReanchorTsc).
+constexpr uint64_t kTscCalibrationNs = 10'000'000;
+
 }  // namespace
+
+ring::TscClock ChooseSpanClock(std::vector<std::string>& warnings) {
+  const char* env = std::getenv("STALLPROF_CLOCK");
+  const std::string wanted = env ? env : "";
+  if (wanted == "monotonic") return {};
+  if (!wanted.empty() && wanted != "tsc" && wanted != "auto")
+    warnings.push_back(fmt::format("STALLPROF_CLOCK={} is not one of auto, tsc, monotonic; choosing automatically", wanted));
+  if (auto tsc = ring::CalibrateTsc(kTscCalibrationNs)) return *tsc;
+  if (wanted == "tsc")
+    warnings.push_back("STALLPROF_CLOCK=tsc, but this CPU has no invariant TSC (or it did not calibrate): spans are "
+                       "timed with CLOCK_MONOTONIC");
+  return {};
+}
 
 Result<std::string> ExpandOutputPath(const std::string& pattern) {
   std::string out;
@@ -341,12 +361,15 @@ Result<RunSummary> Run(const RunOptions& options) {
   summary.trace_path = *path;
   if (auto s = CheckOutputDirectory(*path); !s.ok()) return s.error();
 
-  auto segment = ring::Segment::Create(options.ring_bytes, options.lanes);
+  const ring::TscClock tsc = ChooseSpanClock(summary.warnings);
+  auto segment = ring::Segment::Create(options.ring_bytes, options.lanes, tsc);
   if (!segment.ok()) return segment.error();
   ring::Segment& ring = **segment;
 
   auto header = DescribeMachine(options.command, {ring.size(), options.lanes}, options.sample_ms,
                                 ring.header()->run_id);
+  header.set_clock_source(tsc.valid() ? "tsc" : "monotonic");
+  if (tsc.valid()) header.set_tsc_hz(tsc.Hz());
   // Written under a temporary name until the command has started: a command
   // that cannot be executed (a typo) leaves an existing trace untouched.
   auto writer = TraceWriter::Create(*path, header, TraceWriter::Placement::kTemporary);
@@ -397,6 +420,7 @@ Result<RunSummary> Run(const RunOptions& options) {
     auto last_flush = last_reclaim;
     auto pause = std::chrono::microseconds(2000);
     do {
+      ring.ReanchorTsc();
       const auto stats = ring.DrainOnce(drainer);
       live.dropped.store(ring.TotalDropped(), std::memory_order_relaxed);
       const auto now = std::chrono::steady_clock::now();
@@ -480,6 +504,7 @@ Result<RunSummary> Run(const RunOptions& options) {
   stop_drain.Stop();
   drain_thread.join();
   // Final drain: whatever is left, then every lane still owned.
+  ring.ReanchorTsc();
   ring.DrainOnce(drainer);
   ring.ReleaseAll(drainer);
   drainer.FlushAll();
@@ -501,6 +526,12 @@ Result<RunSummary> Run(const RunOptions& options) {
   f->set_spans(summary.spans);
   f->set_dropped(summary.dropped);
   f->set_invalid_records(summary.invalid);
+  if (tsc.valid()) {
+    const ring::TscReport& report = ring.tsc_report();
+    f->set_tsc_drift_ns(report.drift_ns);
+    f->set_tsc_drift_over_ns(report.over_ns);
+    f->set_tsc_max_error_ns(report.max_step_ns);
+  }
   if (summary.launch_error) {
     // Nothing ran: keep whatever trace was there before.
     sink.Discard();

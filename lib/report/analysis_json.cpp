@@ -180,7 +180,8 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     w.Key("clients").BeginArray();
     for (const auto& c : q.clients) w.String(c);
     w.EndArray();
-    w.Field("clock", q.clock).Field("clock_resolution_ns", q.clock_resolution_ns);
+    w.Field("clock", q.clock).Field("clock_source", q.clock_source).Field("clock_resolution_ns", q.clock_resolution_ns);
+    if (!q.clock_warning.empty()) w.Field("clock_warning", q.clock_warning);
     w.EndObject();
     w.EndObject();
   }

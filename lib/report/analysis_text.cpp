@@ -224,6 +224,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     out += fmt::format("  {} spans, {} dropped ({} of records){}; {} lanes used of {}; clients: {}; clock {} (resolution {} ns)\n", q.spans,
                        q.dropped, Pct1(q.dropped_share), q.dropped ? ": figures cover the records that arrived" : "", q.lanes_used,
                        q.ring_lanes, clients.empty() ? "none" : TerminalSafe(clients), q.clock, q.clock_resolution_ns);
+    if (!q.clock_warning.empty()) out += style.Paint("  " + q.clock_warning + "\n", "33");
     if (q.truncated) out += style.Paint("  the trace is truncated (the run was killed?): analyzed up to its last complete chunk\n", "33");
     if (!q.footer_present) out += "  no footer: the run did not finish cleanly\n";
     else if (q.exit_code != 0) out += fmt::format("  the profiled command exited with code {}\n", q.exit_code);

@@ -67,7 +67,7 @@ struct Segment::LaneState {
   }
 };
 
-Result<std::unique_ptr<Segment>> Segment::Create(uint64_t bytes, uint32_t lanes) {
+Result<std::unique_ptr<Segment>> Segment::Create(uint64_t bytes, uint32_t lanes, const TscClock& tsc) {
   if (lanes == 0 || lanes > 65536) {
     return UsageError("ring lane count " + std::to_string(lanes) + " is out of range, use 1..65536");
   }
@@ -127,6 +127,14 @@ Result<std::unique_ptr<Segment>> Segment::Create(uint64_t bytes, uint32_t lanes)
   if (getrandom(&run_id, sizeof(run_id), 0) != sizeof(run_id)) run_id = static_cast<uint64_t>(getpid()) << 32 ^ size;
   h->run_id = run_id;
   h->next_loader_id.store(1, std::memory_order_relaxed);
+  if (tsc.valid()) {
+    h->tsc_base_ticks = tsc.base_ticks;
+    h->tsc_base_ns = tsc.base_ns;
+    h->tsc_mult = tsc.mult;
+    h->tsc_shift = tsc.shift;
+    segment->tsc_ = tsc;
+    segment->tsc_report_.start = tsc;
+  }
   h->magic.store(SP_RING_MAGIC, std::memory_order_release);
   segment->header_ = h;
   return segment;
@@ -198,11 +206,21 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
 
     size_t run_start = 0;
     for (size_t i = 0; i < n; ++i) {
-      const sp_record& r = chunk[i];
+      sp_record& r = chunk[i];
       const uint8_t kind = r.kind;
       bool plain = false;
       switch (kind) {
         case SP_KIND_SPAN:
+          // Ticks become CLOCK_MONOTONIC ns here, once; ticks without a
+          // calibration to convert them (a forged flag) are rejected.
+          if (r.flags & SP_SPAN_TSC) {
+            if (!tsc_.valid()) break;
+            r.start_ns = tsc_.ToNs(r.start_ns);
+            r.duration_ns = tsc_.DeltaToNs(r.duration_ns);
+            r.flags &= static_cast<uint8_t>(~SP_SPAN_TSC);
+          }
+          plain = !state.name_pending && state.Known(r.name);
+          break;
         case SP_KIND_INSTANT:
         case SP_KIND_COUNTER:
         case SP_KIND_CONFIG_U64:
@@ -247,7 +265,7 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
           ++stats.invalid;
           // The interrupted name is lost; the record itself may still be fine.
           if (kind != SP_KIND_NAME_PART && kind != SP_KIND_INVALID && kind < SP_KIND_MAX && state.Known(r.name) &&
-              (kind != SP_KIND_CONFIG_STR || state.Known(r.arg))) {
+              (kind != SP_KIND_CONFIG_STR || state.Known(r.arg)) && !(r.flags & SP_SPAN_TSC && kind == SP_KIND_SPAN)) {
             visitor.OnRecords(state.owner, &r, 1);
             ++stats.records;
             continue;
@@ -270,6 +288,23 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
     tail += n;
     lane->tail.store(tail, std::memory_order_release);
   }
+}
+
+void Segment::ReanchorTsc(const TscReading& reading) {
+  constexpr uint64_t kMaxBracketNs = 2000;
+  const TscClock& start = tsc_report_.start;
+  if (!tsc_.valid() || reading.bracket_ns > kMaxBracketNs) return;
+  auto next = ClockThrough(TscReading{start.base_ticks, start.base_ns, 0}, reading);
+  if (!next) return;
+  const int64_t step = static_cast<int64_t>(tsc_.ToNs(reading.ticks) - reading.ns);
+  tsc_report_.max_step_ns = std::max(tsc_report_.max_step_ns, static_cast<uint64_t>(step < 0 ? -step : step));
+  tsc_report_.drift_ns = static_cast<int64_t>(start.ToNs(reading.ticks) - reading.ns);
+  tsc_report_.over_ns = reading.ns - start.base_ns;
+  ++tsc_report_.reanchors;
+  // Same rate, base moved to the reading: exact there.
+  next->base_ticks = reading.ticks;
+  next->base_ns = reading.ns;
+  tsc_ = *next;
 }
 
 void Segment::UpdateDropped(uint32_t index) {

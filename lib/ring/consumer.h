@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "ring/stallprof_ring.h"
+#include "ring/tsc_clock.h"
 
 namespace stallprof::ring {
 
@@ -51,11 +52,22 @@ struct DrainStats {
   uint64_t lane_resets = 0;  // lanes whose head/tail were impossible (tail resynced to head)
 };
 
+// How the TSC conversion went over the run (all 0 without a TSC clock).
+struct TscReport {
+  TscClock start;              // the calibration the run started with
+  int64_t drift_ns = 0;        // start's prediction at the last reading minus CLOCK_MONOTONIC then
+  uint64_t over_ns = 0;        // from the calibration to the last reading
+  uint64_t max_step_ns = 0;    // largest correction a re-anchoring made: the worst error of a converted time
+  uint64_t reanchors = 0;
+};
+
 class Segment {
  public:
   // Creates a memfd segment of `bytes` with `lanes` lanes (mode 0600, close-on-exec
-  // cleared so children can reopen it through /proc/<pid>/fd/<n>).
-  static Result<std::unique_ptr<Segment>> Create(uint64_t bytes, uint32_t lanes);
+  // cleared so children can reopen it through /proc/<pid>/fd/<n>). A valid
+  // `tsc` is published in the header: producers then time spans with rdtsc
+  // and the drain converts them to CLOCK_MONOTONIC ns.
+  static Result<std::unique_ptr<Segment>> Create(uint64_t bytes, uint32_t lanes, const TscClock& tsc = {});
   ~Segment();
   int fd() const { return fd_; }
   // "/proc/<pid>/fd/<n>", the value for STALLPROF_RING.
@@ -81,6 +93,17 @@ class Segment {
   // Records rejected as invalid so far (all lanes, all drains).
   uint64_t TotalInvalid() const { return invalid_total_; }
 
+  // Re-anchors the TSC conversion on `reading` (no-op without a TSC clock):
+  // the rate becomes the one from the start calibration to `reading`, a
+  // baseline that grows with the run, and the offset is exact at `reading`,
+  // so spans drained soon after are converted with an error of tens of ns
+  // even when CLOCK_MONOTONIC is slewed by NTP. The launcher calls it before
+  // each drain; a reading with a bracket over 2 us (preempted) is ignored.
+  void ReanchorTsc(const TscReading& reading);
+  void ReanchorTsc() { if (tsc_.valid()) ReanchorTsc(ReadTscAgainstMonotonic(5)); }
+  const TscClock& tsc_clock() const { return tsc_; }
+  const TscReport& tsc_report() const { return tsc_report_; }
+
  private:
   Segment() = default;
   struct LaneState;
@@ -98,6 +121,8 @@ class Segment {
   uint64_t released_dropped_ = 0;  // dropped counts of lanes already freed
   uint64_t invalid_total_ = 0;
   uint64_t created_ns_ = 0;  // CLOCK_MONOTONIC at Create: bounds dropped counts
+  TscClock tsc_;             // current conversion of SP_SPAN_TSC records (our copy, not the header's)
+  TscReport tsc_report_;
   void* base_ = nullptr;
   sp_ring_header* header_ = nullptr;
   uint64_t size_ = 0;

@@ -52,8 +52,9 @@ extern "C" {
 #define SP_RING_MAGIC 0x3130474E49525053ULL
 /* Bump on any incompatible change of layout or meaning. */
 #define SP_ABI_MAJOR 1u
-/* Bump on compatible additions (new record kinds readers may skip). */
-#define SP_ABI_MINOR 0u
+/* Bump on compatible additions (new record kinds readers may skip).
+ * 1: TSC calibration in the header, SP_SPAN_TSC spans. */
+#define SP_ABI_MINOR 1u
 
 /* Environment variable through which children find the segment:
  * STALLPROF_RING=/proc/<launcher pid>/fd/<n>. Works across fork, spawn and
@@ -70,7 +71,8 @@ extern "C" {
 /* Longest name carried through the ring; longer names are truncated. */
 #define SP_MAX_NAME 255u
 
-/* CLOCK_MONOTONIC: the same clock in every process on the machine. */
+/* CLOCK_MONOTONIC: the same clock in every process on the machine. Every
+ * timestamp the consumer hands on is in this clock. */
 #define SP_CLOCK_MONOTONIC 1u
 
 typedef struct sp_ring_header {
@@ -90,6 +92,17 @@ typedef struct sp_ring_header {
   /* Loader ids are handed out across processes from this counter. */
   SP_ATOMIC(uint32_t) next_loader_id;
   uint32_t reserved0;
+  /* ABI 1.1. TSC calibration, written before `magic` (all 0: none, timestamps
+   * are CLOCK_MONOTONIC ns). When tsc_mult != 0 the CPU has an invariant TSC
+   * the launcher calibrated, and producers may time spans with rdtsc, sending
+   * raw ticks flagged SP_SPAN_TSC; the consumer converts them with its own
+   * (continually re-anchored) copy of the calibration:
+   *   ns = tsc_base_ns + ((ticks - tsc_base_ticks) * tsc_mult) >> tsc_shift */
+  uint64_t tsc_base_ticks;
+  uint64_t tsc_base_ns;  /* CLOCK_MONOTONIC at tsc_base_ticks */
+  uint64_t tsc_mult;
+  uint32_t tsc_shift;
+  uint32_t reserved1;
 } sp_ring_header;
 
 enum sp_lane_state {
@@ -146,12 +159,15 @@ enum sp_record_kind {
 
 /* Span flags (in `flags`). */
 #define SP_SPAN_HAS_CPU 1u   /* cpu_ns and delay_ns were measured */
+/* start_ns and duration_ns are TSC ticks, not ns (SP_KIND_SPAN only; the
+ * producer sets it only when the header has a TSC calibration). */
+#define SP_SPAN_TSC 2u
 
 /* 48 bytes, fixed size, no pointers: a span carries start, duration, thread
  * CPU time and run-queue delay consumed during it, a name, one argument
  * (batch index, bytes, iteration) and a scope (loader id, 0 = none). */
 typedef struct sp_record {
-  uint64_t start_ns;    /* SP_CLOCK_MONOTONIC */
+  uint64_t start_ns;    /* SP_CLOCK_MONOTONIC ns, or TSC ticks with SP_SPAN_TSC */
   uint64_t duration_ns;
   uint64_t cpu_ns;      /* thread CPU time during the span */
   uint64_t delay_ns;    /* run-queue delay during the span */
@@ -173,6 +189,16 @@ _Static_assert(sizeof(sp_record) == 48, "sp_record is part of the ABI");
 _Static_assert(sizeof(sp_lane_control) == 4 * SP_CACHE_LINE, "lane control is 4 lines");
 _Static_assert(sizeof(sp_ring_header) <= SP_HEADER_SIZE, "header fits its page");
 #endif
+
+/* The CPU's time-stamp counter; 0 where there is none (non-x86 builds never
+ * set SP_SPAN_TSC). Not serializing: a few ns of reordering at most. */
+static inline uint64_t sp_read_tsc(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return 0;
+#endif
+}
 
 static inline sp_lane_control* sp_lane_at(void* segment, const sp_ring_header* h, uint32_t lane) {
   return (sp_lane_control*)((uint8_t*)segment + h->lane_offset + (uint64_t)lane * h->lane_stride);

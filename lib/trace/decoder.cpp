@@ -138,6 +138,8 @@ Status TraceDecoder::Header(const pb::TraceHeader& h) {
   o.clock_resolution_ns = h.clock_resolution_ns();
   o.run_id = h.run_id();
   o.page_cache_copy_ns_per_byte = h.page_cache_copy_ns_per_byte();
+  o.clock_source = h.clock_source() == "tsc" ? ClockSource::kTsc : ClockSource::kMonotonic;
+  o.tsc_hz = h.tsc_hz();
   return Status::Ok();
 }
 
@@ -269,6 +271,9 @@ Status TraceDecoder::Footer(const pb::TraceFooter& f) {
   o.invalid_records = f.invalid_records();
   o.write_failed_ns = f.write_failed_ns();
   o.events_lost = f.events_lost();
+  o.tsc_drift_ns = f.tsc_drift_ns();
+  o.tsc_drift_over_ns = f.tsc_drift_over_ns();
+  o.tsc_max_error_ns = f.tsc_max_error_ns();
   t_.footer = o;
   return Status::Ok();
 }

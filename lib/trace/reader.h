@@ -16,7 +16,8 @@ namespace stallprof {
 
 // Trace format version written and understood by this build (trace.proto).
 inline constexpr uint32_t kTraceVersionMajor = 1;
-inline constexpr uint32_t kTraceVersionMinor = 1;  // 1: page_cache_copy_ns_per_byte
+// 1: page_cache_copy_ns_per_byte; 2: clock_source, tsc_hz, footer tsc_drift_*
+inline constexpr uint32_t kTraceVersionMinor = 2;
 // The file starts with these 8 bytes.
 inline constexpr char kTraceMagic[8] = {'S', 'P', 'T', 'R', 'A', 'C', 'E', '\n'};
 

@@ -54,6 +54,10 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 
 enum class SpanKind : uint8_t { kSpan = 1, kInstant = 4, kCounter = 5 };
 
+// How the clients timed spans; every time in a trace is CLOCK_MONOTONIC ns.
+// Traces without the field read as kMonotonic.
+enum class ClockSource : uint8_t { kMonotonic = 0, kTsc = 1 };
+
 struct TraceHeader {
   uint32_t version_major = 0;
   uint32_t version_minor = 0;
@@ -74,6 +78,8 @@ struct TraceHeader {
   uint64_t clock_resolution_ns = 0;
   uint64_t run_id = 0;
   double page_cache_copy_ns_per_byte = 0;  // CPU a cached read costs per byte, 0 = not measured
+  ClockSource clock_source = ClockSource::kMonotonic;
+  double tsc_hz = 0;  // kTsc: the calibrated TSC rate
 };
 
 struct ProcessInfo {
@@ -149,6 +155,11 @@ struct TraceFooter {
   uint64_t invalid_records = 0;
   uint64_t write_failed_ns = 0;  // writing failed then (disk full): nothing after it is in the trace
   uint64_t events_lost = 0;      // spans lost to that failure
+  // ClockSource::kTsc: the start calibration's drift against CLOCK_MONOTONIC
+  // over the run, and the worst error of a converted time.
+  int64_t tsc_drift_ns = 0;
+  uint64_t tsc_drift_over_ns = 0;
+  uint64_t tsc_max_error_ns = 0;
 };
 
 struct Trace {

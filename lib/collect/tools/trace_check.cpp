@@ -134,6 +134,10 @@ int main(int argc, char** argv) {
   fmt::print("run_id={:x}\nhostname={}\nusable_cores={}\nmemory_bytes={}\nbytes={}\n", t.header.run_id,
              t.header.hostname, t.header.usable_cores, t.header.memory_bytes, t.bytes);
   fmt::print("command={}\n", fmt::join(t.header.command, " "));
+  fmt::print("clock_source={}\n", t.header.clock_source == stallprof::ClockSource::kTsc ? "tsc" : "monotonic");
+  if (t.header.clock_source == stallprof::ClockSource::kTsc && t.footer)
+    fmt::print("tsc_hz={:.0f}\ntsc_drift_ns={}\ntsc_drift_over_ns={}\ntsc_max_error_ns={}\n", t.header.tsc_hz,
+               t.footer->tsc_drift_ns, t.footer->tsc_drift_over_ns, t.footer->tsc_max_error_ns);
   if (names) {
     std::map<std::string, uint64_t> count;
     for (uint32_t n : t.spans.name) ++count[t.strings[n]];

@@ -49,7 +49,9 @@ extern "C" {
 #define STALLPROF_CLIENT_PYTHON_CEXT 1u
 #define STALLPROF_CLIENT_PYTHON_CTYPES 2u
 
-/* An open span (caller-owned storage, e.g. on the stack). */
+/* An open span (caller-owned storage, e.g. on the stack). Its fields are the
+ * client's own: start_ns holds TSC ticks, not ns, when the run calibrated the
+ * TSC (the recorded span is in CLOCK_MONOTONIC ns all the same). */
 typedef struct stallprof_span {
   uint64_t start_ns;
   uint64_t cpu_ns;   /* thread CPU time at begin (STALLPROF_SPAN_CPU) */
@@ -69,7 +71,9 @@ STALLPROF_API int stallprof_enabled(void);
  * when `name` is NULL, or when the name table (4096 names) is full; records
  * with name 0 are ignored. */
 STALLPROF_API uint32_t stallprof_name(const char* name);
-/* CLOCK_MONOTONIC in nanoseconds (the ring's clock). */
+/* CLOCK_MONOTONIC in nanoseconds (the ring's clock: every time passed in or
+ * recorded is in it; spans timed by begin/end may be read from the TSC and
+ * are converted to it by `stallprof run`). */
 STALLPROF_API uint64_t stallprof_now_ns(void);
 /* Records a finished span. Dropped (and counted) when the lane is full. */
 STALLPROF_API void stallprof_span_complete(uint32_t name, uint64_t start_ns, uint64_t duration_ns, uint64_t arg,
