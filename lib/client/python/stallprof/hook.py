@@ -38,16 +38,28 @@ The wall times are recorded on every span. The trace's "counter_share" config
 (written by the client when it first skips) tells the analysis to estimate the
 skipped spans (docs/analysis.md "Sampled counters").
 
+The per-batch path is one C call per patch point: with the extension,
+_BaseDataLoaderIter.__next__ is a _stallprof.NextWrapper and the fetchers'
+fetch() a _stallprof.Fetch (lib/client/python/_stallprof.c), which do all of
+the above without running Python code of their own (no Span object, no
+closure, no frame lookup). The fetch learns its batch index from the thread:
+NextWrapper announces the iterator's _num_yielded around the call (num_workers
+=0), a worker's wrapped index queue (_IndexQueue) the idx of each batch it
+hands out. The ctypes fallback runs the same logic in Python (_python_next,
+_python_fetch; its fetch reads the index from the caller's frame).
+
 The hook's own cost, measured at start (main process only, when it patches
 torch, < 20 ms): ~200 repetitions of each event kind it emits, run through the
-same code as the real events around no-op work, minus the no-op work alone.
-Recorded as config values of scope 0 in ns per event: hook_ns_wait (the next()
-wrapper with its wait span, counters skipped), hook_ns_fetch (a fetch span
-without counters and without its collate span), hook_ns_sample (a getitem
-span), hook_ns_collate (a collate span), and what reading the counters adds to
-a sampled wait (hook_ns_wait_counters) and a sampled fetch with its read and
-system spans and thread_io calls (hook_ns_fetch_counters). The calibration's
-own spans are named "stallprof.calibration.*", which analysis ignores.
+same code as the real events (the same NextWrapper and Fetch) around no-op
+work, minus the no-op work alone (for a fetch: torch's own fetch of the same
+samples, which the hook's replaces). Recorded as config values of scope 0 in
+ns per event: hook_ns_wait (the next() wrapper with its wait span, counters
+skipped), hook_ns_fetch (a fetch span without counters, with its collate span:
+one C call records both, so hook_ns_collate is 0), hook_ns_sample (a getitem
+span), and what reading the counters adds to a sampled wait
+(hook_ns_wait_counters) and a sampled fetch with its read and system spans
+(hook_ns_fetch_counters). The calibration's own spans are named
+"stallprof.calibration.*", which analysis ignores.
 """
 import os
 import sys
