@@ -439,13 +439,22 @@ static int g_thread_io_ok = 1;
 static PyObject *g_str_scope, *g_str_num_yielded, *g_str_dataset, *g_str_auto_collation, *g_str_collate_fn,
     *g_str_getitems, *g_str_dataset_iter, *g_str_ended, *g_str_drop_last, *g_str_count;
 
+/* obj.<name>, or NULL without an exception set when it has none (1), or NULL
+ * with one (-1): the common case of a missing attribute without building an
+ * AttributeError. */
+static int optional_attr(PyObject* obj, PyObject* name, PyObject** value) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, value) < 0 ? -1 : 1;
+#else
+  return _PyObject_LookupAttr(obj, name, value) < 0 ? -1 : 1;
+#endif
+}
+
 /* obj.<name> as a u64 (ints only), `otherwise` when missing or not an int. */
 static uint64_t attr_u64(PyObject* obj, PyObject* name, uint64_t otherwise) {
-  PyObject* value = PyObject_GetAttr(obj, name);
-  if (value == NULL) {
-    PyErr_Clear();
-    return otherwise;
-  }
+  PyObject* value;
+  if (optional_attr(obj, name, &value) < 0) PyErr_Clear();
+  if (value == NULL) return otherwise;
   uint64_t out = otherwise;
   if (PyLong_Check(value)) {
     out = PyLong_AsUnsignedLongLongMask(value);
@@ -616,11 +625,9 @@ static PyObject* map_samples(FetchObject* f, PyObject* fetcher, PyObject* indice
     if (data != NULL) getitem_span(f->getitem_id, start, indices, scope);
     goto done;
   }
-  PyObject* getitems = PyObject_GetAttr(dataset, g_str_getitems);
-  if (getitems == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
-    PyErr_Clear();
-  } else {
+  PyObject* getitems;
+  if (optional_attr(dataset, g_str_getitems, &getitems) < 0) goto done;
+  if (getitems != NULL) {
     int has = PyObject_IsTrue(getitems);
     if (has != 0) {
       if (has > 0) data = PyObject_CallOneArg(getitems, indices);
@@ -749,11 +756,10 @@ static int64_t take_batch_index(PyObject* fetcher) {
     t_batch_index = -1;
     return announced;
   }
-  PyObject* count = PyObject_GetAttr(fetcher, g_str_count);
+  PyObject* count;
   int64_t next = 0;
-  if (count == NULL) {
-    PyErr_Clear();
-  } else {
+  if (optional_attr(fetcher, g_str_count, &count) < 0) PyErr_Clear();
+  if (count != NULL) {
     if (PyLong_Check(count)) next = PyLong_AsLongLong(count) + 1;
     if (PyErr_Occurred()) PyErr_Clear();
     Py_DECREF(count);
