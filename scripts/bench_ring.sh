@@ -125,18 +125,21 @@ rm -f "$TRACE"
 # bare alternated for ${NEXT_ROUNDS:-5} rounds; each run's figure is its fastest
 # of 3 epochs of 20000 batches. batch_size=None skips collation, batch_size=1
 # is fast_loader.py's shape (bench_overhead.sh fast).
+# Wall time and the loop thread's CPU time per batch: on a busy machine the
+# CPU time is the steadier figure (the drain of `stallprof run` competes for
+# the same cores, which the traced run's wall time pays for too).
 cat > /tmp/stallprof_bench_next.$$.py <<'PY'
 import time
 from torch.utils.data import DataLoader
-def per_batch(batch_size):
+def per_batch(batch_size, clock):
     loader = DataLoader(list(range(20000)), batch_size=batch_size, num_workers=0)
     def epoch():
-        t = time.perf_counter_ns(); n = 0
+        t = clock(); n = 0
         for _ in loader:
             n += 1
-        return (time.perf_counter_ns() - t) / n
+        return (clock() - t) / n
     return min(epoch() for _ in range(3))
-print("%.0f %.0f" % (per_batch(None), per_batch(1)))
+print(" ".join("%.0f" % per_batch(b, c) for c in (time.perf_counter_ns, time.thread_time_ns) for b in (None, 1)))
 PY
 echo "== DataLoader next() per batch, traced and bare alternated (load before: $(cut -d' ' -f1 /proc/loadavg))"
 : > /tmp/stallprof_bench_next.$$.traced
@@ -151,7 +154,8 @@ import statistics, sys
 traced, bare = ([list(map(float, l.split())) for l in open(f)] for f in sys.argv[1:3])
 def fig(values):
     return "%6.0f ns (%.0f-%.0f)" % (statistics.median(values), min(values), max(values))
-for column, label in ((0, "batch_size=None"), (1, "batch_size=1   ")):
+for column, label in ((0, "batch_size=None, wall      "), (1, "batch_size=1,    wall      "),
+                      (2, "batch_size=None, thread CPU"), (3, "batch_size=1,    thread CPU")):
     t, b = [r[column] for r in traced], [r[column] for r in bare]
     added = [x - y for x, y in zip(t, b)]
     print("DataLoader next() %s: traced %s, bare %s, added (paired) %s over %d rounds"
