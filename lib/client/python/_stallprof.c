@@ -810,7 +810,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
       g_thread_io_ok = 0;
     }
   }
-  const uint64_t io_start = stallprof_now_ns();
+  const uint64_t io_start = have_io ? stallprof_now_ns() : 0; /* the read spans' start, only when they are recorded */
   stallprof_span span;
   stallprof_span_begin(&span, f->fetch_id, scope, sampled ? STALLPROF_SPAN_CPU_ALWAYS : STALLPROF_SPAN_WALL);
   PyObject* data = f->iterable ? iterable_samples(f, fetcher, indices, scope) : map_samples(f, fetcher, indices, scope);
