@@ -10,8 +10,9 @@
 # calibration (as under `stallprof run` on an invariant-TSC CPU) and without
 # (STALLPROF_BENCH_CLOCK=monotonic, a second pass of those benchmarks only).
 # Python (under `stallprof run`): ns per span through the C extension and
-# through the ctypes fallback, the cost of one thread_io() (the hook calls it
-# twice per fetch), and the cost the DataLoader hook adds per next() (wait span).
+# through the ctypes fallback, `with stallprof.stage()`, the cost of one
+# thread_io() (the hook calls it twice per sampled fetch), and the cost the
+# DataLoader hook adds per next() (median of paired traced - bare rounds).
 set -euo pipefail
 BUILD=${1:-build}
 BUILD=$(cd "$BUILD" && pwd)
@@ -140,18 +141,6 @@ if thread_io() is None:
 else:
     print("Python %-6s thread_io() (/proc/thread-self/io): %6.0f ns/call" % (stallprof.client_kind(), best(loop_thread_io) - empty))
 
-if "--dataloader" in sys.argv:
-    import torch
-    from torch.utils.data import DataLoader
-    data = list(range(20000))
-    loader = DataLoader(data, batch_size=None, num_workers=0)  # no collate/batching: next() is nearly free
-    def loop_next():
-        t = time.perf_counter_ns()
-        n = 0
-        for x in loader:
-            n += 1
-        return (time.perf_counter_ns() - t) / n
-    print("DataLoader next() (num_workers=0, per sample incl. fetch/getitem/collate spans): %6.0f ns" % best(loop_next, 3))
 print("dropped by this process: %d" % ext.dropped())
 PY
 # Recorded by the real `stallprof run` (a ring large enough that nothing drops);
@@ -159,22 +148,53 @@ PY
 TRACE=/tmp/stallprof_bench_py.$$.pb
 summary() { "$BUILD/trace_check" "$TRACE" | grep -E '^(spans|thread_dropped|footer_dropped|invalid)=' | paste -sd' '; }
 echo "== Python (extension)"
-"$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py --dataloader
+"$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
 echo "trace: $(summary)"
 echo "== Python (ctypes fallback)"
 STALLPROF_FORCE_CTYPES=1 "$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
 echo "trace: $(summary)"
 rm -f "$TRACE"
-echo "== DataLoader next() without stallprof, for comparison"
-"$PY" - <<'PY'
+# The hook's cost per next(): a num_workers=0 loader of trivial samples (wait,
+# fetch, getitem and collate spans, counters within the budget), traced and
+# bare alternated for ${NEXT_ROUNDS:-5} rounds; each run's figure is its fastest
+# of 3 epochs of 20000 batches. batch_size=None skips collation, batch_size=1
+# is fast_loader.py's shape (bench_overhead.sh fast).
+# Wall time and the loop thread's CPU time per batch: on a busy machine the
+# CPU time is the steadier figure (the drain of `stallprof run` competes for
+# the same cores, which the traced run's wall time pays for too).
+cat > /tmp/stallprof_bench_next.$$.py <<'PY'
 import time
 from torch.utils.data import DataLoader
-loader = DataLoader(list(range(20000)), batch_size=None, num_workers=0)
-def loop_next():
-    t = time.perf_counter_ns(); n = 0
-    for x in loader:
-        n += 1
-    return (time.perf_counter_ns() - t) / n
-print("DataLoader next() (num_workers=0, per sample, bare): %6.0f ns" % min(loop_next() for _ in range(3)))
+def per_batch(batch_size, clock):
+    loader = DataLoader(list(range(20000)), batch_size=batch_size, num_workers=0)
+    def epoch():
+        t = clock(); n = 0
+        for _ in loader:
+            n += 1
+        return (clock() - t) / n
+    return min(epoch() for _ in range(3))
+print(" ".join("%.0f" % per_batch(b, c) for c in (time.perf_counter_ns, time.thread_time_ns) for b in (None, 1)))
 PY
+echo "== DataLoader next() per batch, traced and bare alternated (load before: $(cut -d' ' -f1 /proc/loadavg))"
+: > /tmp/stallprof_bench_next.$$.traced
+: > /tmp/stallprof_bench_next.$$.bare
+for _ in $(seq "${NEXT_ROUNDS:-5}"); do
+  "$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_next.$$.py \
+    >> /tmp/stallprof_bench_next.$$.traced
+  "$PY" /tmp/stallprof_bench_next.$$.py >> /tmp/stallprof_bench_next.$$.bare
+done
+"$PY" - /tmp/stallprof_bench_next.$$.traced /tmp/stallprof_bench_next.$$.bare <<'PY'
+import statistics, sys
+traced, bare = ([list(map(float, l.split())) for l in open(f)] for f in sys.argv[1:3])
+def fig(values):
+    return "%6.0f ns (%.0f-%.0f)" % (statistics.median(values), min(values), max(values))
+for column, label in ((0, "batch_size=None, wall      "), (1, "batch_size=1,    wall      "),
+                      (2, "batch_size=None, thread CPU"), (3, "batch_size=1,    thread CPU")):
+    t, b = [r[column] for r in traced], [r[column] for r in bare]
+    added = [x - y for x, y in zip(t, b)]
+    print("DataLoader next() %s: traced %s, bare %s, added (paired) %s over %d rounds"
+          % (label, fig(t), fig(b), fig(added), len(t)))
+PY
+echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
+rm -f /tmp/stallprof_bench_next.$$.*
 rm -f /tmp/stallprof_bench_py.$$.py "$TRACE"

@@ -37,7 +37,9 @@ print(sum(r["arg"] for r in map(json.loads, open(sys.argv[1])) if r.get("name") 
     [ "$storage" -gt 0 ] || fail "read_storage is 0 after evicting the dataset files from the page cache ($fs)" ;;
 esac
 # A kernel without per-thread io accounting (thread_io() -> None): no read
-# spans, and the hook stops asking after the first None.
+# spans, and the hook stops asking after the first None. Simulated by replacing
+# thread_io, which only the Python path (the ctypes fallback) calls through the
+# module; the extension's fetch calls the C client directly, with the same rule.
 cat > "$TMP/noio.py" <<'PY'
 from stallprof import _backend
 calls = []
@@ -49,7 +51,7 @@ from torch.utils.data import DataLoader
 print("batches", sum(1 for _ in DataLoader(list(range(12)), batch_size=3)))
 print("thread_io calls", len(calls))
 PY
-record "$TMP/noio.jsonl" "$PY" "$TMP/noio.py" > "$TMP/noio.txt" || fail "no-io script failed"
+STALLPROF_FORCE_CTYPES=1 record "$TMP/noio.jsonl" "$PY" "$TMP/noio.py" > "$TMP/noio.txt" || fail "no-io script failed"
 grep -q "batches 4" "$TMP/noio.txt" || fail "no-io script: $(cat "$TMP/noio.txt")"
 grep -q "thread_io calls 1$" "$TMP/noio.txt" || fail "thread_io still called after None: $(cat "$TMP/noio.txt")"
 grep -q '"dataloader.read_' "$TMP/noio.jsonl" && fail "read spans recorded without io accounting"

@@ -98,8 +98,12 @@ def main():
     own = configs.pop(0, {})
     for key in ("hook_ns_wait", "hook_ns_fetch", "hook_ns_sample", "hook_ns_collate"):
         expect(isinstance(own.get(key), int), "the hook recorded its own cost %s at start (got %r)" % (key, own.get(key)))
-    expect(own.get("hook_ns_wait", 0) > 0 and own.get("hook_ns_fetch", 0) > own.get("hook_ns_sample", 0),
-           "the hook's own cost is positive and a fetch costs more than a sample: %r" % own)
+    # A batch of one sample costs fetch + sample + collate; the C fetch replaces
+    # torch's Python one, so its spans' cost is net of what that saves, and the
+    # split between them is not checked.
+    expect(own.get("hook_ns_wait", 0) > 0
+           and own.get("hook_ns_fetch", 0) + own.get("hook_ns_sample", 0) + own.get("hook_ns_collate", 0) > 0,
+           "the hook's own cost per next() and per batch is positive: %r" % own)
     expect(not any(r.get("name", "").startswith("stallprof.calibration.") and r["scope"] != 0 for r in records),
            "calibration spans carry no loader scope")
     scope_of = {cfg.get("name"): scope for scope, cfg in configs.items()}

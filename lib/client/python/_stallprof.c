@@ -3,6 +3,7 @@
  * not attached (the C calls are no-ops then). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include "stallprof/client.h"
 
@@ -309,6 +310,610 @@ static PyTypeObject SpanType = {
     .tp_getset = Span_getset,
 };
 
+/* ---- stallprof.stage: a Span with CPU, built by vectorcall ----------------- */
+
+/* The Python decorator stallprof/__init__.py registers: _decorate(name, scope, fn). */
+static PyObject* g_stage_decorator;
+
+typedef struct {
+  SpanObject base;
+  PyObject* name; /* as given, for the decorator */
+} StageObject;
+
+static PyTypeObject StageType;
+
+static int Stage_set(StageObject* self, PyObject* name, PyObject* scope) {
+  uint32_t id;
+  uint64_t scope_value = 0;
+  if (!name_id(name, &id)) return 0;
+  if (scope != NULL && !to_u64(scope, &scope_value)) return 0;
+  self->base.span.name = id;
+  self->base.span.scope = (uint16_t)scope_value;
+  self->base.span.flags = 0;
+  self->base.flags = STALLPROF_SPAN_CPU;
+  self->base.arg = 0;
+  Py_INCREF(name);
+  Py_XSETREF(self->name, name);
+  return 1;
+}
+
+static int Stage_init(StageObject* self, PyObject* args, PyObject* kwargs) {
+  static char* keywords[] = {"name", "scope", NULL};
+  PyObject *name, *scope = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", keywords, &name, &scope)) return -1;
+  return Stage_set(self, name, scope) ? 0 : -1;
+}
+
+/* stage(name, scope=0) without building an args tuple: most of what `with
+ * stallprof.stage(...)` costs beyond the clock reads is the call itself. */
+static PyObject* Stage_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *name = nargs > 0 ? args[0] : NULL, *scope = nargs > 1 ? args[1] : NULL;
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    if (name == NULL && PyUnicode_CompareWithASCIIString(key, "name") == 0) {
+      name = args[nargs + i];
+    } else if (scope == NULL && PyUnicode_CompareWithASCIIString(key, "scope") == 0) {
+      scope = args[nargs + i];
+    } else {
+      PyErr_Format(PyExc_TypeError, "stallprof.stage: unexpected argument %R", key);
+      return NULL;
+    }
+  }
+  if (name == NULL || nargs > 2) {
+    PyErr_SetString(PyExc_TypeError, "stallprof.stage(name, scope=0)");
+    return NULL;
+  }
+  PyTypeObject* tp = (PyTypeObject*)type;
+  StageObject* self = (StageObject*)tp->tp_alloc(tp, 0);
+  if (self == NULL) return NULL;
+  if (!Stage_set(self, name, scope)) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject*)self;
+}
+
+static void Stage_dealloc(StageObject* self) {
+  Py_XDECREF(self->name);
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+/* @stallprof.stage("x") on a function: the registered Python decorator. */
+static PyObject* Stage_call(StageObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* fn;
+  if (kwargs != NULL || !PyArg_ParseTuple(args, "O:stage", &fn)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stallprof.stage(...) decorates one function");
+    return NULL;
+  }
+  if (g_stage_decorator == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "stallprof: the stage decorator is not registered");
+    return NULL;
+  }
+  PyObject* scope = PyLong_FromUnsignedLong(self->base.span.scope);
+  if (scope == NULL) return NULL;
+  PyObject* wrapped = PyObject_CallFunctionObjArgs(g_stage_decorator, self->name, scope, fn, NULL);
+  Py_DECREF(scope);
+  return wrapped;
+}
+
+static PyTypeObject StageType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallprof.stage",
+    .tp_basicsize = sizeof(StageObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "stage(name, scope=0): a named stage of your pipeline, recorded as a span with thread CPU time\n"
+              "and run-queue delay (read within the thread's counter budget: on every slow stage, on a\n"
+              "sample of fast ones; analyze scales them). `with stallprof.stage(\"decode\"):` or\n"
+              "`@stallprof.stage(\"decode\")`. Set `.arg` for a u64 argument.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Stage_init,
+    .tp_dealloc = (destructor)Stage_dealloc,
+    .tp_call = (ternaryfunc)Stage_call,
+    .tp_vectorcall = Stage_vectorcall,
+};
+
+static PyObject* py_set_stage_decorator(PyObject* self, PyObject* fn) {
+  (void)self;
+  Py_INCREF(fn);
+  Py_XSETREF(g_stage_decorator, fn);
+  Py_RETURN_NONE;
+}
+
+/* ---- the DataLoader hook's per-batch path (stallprof/hook.py) ---------------
+ * NextWrapper replaces _BaseDataLoaderIter.__next__ and Fetch the fetchers'
+ * fetch(): each does in one C call what the Python wrappers did with a dozen
+ * Python-level calls (a Span object, getattr, clock reads, a span per sample,
+ * the thread's io counters). They record the same spans with the same args. */
+
+/* Index of the batch the calling thread is fetching, -1 when unknown: set by
+ * NextWrapper around the iterator's __next__ (num_workers=0: the iterator's
+ * _num_yielded) and by set_batch_index (a worker, from its index queue), taken
+ * (and cleared) by the fetch it is for. */
+static _Thread_local int64_t t_batch_index = -1;
+/* The loader this worker process serves (set_worker_scope), for fetchers that
+ * carry no _stallprof_scope. */
+static uint16_t g_worker_scope;
+/* 0 once stallprof_thread_io failed in this process (kernel, permissions): stop paying for it. */
+static int g_thread_io_ok = 1;
+static PyObject *g_str_scope, *g_str_num_yielded, *g_str_dataset, *g_str_auto_collation, *g_str_collate_fn,
+    *g_str_getitems, *g_str_dataset_iter, *g_str_ended, *g_str_drop_last, *g_str_count;
+
+/* obj.<name>, or NULL without an exception set when it has none (1), or NULL
+ * with one (-1): the common case of a missing attribute without building an
+ * AttributeError. */
+static int optional_attr(PyObject* obj, PyObject* name, PyObject** value) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, value) < 0 ? -1 : 1;
+#else
+  return _PyObject_LookupAttr(obj, name, value) < 0 ? -1 : 1;
+#endif
+}
+
+/* obj.<name> as a u64 (ints only), `otherwise` when missing or not an int. */
+static uint64_t attr_u64(PyObject* obj, PyObject* name, uint64_t otherwise) {
+  PyObject* value;
+  if (optional_attr(obj, name, &value) < 0) PyErr_Clear();
+  if (value == NULL) return otherwise;
+  uint64_t out = otherwise;
+  if (PyLong_Check(value)) {
+    out = PyLong_AsUnsignedLongLongMask(value);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      out = otherwise;
+    }
+  }
+  Py_DECREF(value);
+  return out;
+}
+
+/* A method descriptor's __get__: bound to an instance (super().__next__(), obj.fetch
+ * looked up outside LOAD_METHOD), itself on the class. */
+static PyObject* bind_method(PyObject* self, PyObject* obj, PyObject* type) {
+  (void)type;
+  if (obj == NULL || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* original; /* the __next__ it wraps */
+  uint32_t wait_id, epoch_end_id;
+  int counters; /* Span's cpu argument: 0, COUNTERS_SAMPLED, COUNTERS_ALWAYS */
+} NextWrapperObject;
+
+/* __next__(iterator): a wait span with the batch index as arg; when the call
+ * raises StopIteration an epoch_end span from the call instead (worker
+ * shutdown); any other exception ends the wait span and propagates. Batches
+ * 0, 1, 2, 4, 8, ... (index a power of two or 0) read the counters whatever
+ * the budget. */
+static PyObject* NextWrapper_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  NextWrapperObject* w = (NextWrapperObject*)callable;
+  if (PyVectorcall_NARGS(nargsf) < 1 || kwnames != NULL) return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
+  PyObject* iterator = args[0];
+  const uint64_t index = attr_u64(iterator, g_str_num_yielded, 0);
+  const uint16_t scope = (uint16_t)attr_u64(iterator, g_str_scope, 0);
+  const int cpu = w->counters == COUNTERS_SAMPLED && (index & (index - 1)) == 0 ? COUNTERS_ALWAYS : w->counters;
+  const uint32_t flags =
+      cpu == COUNTERS_ALWAYS ? STALLPROF_SPAN_CPU_ALWAYS : cpu ? STALLPROF_SPAN_CPU : STALLPROF_SPAN_WALL;
+  const int64_t outer_index = t_batch_index;
+  t_batch_index = (int64_t)(index & INT64_MAX);
+  const uint64_t called = stallprof_now_ns();
+  stallprof_span span;
+  stallprof_span_begin(&span, w->wait_id, scope, flags);
+  PyObject* result = PyObject_Vectorcall(w->original, args, nargsf, NULL);
+  t_batch_index = outer_index;
+  if (result == NULL && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+    const uint64_t end = stallprof_now_ns();
+    stallprof_span_complete(w->epoch_end_id, called, end >= called ? end - called : 0, index, scope);
+    return NULL;
+  }
+  stallprof_span_end(&span, index);
+  return result;
+}
+
+/* NextWrapper(original, wait_id, epoch_end_id, counters) */
+static PyObject* NextWrapper_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject* original;
+  PyObject *wait, *epoch_end;
+  int counters;
+  if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+    PyErr_SetString(PyExc_TypeError, "NextWrapper(original, wait, epoch_end, counters)");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "OOOi:NextWrapper", &original, &wait, &epoch_end, &counters)) return NULL;
+  uint32_t wait_id, epoch_end_id;
+  if (!name_id(wait, &wait_id) || !name_id(epoch_end, &epoch_end_id)) return NULL;
+  NextWrapperObject* self = (NextWrapperObject*)type->tp_alloc(type, 0);
+  if (self == NULL) return NULL;
+  self->vectorcall = NextWrapper_vectorcall;
+  Py_INCREF(original);
+  self->original = original;
+  self->wait_id = wait_id;
+  self->epoch_end_id = epoch_end_id;
+  self->counters = counters;
+  return (PyObject*)self;
+}
+
+static int NextWrapper_traverse(NextWrapperObject* self, visitproc visit, void* arg) {
+  Py_VISIT(self->original);
+  return 0;
+}
+
+static int NextWrapper_clear(NextWrapperObject* self) {
+  Py_CLEAR(self->original);
+  return 0;
+}
+
+static void NextWrapper_dealloc(NextWrapperObject* self) {
+  PyObject_GC_UnTrack(self);
+  NextWrapper_clear(self);
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+/* Attributes it does not have (__name__, __doc__, ...) are the wrapped function's. */
+static PyObject* forward_getattro(PyObject* self, PyObject* name, PyObject* original) {
+  PyObject* value = PyObject_GenericGetAttr(self, name);
+  if (value != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || original == NULL) return value;
+  PyErr_Clear();
+  return PyObject_GetAttr(original, name);
+}
+
+static PyObject* NextWrapper_getattro(PyObject* self, PyObject* name) {
+  return forward_getattro(self, name, ((NextWrapperObject*)self)->original);
+}
+
+static PyMemberDef NextWrapper_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(NextWrapperObject, original), READONLY, "the wrapped __next__"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject NextWrapperType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallprof._stallprof.NextWrapper",
+    .tp_basicsize = sizeof(NextWrapperObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "NextWrapper(original, wait, epoch_end, counters): a DataLoader iterator's __next__ with its wait span.",
+    .tp_new = NextWrapper_new,
+    .tp_dealloc = (destructor)NextWrapper_dealloc,
+    .tp_traverse = (traverseproc)NextWrapper_traverse,
+    .tp_clear = (inquiry)NextWrapper_clear,
+    .tp_vectorcall_offset = offsetof(NextWrapperObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = bind_method,
+    .tp_getattro = NextWrapper_getattro,
+    .tp_members = NextWrapper_members,
+};
+
+/* Fetch's counters argument: by the budget (batches 0, 1, 2, 4, ... always), or forced (calibration). */
+#define FETCH_COUNTERS_BUDGET (-1)
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  int iterable; /* the fetcher is an _IterableDatasetFetcher, else a _MapDatasetFetcher */
+  int counters; /* FETCH_COUNTERS_BUDGET, 0 never, 1 always */
+  uint32_t fetch_id, getitem_id, collate_id, read_storage_id, read_calls_id, system_cpu_id;
+} FetchObject;
+
+static inline void getitem_span(uint32_t name, uint64_t start, PyObject* idx, uint16_t scope) {
+  const uint64_t end = stallprof_now_ns();
+  /* arg: the sample index when it is an int (type(idx) is int), else 0 */
+  uint64_t arg = 0;
+  if (idx != NULL && PyLong_CheckExact(idx)) {
+    arg = PyLong_AsUnsignedLongLongMask(idx);
+    if (arg == (uint64_t)-1 && PyErr_Occurred()) PyErr_Clear();
+  }
+  stallprof_span_complete(name, start, end >= start ? end - start : 0, arg, scope);
+}
+
+/* _MapDatasetFetcher.fetch's samples, a getitem span each (torch's own logic:
+ * __getitems__ when the dataset has it, then no getitem spans). New ref. */
+static PyObject* map_samples(FetchObject* f, PyObject* fetcher, PyObject* indices, uint16_t scope) {
+  PyObject* dataset = PyObject_GetAttr(fetcher, g_str_dataset);
+  if (dataset == NULL) return NULL;
+  PyObject* auto_collation = PyObject_GetAttr(fetcher, g_str_auto_collation);
+  int batched = auto_collation == NULL ? -1 : PyObject_IsTrue(auto_collation);
+  Py_XDECREF(auto_collation);
+  PyObject* data = NULL;
+  if (batched < 0) goto done;
+  if (!batched) {
+    const uint64_t start = stallprof_now_ns();
+    data = PyObject_GetItem(dataset, indices);
+    if (data != NULL) getitem_span(f->getitem_id, start, indices, scope);
+    goto done;
+  }
+  PyObject* getitems;
+  if (optional_attr(dataset, g_str_getitems, &getitems) < 0) goto done;
+  if (getitems != NULL) {
+    int has = PyObject_IsTrue(getitems);
+    if (has != 0) {
+      if (has > 0) data = PyObject_CallOneArg(getitems, indices);
+      Py_DECREF(getitems);
+      goto done;
+    }
+    Py_DECREF(getitems);
+  }
+  data = PyList_New(0);
+  if (data == NULL) goto done;
+  PyObject* iter = PyObject_GetIter(indices);
+  if (iter == NULL) goto fail;
+  PyObject* idx;
+  while ((idx = PyIter_Next(iter)) != NULL) {
+    const uint64_t start = stallprof_now_ns();
+    PyObject* item = PyObject_GetItem(dataset, idx);
+    if (item == NULL || PyList_Append(data, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(idx);
+      Py_DECREF(iter);
+      goto fail;
+    }
+    Py_DECREF(item);
+    getitem_span(f->getitem_id, start, idx, scope);
+    Py_DECREF(idx);
+  }
+  Py_DECREF(iter);
+  if (PyErr_Occurred()) goto fail;
+  goto done;
+fail:
+  Py_CLEAR(data);
+done:
+  Py_DECREF(dataset);
+  return data;
+}
+
+/* next(it) as the builtin does it; NULL with StopIteration set at the end. */
+static PyObject* next_item(PyObject* it) {
+  if (!PyIter_Check(it)) {
+    PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator", Py_TYPE(it)->tp_name);
+    return NULL;
+  }
+  PyObject* item = (*Py_TYPE(it)->tp_iternext)(it);
+  if (item == NULL && !PyErr_Occurred()) PyErr_SetNone(PyExc_StopIteration);
+  return item;
+}
+
+/* _IterableDatasetFetcher.fetch's samples, a getitem span (arg 0) each; raises
+ * StopIteration when the stream has no (complete, with drop_last) batch left. */
+static PyObject* iterable_samples(FetchObject* f, PyObject* fetcher, PyObject* indices, uint16_t scope) {
+  PyObject* it = PyObject_GetAttr(fetcher, g_str_dataset_iter);
+  if (it == NULL) return NULL;
+  PyObject* auto_collation = PyObject_GetAttr(fetcher, g_str_auto_collation);
+  int batched = auto_collation == NULL ? -1 : PyObject_IsTrue(auto_collation);
+  Py_XDECREF(auto_collation);
+  PyObject* data = NULL;
+  if (batched < 0) goto done;
+  if (!batched) {
+    const uint64_t start = stallprof_now_ns();
+    data = next_item(it);
+    if (data != NULL) getitem_span(f->getitem_id, start, NULL, scope);
+    goto done;
+  }
+  data = PyList_New(0);
+  if (data == NULL) goto done;
+  PyObject* iter = PyObject_GetIter(indices);
+  if (iter == NULL) goto fail;
+  PyObject* idx;
+  while ((idx = PyIter_Next(iter)) != NULL) {
+    Py_DECREF(idx);
+    const uint64_t start = stallprof_now_ns();
+    PyObject* item = next_item(it);
+    if (item == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        Py_DECREF(iter);
+        goto fail;
+      }
+      PyErr_Clear();
+      if (PyObject_SetAttr(fetcher, g_str_ended, Py_True) < 0) {
+        Py_DECREF(iter);
+        goto fail;
+      }
+      break;
+    }
+    int rc = PyList_Append(data, item);
+    Py_DECREF(item);
+    if (rc < 0) {
+      Py_DECREF(iter);
+      goto fail;
+    }
+    getitem_span(f->getitem_id, start, NULL, scope);
+  }
+  Py_DECREF(iter);
+  if (PyErr_Occurred()) goto fail;
+  Py_ssize_t got = PyList_GET_SIZE(data);
+  int short_batch = 0;
+  if (got > 0) {
+    PyObject* drop_last = PyObject_GetAttr(fetcher, g_str_drop_last);
+    if (drop_last == NULL) goto fail;
+    int drop = PyObject_IsTrue(drop_last);
+    Py_DECREF(drop_last);
+    if (drop < 0) goto fail;
+    if (drop) {
+      Py_ssize_t wanted = PyObject_Length(indices);
+      if (wanted < 0) goto fail;
+      short_batch = got < wanted;
+    }
+  }
+  if (got == 0 || short_batch) {
+    PyErr_SetNone(PyExc_StopIteration);
+    goto fail;
+  }
+  goto done;
+fail:
+  Py_CLEAR(data);
+done:
+  Py_DECREF(it);
+  return data;
+}
+
+/* The batch index this fetch is for: the one NextWrapper or set_batch_index
+ * announced, else the fetcher's own count (a fetch called outside them). */
+static int64_t take_batch_index(PyObject* fetcher) {
+  const int64_t announced = t_batch_index;
+  if (announced >= 0) {
+    t_batch_index = -1;
+    return announced;
+  }
+  PyObject* count;
+  int64_t next = 0;
+  if (optional_attr(fetcher, g_str_count, &count) < 0) PyErr_Clear();
+  if (count != NULL) {
+    if (PyLong_Check(count)) next = PyLong_AsLongLong(count) + 1;
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(count);
+  }
+  PyObject* value = PyLong_FromLongLong(next);
+  if (value == NULL || PyObject_SetAttr(fetcher, g_str_count, value) < 0) PyErr_Clear();
+  Py_XDECREF(value);
+  return next < 0 ? 0 : next;
+}
+
+/* fetch(fetcher, possibly_batched_index): the batch (samples, then collate)
+ * inside a fetch span (arg = batch index) with its getitem and collate spans.
+ * The counters (CPU, delay, the thread's io and system CPU) all or none: by
+ * the budget, always on batches 0, 1, 2, 4, 8, ...; with them, right after
+ * the fetch span, read_storage, read_calls and system_cpu spans that contain
+ * it. A StopIteration (the stream ended: no batch) records no fetch span. */
+static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  FetchObject* f = (FetchObject*)callable;
+  if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+    PyErr_SetString(PyExc_TypeError, "fetch(possibly_batched_index)");
+    return NULL;
+  }
+  PyObject *fetcher = args[0], *indices = args[1];
+  if (f->iterable) {
+    PyObject* ended = PyObject_GetAttr(fetcher, g_str_ended);
+    if (ended == NULL) return NULL;
+    int is_ended = PyObject_IsTrue(ended);
+    Py_DECREF(ended);
+    if (is_ended < 0) return NULL;
+    if (is_ended) {
+      PyErr_SetNone(PyExc_StopIteration);
+      return NULL;
+    }
+  }
+  uint16_t scope = (uint16_t)attr_u64(fetcher, g_str_scope, 0);
+  if (scope == 0) scope = g_worker_scope;
+  const int64_t index = take_batch_index(fetcher);
+  const int sampled = f->counters == FETCH_COUNTERS_BUDGET
+                          ? (index & (index - 1)) == 0 || stallprof_counters_due()
+                          : f->counters;
+  uint64_t rchar0 = 0, read_bytes0 = 0, system0 = 0;
+  int have_io = 0, have_system0 = 0;
+  if (sampled && g_thread_io_ok) {
+    if (stallprof_thread_io(&rchar0, &read_bytes0) == 0) {
+      have_io = 1;
+      have_system0 = stallprof_thread_system_ns(&system0) == 0;
+    } else {
+      g_thread_io_ok = 0;
+    }
+  }
+  const uint64_t io_start = have_io ? stallprof_now_ns() : 0; /* the read spans' start, only when they are recorded */
+  stallprof_span span;
+  stallprof_span_begin(&span, f->fetch_id, scope, sampled ? STALLPROF_SPAN_CPU_ALWAYS : STALLPROF_SPAN_WALL);
+  PyObject* data = f->iterable ? iterable_samples(f, fetcher, indices, scope) : map_samples(f, fetcher, indices, scope);
+  PyObject* batch = NULL;
+  if (data != NULL) {
+    PyObject* collate_fn = PyObject_GetAttr(fetcher, g_str_collate_fn);
+    if (collate_fn != NULL) {
+      const uint64_t start = stallprof_now_ns();
+      batch = PyObject_CallOneArg(collate_fn, data);
+      Py_DECREF(collate_fn);
+      if (batch != NULL) {
+        const uint64_t end = stallprof_now_ns();
+        stallprof_span_complete(f->collate_id, start, end >= start ? end - start : 0, (uint64_t)index, scope);
+      }
+    }
+    Py_DECREF(data);
+  }
+  if (batch == NULL) {
+    /* no batch (the stream ended): not a fetch, so fetch spans == batches */
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) stallprof_span_end(&span, (uint64_t)index);
+    return NULL;
+  }
+  stallprof_span_end(&span, (uint64_t)index);
+  if (have_io) {
+    /* After the fetch span, so the read spans contain it (start earlier, end
+     * later) and come after it in the thread's record order. */
+    uint64_t rchar1, read_bytes1, system1;
+    if (stallprof_thread_io(&rchar1, &read_bytes1) != 0) {
+      g_thread_io_ok = 0;
+      return batch;
+    }
+    const int have_system1 = stallprof_thread_system_ns(&system1) == 0;
+    const uint64_t end = stallprof_now_ns();
+    const uint64_t duration = end >= io_start ? end - io_start : 0;
+    stallprof_span_complete(f->read_storage_id, io_start, duration,
+                            read_bytes1 > read_bytes0 ? read_bytes1 - read_bytes0 : 0, scope);
+    stallprof_span_complete(f->read_calls_id, io_start, duration, rchar1 > rchar0 ? rchar1 - rchar0 : 0, scope);
+    if (have_system0 && have_system1) /* the kernel's share of the fetch: holds what storage misses cost */
+      stallprof_span_complete(f->system_cpu_id, io_start, duration, system1 > system0 ? system1 - system0 : 0, scope);
+  }
+  return batch;
+}
+
+/* Fetch(iterable, (fetch, getitem, collate, read_storage, read_calls, system_cpu), counters=None) */
+static PyObject* Fetch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  int iterable;
+  PyObject *names, *counters = Py_None;
+  if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+    PyErr_SetString(PyExc_TypeError, "Fetch(iterable, names, counters=None)");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "pO!|O:Fetch", &iterable, &PyTuple_Type, &names, &counters)) return NULL;
+  if (PyTuple_GET_SIZE(names) != 6) {
+    PyErr_SetString(PyExc_TypeError, "Fetch: names are (fetch, getitem, collate, read_storage, read_calls, system_cpu)");
+    return NULL;
+  }
+  uint32_t ids[6];
+  for (int i = 0; i < 6; i++)
+    if (!name_id(PyTuple_GET_ITEM(names, i), &ids[i])) return NULL;
+  int forced = counters == Py_None ? FETCH_COUNTERS_BUDGET : PyObject_IsTrue(counters);
+  if (counters != Py_None && forced < 0) return NULL;
+  FetchObject* self = (FetchObject*)type->tp_alloc(type, 0);
+  if (self == NULL) return NULL;
+  self->vectorcall = Fetch_vectorcall;
+  self->iterable = iterable;
+  self->counters = forced;
+  self->fetch_id = ids[0];
+  self->getitem_id = ids[1];
+  self->collate_id = ids[2];
+  self->read_storage_id = ids[3];
+  self->read_calls_id = ids[4];
+  self->system_cpu_id = ids[5];
+  return (PyObject*)self;
+}
+
+static PyTypeObject FetchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallprof._stallprof.Fetch",
+    .tp_basicsize = sizeof(FetchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Fetch(iterable, names, counters=None): a dataset fetcher's fetch() with its fetch, getitem,\n"
+              "collate and read spans.",
+    .tp_new = Fetch_new,
+    .tp_vectorcall_offset = offsetof(FetchObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = bind_method,
+};
+
+static PyObject* py_set_batch_index(PyObject* self, PyObject* index) {
+  (void)self;
+  long long value = PyLong_AsLongLong(index);
+  if (value == -1 && PyErr_Occurred()) return NULL;
+  t_batch_index = value < 0 ? -1 : value;
+  Py_RETURN_NONE;
+}
+
+static PyObject* py_set_worker_scope(PyObject* self, PyObject* scope) {
+  (void)self;
+  uint64_t value;
+  if (!to_u64(scope, &value)) return NULL;
+  g_worker_scope = (uint16_t)value;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"attach", py_attach, METH_NOARGS, "Attach to the ring; returns STALLPROF_* status."},
     {"enabled", py_enabled, METH_NOARGS, "True when recording."},
@@ -329,6 +934,11 @@ static PyMethodDef module_methods[] = {
      "True when this thread's counter budget allows reading CPU, schedstat and io now."},
     {"counter_share", py_counter_share, METH_NOARGS, "Share of a thread's wall time its counter reads may cost."},
     {"counter_budget_reset", py_counter_budget_reset, METH_NOARGS, "Forget this thread's spent counter budget."},
+    {"set_batch_index", py_set_batch_index, METH_O,
+     "set_batch_index(i): the calling thread's next fetch is for batch i (a worker, from its index queue)."},
+    {"set_worker_scope", py_set_worker_scope, METH_O, "set_worker_scope(scope): the loader this worker serves."},
+    {"set_stage_decorator", py_set_stage_decorator, METH_O,
+     "set_stage_decorator(fn): fn(name, scope, function) makes @stage(name, scope) wrappers."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_stallprof", "stallprof C fast path", -1,
@@ -336,12 +946,27 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_stallprof", "st
 
 PyMODINIT_FUNC PyInit__stallprof(void) {
   if (PyType_Ready(&SpanType) < 0) return NULL;
+  StageType.tp_base = &SpanType;
+  if (PyType_Ready(&StageType) < 0 || PyType_Ready(&NextWrapperType) < 0 || PyType_Ready(&FetchType) < 0) return NULL;
+  const char* attrs[] = {"_stallprof_scope", "_num_yielded", "dataset", "auto_collation", "collate_fn",
+                         "__getitems__", "dataset_iter", "ended", "drop_last", "_stallprof_count"};
+  PyObject** interned[] = {&g_str_scope, &g_str_num_yielded, &g_str_dataset, &g_str_auto_collation,
+                           &g_str_collate_fn, &g_str_getitems, &g_str_dataset_iter, &g_str_ended,
+                           &g_str_drop_last, &g_str_count};
+  for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
+    if ((*interned[i] = PyUnicode_InternFromString(attrs[i])) == NULL) return NULL;
   PyObject* m = PyModule_Create(&module_def);
   if (m == NULL) return NULL;
   g_name_cache = PyDict_New();
   if (g_name_cache == NULL) return NULL;
   Py_INCREF(&SpanType);
   if (PyModule_AddObject(m, "Span", (PyObject*)&SpanType) < 0) return NULL;
+  PyTypeObject* types[] = {&StageType, &NextWrapperType, &FetchType};
+  const char* type_names[] = {"Stage", "NextWrapper", "Fetch"};
+  for (int i = 0; i < 3; i++) {
+    Py_INCREF(types[i]);
+    if (PyModule_AddObject(m, type_names[i], (PyObject*)types[i]) < 0) return NULL;
+  }
   PyModule_AddIntConstant(m, "OK", STALLPROF_OK);
   PyModule_AddIntConstant(m, "DISABLED", STALLPROF_DISABLED);
   PyModule_AddIntConstant(m, "ERR_VERSION", STALLPROF_ERR_VERSION);

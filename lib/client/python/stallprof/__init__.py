@@ -84,24 +84,33 @@ else:
         pass
 
 
-class stage(_Span):
-    """A named stage of your pipeline, recorded as a span with thread CPU time
-    and run-queue delay (read within the thread's counter budget: on every
-    slow stage, on a sample of fast ones; analyze scales them). Use as
-    `with stallprof.stage("decode"):` or as a decorator
-    `@stallprof.stage("decode")`. Set `.arg` for a u64 argument."""
-    __slots__ = ("_stage_name", "_stage_scope")
+def _decorate(name, scope, fn):
+    """@stallprof.stage(name, scope) on fn."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with stage(name, scope):
+            return fn(*args, **kwargs)
+    return wrapper
 
-    def __init__(self, name, scope=0):
-        super().__init__(name, scope, True)
-        self._stage_name = name
-        self._stage_scope = scope
 
-    def __call__(self, fn):
-        name, scope = self._stage_name, self._stage_scope
+if _ext is not None and hasattr(_ext, "Stage"):
+    # The extension's stage: built by vectorcall, begin/end in C (the whole
+    # `with` costs the clock reads and little more).
+    stage = _ext.Stage
+    _ext.set_stage_decorator(_decorate)
+else:
+    class stage(_Span):
+        """A named stage of your pipeline, recorded as a span with thread CPU time
+        and run-queue delay (read within the thread's counter budget: on every
+        slow stage, on a sample of fast ones; analyze scales them). Use as
+        `with stallprof.stage("decode"):` or as a decorator
+        `@stallprof.stage("decode")`. Set `.arg` for a u64 argument."""
+        __slots__ = ("_stage_name", "_stage_scope")
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with stage(name, scope):
-                return fn(*args, **kwargs)
-        return wrapper
+        def __init__(self, name, scope=0):
+            super().__init__(name, scope, True)
+            self._stage_name = name
+            self._stage_scope = scope
+
+        def __call__(self, fn):
+            return _decorate(self._stage_name, self._stage_scope, fn)

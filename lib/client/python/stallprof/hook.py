@@ -38,16 +38,28 @@ The wall times are recorded on every span. The trace's "counter_share" config
 (written by the client when it first skips) tells the analysis to estimate the
 skipped spans (docs/analysis.md "Sampled counters").
 
+The per-batch path is one C call per patch point: with the extension,
+_BaseDataLoaderIter.__next__ is a _stallprof.NextWrapper and the fetchers'
+fetch() a _stallprof.Fetch (lib/client/python/_stallprof.c), which do all of
+the above without running Python code of their own (no Span object, no
+closure, no frame lookup). The fetch learns its batch index from the thread:
+NextWrapper announces the iterator's _num_yielded around the call (num_workers
+=0), a worker's wrapped index queue (_IndexQueue) the idx of each batch it
+hands out. The ctypes fallback runs the same logic in Python (_python_next,
+_python_fetch; its fetch reads the index from the caller's frame).
+
 The hook's own cost, measured at start (main process only, when it patches
 torch, < 20 ms): ~200 repetitions of each event kind it emits, run through the
-same code as the real events around no-op work, minus the no-op work alone.
-Recorded as config values of scope 0 in ns per event: hook_ns_wait (the next()
-wrapper with its wait span, counters skipped), hook_ns_fetch (a fetch span
-without counters and without its collate span), hook_ns_sample (a getitem
-span), hook_ns_collate (a collate span), and what reading the counters adds to
-a sampled wait (hook_ns_wait_counters) and a sampled fetch with its read and
-system spans and thread_io calls (hook_ns_fetch_counters). The calibration's
-own spans are named "stallprof.calibration.*", which analysis ignores.
+same code as the real events (the same NextWrapper and Fetch) around no-op
+work, minus the no-op work alone (for a fetch: torch's own fetch of the same
+samples, which the hook's replaces). Recorded as config values of scope 0 in
+ns per event: hook_ns_wait (the next() wrapper with its wait span, counters
+skipped), hook_ns_fetch (a fetch span without counters, with its collate span:
+one C call records both, so hook_ns_collate is 0), hook_ns_sample (a getitem
+span), and what reading the counters adds to a sampled wait
+(hook_ns_wait_counters) and a sampled fetch with its read and system spans
+(hook_ns_fetch_counters). The calibration's own spans are named
+"stallprof.calibration.*", which analysis ignores.
 """
 import os
 import sys
@@ -306,6 +318,8 @@ class _WorkerInit:
         _worker_scope = self.scope
         try:
             if _ext is not None:
+                if hasattr(_ext, "set_worker_scope"):
+                    _ext.set_worker_scope(self.scope)
                 _ext.instant(WORKER_START, worker_id, self.scope)
         except Exception:
             pass
@@ -314,7 +328,7 @@ class _WorkerInit:
 
 
 def _patch():
-    global _patched
+    global _patched, _original_worker_loop
     if _patched:
         return
     _patched = True
@@ -325,14 +339,11 @@ def _patch():
     ext = _ext
     span_since = ext.span_since
     now = ext.now
-    Span = ext.Span
     wait_id, epoch_id, epoch_end_id = ext.name(WAIT), ext.name(EPOCH), ext.name(EPOCH_END)
     fetch_id, getitem_id, collate_id, pin_id = ext.name(FETCH), ext.name(GETITEM), ext.name(COLLATE), ext.name(PIN)
     read_storage_id, read_calls_id = ext.name(READ_STORAGE), ext.name(READ_CALLS)
     system_cpu_id = ext.name(SYSTEM_CPU)
-    thread_io = ext.thread_io
-    counters_due = ext.counters_due
-    SAMPLED, ALWAYS = ext.COUNTERS_SAMPLED, ext.COUNTERS_ALWAYS
+    SAMPLED = ext.COUNTERS_SAMPLED
 
     # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
     original_iter = dl.DataLoader.__iter__
@@ -371,155 +382,23 @@ def _patch():
 
     dl.DataLoader.__iter__ = __iter__
 
-    # -- _BaseDataLoaderIter.__next__: time blocked per iteration ------------------
-    def make_next(original_next, wait_id, epoch_end_id, counters=SAMPLED):
-        def __next__(self):
-            # With CPU (within the thread's counter budget): the main thread's own
-            # work in next() (num_workers=0 fetches, unpickling batches from
-            # workers) tells it apart from waiting.
-            index = self._num_yielded
-            span = Span(wait_id, getattr(self, "_stallprof_scope", 0),
-                        ALWAYS if counters == SAMPLED and not index & (index - 1) else counters)
-            called = now()
-            span.begin()
-            try:
-                data = original_next(self)
-            except StopIteration:
-                # The next() that ends the epoch: worker shutdown when not persistent.
-                span_since(epoch_end_id, called, index, getattr(self, "_stallprof_scope", 0))
-                raise
-            span.end(index)
-            return data
-        return __next__
-
-    dl._BaseDataLoaderIter.__next__ = make_next(dl._BaseDataLoaderIter.__next__, wait_id, epoch_end_id)
-
-    # -- fetchers: fetch (with CPU), getitem, collate ---------------------------
-    def batch_index(fetcher, depth):
-        # The worker loop (`depth` frames up from here) has the batch index in
-        # its local `idx`; in the main process (num_workers=0) the iterator's
-        # count of yielded batches is it.
-        try:
-            caller = sys._getframe(depth).f_locals
-            idx = caller.get("idx")
-            if isinstance(idx, int):
-                return idx
-            owner = caller.get("self")
-            yielded = getattr(owner, "_num_yielded", None)
-            if isinstance(yielded, int):
-                return yielded
-        except Exception:
-            pass
-        fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
-        return fetcher._stallprof_count
-
-    def io_before():
-        global _thread_io_ok
-        if not _thread_io_ok:
-            return None
-        io = thread_io()
-        if io is None:
-            _thread_io_ok = False
-        return io
-
-    def record_reads(io0, io_start, scope, read_storage_id=read_storage_id, read_calls_id=read_calls_id,
-                     system_cpu_id=system_cpu_id):
-        # After the fetch span, so the read spans contain it (start earlier,
-        # end later) and come after it in the thread's record order.
-        global _thread_io_ok
-        io1 = thread_io()
-        if io1 is None:
-            _thread_io_ok = False
-            return
-        span_since(read_storage_id, io_start, max(0, io1[1] - io0[1]), scope)
-        span_since(read_calls_id, io_start, max(0, io1[0] - io0[0]), scope)
-        if io0[2] >= 0 and io1[2] >= 0:  # the kernel's share of the fetch: holds what storage misses cost
-            span_since(system_cpu_id, io_start, max(0, io1[2] - io0[2]), scope)
-
-    def collate(fetcher, data, scope, index, collate_id=collate_id):
-        start = now()
-        batch = fetcher.collate_fn(data)
-        span_since(collate_id, start, index, scope)
-        return batch
-
-    def measured_fetch(fetcher, samples, ids=None, counters=None):
-        # One batch: `samples(scope)` reads the dataset, then collate; the fetch
-        # span around both, the read spans after it. The counters (CPU, delay,
-        # the thread's io) when the thread's budget allows, all or none, so a
-        # fetch span with CPU always has its read spans. `ids`: the
-        # calibration's names instead of the real ones; `counters`: True/False
-        # forces them (calibration).
-        scope = getattr(fetcher, "_stallprof_scope", 0) or _worker_scope
-        index = batch_index(fetcher, 3)
-        sampled = (not index & (index - 1) or counters_due()) if counters is None else counters
-        span = Span(fetch_id if ids is None else ids["fetch"], scope, ALWAYS if sampled else 0)
-        io0 = io_before() if sampled else None
-        io_start = now()
-        span.begin()
-        try:
-            if ids is None:
-                batch = collate(fetcher, samples(scope), scope, index)
-            else:
-                batch = collate(fetcher, samples(scope), scope, index, ids["collate"])
-        except StopIteration:
-            raise  # no batch (the stream ended): not a fetch, so fetch spans == batches
-        except BaseException:
-            span.end(index)
-            raise
-        span.end(index)
-        if io0 is not None:
-            if ids is None:
-                record_reads(io0, io_start, scope)
-            else:
-                record_reads(io0, io_start, scope, ids["read_storage"], ids["read_calls"], ids["system_cpu"])
-        return batch
-
-    def map_fetch(self, possibly_batched_index):
-        def samples(scope):
-            if self.auto_collation:
-                if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
-                    return self.dataset.__getitems__(possibly_batched_index)
-                dataset = self.dataset
-                data = []
-                append = data.append
-                for idx in possibly_batched_index:
-                    start = now()
-                    append(dataset[idx])
-                    span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
-                return data
-            start = now()
-            data = self.dataset[possibly_batched_index]
-            idx = possibly_batched_index
-            span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
-            return data
-        return measured_fetch(self, samples)
-
-    def iterable_fetch(self, possibly_batched_index):
-        if self.ended:
-            raise StopIteration
-
-        def samples(scope):
-            if self.auto_collation:
-                data = []
-                for _ in possibly_batched_index:
-                    start = now()
-                    try:
-                        data.append(next(self.dataset_iter))
-                    except StopIteration:
-                        self.ended = True
-                        break
-                    span_since(getitem_id, start, 0, scope)
-                if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
-                    raise StopIteration
-                return data
-            start = now()
-            data = next(self.dataset_iter)
-            span_since(getitem_id, start, 0, scope)
-            return data
-        return measured_fetch(self, samples)
-
-    fetch_mod._MapDatasetFetcher.fetch = map_fetch
-    fetch_mod._IterableDatasetFetcher.fetch = iterable_fetch
+    # -- _BaseDataLoaderIter.__next__ and the fetchers' fetch() --------------------
+    # The extension's NextWrapper and Fetch do the per-batch work in one C call
+    # each; the ctypes fallback runs the same logic in Python (_python_next,
+    # _python_fetch).
+    make_next = getattr(ext, "NextWrapper", _python_next)
+    make_fetch = getattr(ext, "Fetch", _python_fetch)
+    dl._BaseDataLoaderIter.__next__ = make_next(dl._BaseDataLoaderIter.__next__, wait_id, epoch_end_id, SAMPLED)
+    fetch_names = (fetch_id, getitem_id, collate_id, read_storage_id, read_calls_id, system_cpu_id)
+    original_map_fetch = fetch_mod._MapDatasetFetcher.fetch
+    fetch_mod._MapDatasetFetcher.fetch = make_fetch(False, fetch_names)
+    fetch_mod._IterableDatasetFetcher.fetch = make_fetch(True, fetch_names)
+    if hasattr(ext, "set_batch_index"):
+        # Workers: the C fetch learns each batch's index from the index queue.
+        from torch.utils.data._utils import worker as worker_mod
+        if worker_mod._worker_loop is not _worker_loop:
+            _original_worker_loop = worker_mod._worker_loop
+            worker_mod._worker_loop = _worker_loop
 
     # -- pin-memory thread -----------------------------------------------------------
     original_pin = pin_mod.pin_memory
@@ -544,10 +423,198 @@ def _patch():
     try:
         import multiprocessing
         if multiprocessing.parent_process() is None:
-            _calibrate(ext, make_next, measured_fetch, collate)
+            _calibrate(ext, make_next, make_fetch, original_map_fetch)
     except Exception as error:  # the figures are optional; the recording is not
         _warn("could not time the hook's own cost (%s); analysis takes it as 0" % error)
 
+
+# ---- the per-batch path in Python (the ctypes fallback) ------------------------
+# What the extension's NextWrapper and Fetch do in C (lib/client/python/_stallprof.c),
+# for a process that reaches the ring through ctypes.
+
+def _python_next(original_next, wait_id, epoch_end_id, counters):
+    """A DataLoader iterator's __next__ with its wait span (arg: the batch
+    index; with CPU within the thread's counter budget, always on batches 0, 1,
+    2, 4, ...). The next() that raises StopIteration records an epoch_end span
+    from the call instead (worker shutdown); another exception ends the wait
+    span and propagates."""
+    ext = _ext
+    Span, now, span_since = ext.Span, ext.now, ext.span_since
+    SAMPLED, ALWAYS = ext.COUNTERS_SAMPLED, ext.COUNTERS_ALWAYS
+
+    def __next__(self):
+        # With CPU: the main thread's own work in next() (num_workers=0
+        # fetches, unpickling batches from workers) tells it apart from waiting.
+        index = getattr(self, "_num_yielded", 0)
+        scope = getattr(self, "_stallprof_scope", 0)
+        span = Span(wait_id, scope, ALWAYS if counters == SAMPLED and not index & (index - 1) else counters)
+        called = now()
+        span.begin()
+        try:
+            data = original_next(self)
+        except StopIteration:
+            span_since(epoch_end_id, called, index, scope)
+            raise
+        except BaseException:
+            span.end(index)
+            raise
+        span.end(index)
+        return data
+    return __next__
+
+
+def _frame_batch_index(fetcher, caller):
+    # The worker loop (the fetch's caller) has the batch index in its local
+    # `idx`; in the main process (num_workers=0) the iterator's count of
+    # yielded batches is it.
+    try:
+        local = caller.f_locals
+        idx = local.get("idx")
+        if isinstance(idx, int):
+            return idx
+        yielded = getattr(local.get("self"), "_num_yielded", None)
+        if isinstance(yielded, int):
+            return yielded
+    except Exception:
+        pass
+    fetcher._stallprof_count = getattr(fetcher, "_stallprof_count", -1) + 1
+    return fetcher._stallprof_count
+
+
+def _python_fetch(iterable, names, counters=None):
+    """A dataset fetcher's fetch(fetcher, possibly_batched_index): the batch
+    inside a fetch span with getitem and collate spans, and the read spans
+    after it when the counters are read (see the module docstring). `names`:
+    (fetch, getitem, collate, read_storage, read_calls, system_cpu);
+    `counters`: None by the budget, True/False forced (calibration)."""
+    ext = _ext
+    now, span_since, Span = ext.now, ext.span_since, ext.Span
+    thread_io, counters_due, ALWAYS = ext.thread_io, ext.counters_due, ext.COUNTERS_ALWAYS
+    fetch_id, getitem_id, collate_id, read_storage_id, read_calls_id, system_cpu_id = names
+
+    def map_samples(fetcher, indices, scope):
+        dataset = fetcher.dataset
+        if fetcher.auto_collation:
+            if hasattr(dataset, "__getitems__") and dataset.__getitems__:
+                return dataset.__getitems__(indices)
+            data = []
+            append = data.append
+            for idx in indices:
+                start = now()
+                append(dataset[idx])
+                span_since(getitem_id, start, idx if type(idx) is int else 0, scope)
+            return data
+        start = now()
+        data = dataset[indices]
+        span_since(getitem_id, start, indices if type(indices) is int else 0, scope)
+        return data
+
+    def iterable_samples(fetcher, indices, scope):
+        if fetcher.auto_collation:
+            data = []
+            for _ in indices:
+                start = now()
+                try:
+                    data.append(next(fetcher.dataset_iter))
+                except StopIteration:
+                    fetcher.ended = True
+                    break
+                span_since(getitem_id, start, 0, scope)
+            if len(data) == 0 or (fetcher.drop_last and len(data) < len(indices)):
+                raise StopIteration
+            return data
+        start = now()
+        data = next(fetcher.dataset_iter)
+        span_since(getitem_id, start, 0, scope)
+        return data
+
+    samples = iterable_samples if iterable else map_samples
+
+    def io_now():
+        global _thread_io_ok
+        io = thread_io() if _thread_io_ok else None
+        if io is None:
+            _thread_io_ok = False
+        return io
+
+    def fetch(fetcher, indices):
+        if iterable and fetcher.ended:
+            raise StopIteration
+        scope = getattr(fetcher, "_stallprof_scope", 0) or _worker_scope
+        index = _frame_batch_index(fetcher, sys._getframe(1))
+        sampled = (not index & (index - 1) or counters_due()) if counters is None else counters
+        span = Span(fetch_id, scope, ALWAYS if sampled else 0)
+        io0 = io_now() if sampled else None
+        io_start = now()
+        span.begin()
+        try:
+            data = samples(fetcher, indices, scope)
+            start = now()
+            batch = fetcher.collate_fn(data)
+            span_since(collate_id, start, index, scope)
+        except StopIteration:
+            raise  # no batch (the stream ended): not a fetch, so fetch spans == batches
+        except BaseException:
+            span.end(index)
+            raise
+        span.end(index)
+        if io0 is not None:
+            # After the fetch span, so the read spans contain it (start earlier,
+            # end later) and come after it in the thread's record order.
+            io1 = io_now()
+            if io1 is not None:
+                span_since(read_storage_id, io_start, max(0, io1[1] - io0[1]), scope)
+                span_since(read_calls_id, io_start, max(0, io1[0] - io0[0]), scope)
+                if io0[2] >= 0 and io1[2] >= 0:  # the kernel's share of the fetch: holds what storage misses cost
+                    span_since(system_cpu_id, io_start, max(0, io1[2] - io0[2]), scope)
+        return batch
+    return fetch
+
+
+# ---- workers: the batch index for the C fetch ------------------------------------
+_original_worker_loop = None
+
+
+class _IndexQueue:
+    """A worker's index queue: each get() that hands out a batch, (idx,
+    indices), tells the C fetch the index of the batch it fetches next, the
+    same whatever order the batches arrive in."""
+    __slots__ = ("_queue", "_announce")
+
+    def __init__(self, queue, announce):
+        self._queue = queue
+        self._announce = announce
+
+    def get(self, *args, **kwargs):
+        item = self._queue.get(*args, **kwargs)
+        if type(item) is tuple and item and type(item[0]) is int:
+            self._announce(item[0])
+        return item
+
+    def __getattr__(self, name):
+        return getattr(self._queue, name)
+
+
+def _worker_loop(*args, **kwargs):
+    """torch's DataLoader worker loop with its index queue wrapped in
+    _IndexQueue. Top-level, so a spawn context pickles it by name."""
+    original = _original_worker_loop
+    if original is None:  # a spawned worker whose torch the hook did not patch
+        from torch.utils.data._utils import worker
+        original = worker._worker_loop
+    announce = getattr(_ext, "set_batch_index", None)
+    if announce is not None and original is not _worker_loop:
+        if "index_queue" in kwargs:
+            kwargs["index_queue"] = _IndexQueue(kwargs["index_queue"], announce)
+        else:
+            import inspect
+            position = list(inspect.signature(original).parameters).index("index_queue")
+            if position < len(args):
+                args = args[:position] + (_IndexQueue(args[position], announce),) + args[position + 1:]
+    return original(*args, **kwargs)
+
+
+# ---- the hook's own cost ----------------------------------------------------------
 
 class _CalibrationIterator:
     """Stands in for a DataLoader iterator while the hook times its wrapper."""
@@ -556,21 +623,28 @@ class _CalibrationIterator:
 
 
 class _CalibrationFetcher:
-    """Stands in for a dataset fetcher while the hook times its fetch spans."""
+    """Stands in for a map-style dataset fetcher while the hook times its fetch."""
     _stallprof_scope = 0
+    auto_collation = True
+    drop_last = False
+    dataset = list(range(9))
 
     @staticmethod
     def collate_fn(data):
         return data
 
 
-def _calibrate(ext, make_next, measured_fetch, collate):
+def _calibrate(ext, make_next, make_fetch, bare_fetch):
     """Times _CALIBRATION_REPS events of each kind through the hook's own code
-    around no-op work, minus the no-op work alone, and records the ns per event
-    as config values of scope 0 (see the module docstring): without the
-    counters, and what reading them adds."""
+    (the same NextWrapper and Fetch the loaders use) around no-op work, minus
+    the no-op work alone (torch's own fetch for the fetches), and records the ns
+    per event as config values of scope 0 (see the module docstring): without
+    the counters, and what reading them adds. A fetch of 1 sample and one of 9
+    give the getitem span's cost (the difference over 8) and the fetch span's
+    with its collate span (the rest; hook_ns_collate is 0). Against torch's own
+    fetch, which the hook's replaces: what the hook adds over an untraced run,
+    so the C fetch's savings on torch's Python loop count against its spans."""
     now = ext.now
-    span_since = ext.span_since
     ids = {kind: ext.name(CALIBRATION + kind)
            for kind in ("wait", "epoch_end", "fetch", "collate", "getitem", "read_storage", "read_calls", "system_cpu")}
 
@@ -605,29 +679,24 @@ def _calibrate(ext, make_next, measured_fetch, collate):
     wait_counters_ns = max(0, per_event(lambda: counted_next(iterator), lambda: noop_next(iterator)) - wait_ns)
 
     fetcher = _CalibrationFetcher()
-    one = [0]
+    names = tuple(ids[kind] for kind in ("fetch", "getitem", "collate", "read_storage", "read_calls", "system_cpu"))
+    fetch, counted_fetch = make_fetch(False, names, False), make_fetch(False, names, True)
+    # The index NextWrapper announces to the fetch in a real next() (its cost is the wait's).
+    announce = getattr(ext, "set_batch_index", None) or (lambda index: None)
+    one, nine = [0], list(range(9))
 
-    def samples(scope):
-        return one
-    collate_ns = per_event(lambda: collate(fetcher, one, 0, 0, ids["collate"]), lambda: fetcher.collate_fn(one))
-    fetch_ns = per_event(lambda: measured_fetch(fetcher, samples, ids, False), lambda: fetcher.collate_fn(samples(0)))
-    fetch_counters_ns = per_event(lambda: measured_fetch(fetcher, samples, ids, True),
-                                  lambda: fetcher.collate_fn(samples(0)))
-    fetch_counters_ns = max(0, fetch_counters_ns - collate_ns - fetch_ns)
-    fetch_ns = max(0, fetch_ns - collate_ns)
-
-    data = []
-    append = data.append
-    getitem_id = ids["getitem"]
-
-    def hooked_sample():
-        start = now()
-        append(one[0])
-        span_since(getitem_id, start, 0, 0)
-
-    def bare_sample():
-        append(one[0])
-    sample_ns = per_event(hooked_sample, bare_sample)
+    def timed(fn, indices):
+        def call():
+            announce(0)
+            fn(fetcher, indices)
+        return call
+    one_sample_ns = per_event(timed(fetch, one), timed(bare_fetch, one))
+    nine_samples_ns = per_event(timed(fetch, nine), timed(bare_fetch, nine))
+    fetch_counters_ns = max(0, per_event(timed(counted_fetch, one), timed(bare_fetch, one)) - one_sample_ns)
+    sample_ns = max(0, (nine_samples_ns - one_sample_ns) // 8)
+    # The collate span is timed with its fetch (one C call records both).
+    collate_ns = 0
+    fetch_ns = max(0, one_sample_ns - sample_ns)
 
     cfg = ext.config
     cfg(0, "hook_ns_wait", int(wait_ns))
