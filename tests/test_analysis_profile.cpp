@@ -236,20 +236,20 @@ TraceBuilder ReadingLoader(Missed missed_mib, Cpu cpu_ms, System system_ms) {
 }  // namespace
 
 TEST_CASE("Read spans around fetch spans give the storage bytes per batch and the CPU a miss costs") {
-  // Batch i misses 2 or 4 MiB; its CPU is 3 ms + 1 ms per MiB missed.
-  auto missed = [](int i) { return i % 2 ? 4 : 2; };
+  // Batch i misses 1 or 4 MiB; its CPU is 3 ms + 1 ms per MiB missed.
+  auto missed = [](int i) { return i % 2 ? 4 : 1; };
   TraceBuilder b = ReadingLoader(missed, [&](int i) { return 3.0 + missed(i); }, [](int) { return -1.0; });
   const auto analysis = Analyze(b.trace, {});
   REQUIRE(analysis.ok());
   const auto& loader = analysis->loaders.front();
   CHECK(loader.fetch_reads.size() == 40);
-  CHECK(loader.split.miss_cpu_s_per_batch == Approx(0.003));  // 1 ms a MiB x 3 MiB a batch: fetch, not prep
+  CHECK(loader.split.miss_cpu_s_per_batch == Approx(0.0025));  // 1 ms a MiB x 2.5 MiB a batch: fetch, not prep
   for (const auto& st : loader.stages) CHECK(st.name.find("read_") == std::string::npos);  // not pipeline stages
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
-  CHECK(p.storage_bytes_per_batch == Approx(3 << 20));
-  CHECK(p.cold_hit_ratio == Approx(0.25));  // 3 of the 4 MiB a batch needs came from storage
+  CHECK(p.storage_bytes_per_batch == Approx(2.5 * (1 << 20)));
+  CHECK(p.cold_hit_ratio == Approx(0.375));  // 2.5 of the 4 MiB a batch needs came from storage
   REQUIRE(p.cpu_s_per_storage_byte.measured);
   CHECK(p.cpu_s_per_storage_byte.value * 1048576.0 == Approx(0.001));
   // Read spans that do not contain a fetch span of their thread measure nothing it did.

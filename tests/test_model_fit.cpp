@@ -55,7 +55,7 @@ std::vector<ReadSample> ReadRows(double base, double per_mib, double low, double
 }  // namespace
 
 TEST_CASE("The CPU a storage miss costs is the slope of fetch CPU against bytes read from storage") {
-  const auto fit = FitReadCost(ReadRows(0.002, 0.0005, 4, 8, 8));
+  const auto fit = FitReadCost(ReadRows(0.002, 0.0005, 2, 8, 8));
   REQUIRE(fit.ok());
   CHECK(fit->cpu_s_per_storage_byte * 1048576.0 == Approx(0.0005).epsilon(0.01));
   CHECK(fit->points == 40);
@@ -75,7 +75,7 @@ TEST_CASE("CPU per byte read on every read is kept apart from the CPU of a miss"
 }
 
 TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the rest, saying why") {
-  CHECK(FitReadCost(ReadRows(0.002, 0.0005, 4, 8, 8)).ok());
+  CHECK(FitReadCost(ReadRows(0.002, 0.0005, 2, 8, 8)).ok());
   const auto few = FitReadCost(std::vector<ReadSample>(3, ReadSample{0.001, 1e6, 1e6}));
   REQUIRE_FALSE(few.ok());
   CHECK_THAT(few.error().message, Catch::Contains("3 fetch spans"));
@@ -85,21 +85,25 @@ TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the re
   const auto flat = FitReadCost(ReadRows(0.002, 0.0005, 8, 8, 8));
   REQUIRE_FALSE(flat.ok());
   CHECK_THAT(flat.error().message, Catch::Contains("same bytes"));
+  // Every batch missed at least half the mean: a miss's fixed cost would hide in the intercept.
+  const auto all_missed = FitReadCost(ReadRows(0.002, 0.0005, 6, 8, 8));
+  REQUIRE_FALSE(all_missed.ok());
+  CHECK_THAT(all_missed.error().message, Catch::Contains("at least half"));
   // Every read missed: storage bytes move with the bytes read.
   std::vector<ReadSample> cold;
-  for (int i = 0; i < 20; ++i) cold.push_back({0.001 * (1 + i % 3), (1 + i % 3) * 1e6, (1 + i % 3) * 1e6});
+  for (int i = 0; i < 20; ++i) cold.push_back({0.001 * (1 + i % 4), (1 + i % 4) * 1e6, (1 + i % 4) * 1e6});
   const auto collinear = FitReadCost(cold);
   REQUIRE_FALSE(collinear.ok());
   CHECK_THAT(collinear.error().message, Catch::Contains("in step"));
 }
 
 TEST_CASE("A read-cost fit whose slope the CPU's noise hides is refused, not taken as its noisy value") {
-  // A cold run with a few hits: 7 or 8 MiB from storage a batch, 0.5 ms per
-  // MiB missed, and +-2 ms of CPU noise (a busy machine) that does not follow the misses.
+  // 2 or 8 MiB from storage a batch, 0.5 ms per MiB missed, and +-8 ms of
+  // CPU noise (a busy machine) that does not follow the misses.
   std::vector<ReadSample> rows;
   for (int i = 0; i < 40; ++i) {
-    const double storage = (i % 2 ? 8 : 7) * 1048576.0;
-    const double noise = (i % 3 == 0 ? 2e-3 : i % 3 == 1 ? -2e-3 : 0);
+    const double storage = (i % 2 ? 8 : 2) * 1048576.0;
+    const double noise = (i % 3 == 0 ? 8e-3 : i % 3 == 1 ? -8e-3 : 0);
     rows.push_back({0.003 + 0.0005 * storage / 1048576.0 + noise, storage, 8 * 1048576.0});
   }
   const auto fit = FitReadCost(rows);
@@ -112,7 +116,7 @@ TEST_CASE("A read-cost fit whose slope the CPU's noise hides is refused, not tak
 }
 
 TEST_CASE("A negative miss slope from noise is taken as misses costing no CPU") {
-  const auto fit = FitReadCost(ReadRows(0.004, -0.0001, 4, 8, 8));
+  const auto fit = FitReadCost(ReadRows(0.004, -0.0001, 2, 8, 8));
   REQUIRE(fit.ok());
   CHECK(fit->cpu_s_per_storage_byte == 0);
 }
