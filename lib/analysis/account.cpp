@@ -130,7 +130,7 @@ struct Ledger {
 
 struct Context {
   const LoaderAnalysis& loader;
-  const std::vector<FetchFact>& fetches;
+  const FetchFactList& fetches;
   HookCost hook{};
   double miss_cpu_ns_per_byte = 0;
   FetchesByBatch worker_fetch_of_batch{};                                    // batch -> fetch indices
@@ -263,7 +263,7 @@ struct FetchMeans {
   uint64_t fetches_with_device_bytes = 0;
 };
 
-FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
+FetchMeans MeansOf(const FetchFactList& fetches) {
   FetchMeans m;
   for (const auto& f : fetches) {
     m.fetches++;
@@ -298,7 +298,7 @@ FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
 
 // The fetching threads' CPU in the kernel as a share of their CPU, over the
 // fetches that recorded both; -1 when none did.
-double KernelShare(const std::vector<FetchFact>& fetches) {
+double KernelShare(const FetchFactList& fetches) {
   double cpu = 0, kernel = 0;
   for (const auto& f : fetches)
     if (f.has_cpu && f.system_ns >= 0) {
@@ -314,7 +314,7 @@ double KernelShare(const std::vector<FetchFact>& fetches) {
 // the sampler saw at least twice (it finds a new process within a second, so
 // a short-lived worker may have one sample or none). -1 when none was, or
 // without workers or fault counts (older traces).
-double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+double WorkerFaultsPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid) {
   std::unordered_map<uint32_t, const ProcessSeries*> series_of;
   for (const auto& f : fetches) {
     if (f.pid == loader_pid || series_of.count(f.pid)) continue;
@@ -552,7 +552,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 
 }  // namespace
 
-void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
   Context c{loader, fetches};
   c.hook = ReadHookCost(trace, loader.pid);
   // Reading the counters costs only on the spans the budget sampled: on

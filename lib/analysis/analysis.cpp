@@ -235,7 +235,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
 }
 
 void FillSummaries(LoaderAnalysis& loader) {
-  std::vector<double> step, wait, compute, step_s, wait_s, compute_s;
+  HugeVector<double> step, wait, compute, step_s, wait_s, compute_s;
   for (auto* v : {&step, &wait, &compute, &step_s, &wait_s, &compute_s}) v->reserve(loader.iterations.size());
   for (const auto& it : loader.iterations) {
     wait.push_back(it.wait_s);
@@ -254,12 +254,12 @@ void FillSummaries(LoaderAnalysis& loader) {
     wait_s = wait;
     compute_s = compute;
   }
-  loader.step_all = analysis::Summarize(step);
-  loader.wait_all = analysis::Summarize(wait);
-  loader.compute_all = analysis::Summarize(compute);
-  loader.step_steady = analysis::Summarize(step_s);
-  loader.wait_steady = analysis::Summarize(wait_s);
-  loader.compute_steady = analysis::Summarize(compute_s);
+  loader.step_all = analysis::SummarizeInPlace(step);
+  loader.wait_all = analysis::SummarizeInPlace(wait);
+  loader.compute_all = analysis::SummarizeInPlace(compute);
+  loader.step_steady = analysis::SummarizeInPlace(step_s);
+  loader.wait_steady = analysis::SummarizeInPlace(wait_s);
+  loader.compute_steady = analysis::SummarizeInPlace(compute_s);
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
@@ -325,11 +325,11 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
 
 // What the account needs of each fetch span: its times, CPU and the bytes its
 // thread read (the read spans that contain it; -1 when not recorded).
-std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
+internal::FetchFactList FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
                                             const CounterEstimator& counters,
                                             const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread) {
   const auto& s = trace.spans;
-  std::vector<internal::FetchFact> out;
+  internal::FetchFactList out;
   out.reserve(fetches.size());
   for (uint32_t f : fetches) {
     internal::FetchFact x;
@@ -693,7 +693,7 @@ const char* ToString(Verdict verdict) {
   return "?";
 }
 
-double Quantile(const std::vector<double>& sorted, double q) {
+double Quantile(std::span<const double> sorted, double q) {
   if (sorted.empty()) return 0;
   double pos = q * (sorted.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
@@ -711,13 +711,13 @@ namespace {
 // often are), against ~log2(n) comparison passes; Summarize sorts every
 // iteration's step, wait and compute time, and this was the analysis's
 // largest cost. Small inputs and NaN (no order) go to std::sort.
-void SortDoubles(std::vector<double>& values) {
+void SortDoubles(std::span<double> values) {
   const size_t n = values.size();
   if (n < 1024) {
     std::sort(values.begin(), values.end());
     return;
   }
-  std::vector<uint64_t> keys(n), spare(n);
+  HugeVector<uint64_t> keys(n), spare(n);
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(values[i])) {
       std::sort(values.begin(), values.end());
@@ -747,7 +747,9 @@ void SortDoubles(std::vector<double>& values) {
 
 }  // namespace
 
-Summary Summarize(std::vector<double> values) {
+Summary Summarize(std::vector<double> values) { return SummarizeInPlace(values); }
+
+Summary SummarizeInPlace(std::span<double> values) {
   Summary s;
   if (values.empty()) return s;
   SortDoubles(values);

@@ -65,7 +65,7 @@ class FetchesByBatch {
     uint64_t batch = 0, start_ns = 0;
     uint32_t order = 0, id = 0;
   };
-  std::vector<Row> rows_;
+  HugeVector<Row> rows_;
 };
 
 // One fetch span of a loader, as the account reads it.
@@ -81,12 +81,13 @@ struct FetchFact {
   int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded
   int64_t system_ns = -1;        // system_cpu span: the thread's CPU in the kernel; -1 = not recorded
 };
+using FetchFactList = HugeVector<FetchFact>;  // one per fetch span: millions in a long run
 
 // The account of `loader` (account.cpp): fills account_all, account_steady,
 // the stall fractions, verdict, bottleneck, advice, persistent_saving_s and the
 // DS-Analyzer split. Needs the iterations, epochs, workers, prefetch
 // (batch_deliverable) and fetch_reads filled.
-void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader);
+void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader);
 
 // Per string id: true for the names of the hook's calibration spans (names::kCalibrationPrefix).
 std::vector<bool> CalibrationNames(const Trace& trace);

@@ -2,8 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
 
@@ -42,29 +40,19 @@ struct Packed {
   }
 };
 
-template <typename T>
-void ReserveHuge(std::vector<T>& v, size_t n) {
-  if (n <= v.capacity()) return;
-  v.reserve(n);
-  constexpr uintptr_t kHuge = 2u << 20;
-  const auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 }  // namespace
 
 void ReserveRows(SpanTable& table, size_t rows) {
-  ReserveHuge(table.start_ns, rows);
-  ReserveHuge(table.duration_ns, rows);
-  ReserveHuge(table.cpu_ns, rows);
-  ReserveHuge(table.delay_ns, rows);
-  ReserveHuge(table.arg, rows);
-  ReserveHuge(table.name, rows);
-  ReserveHuge(table.thread, rows);
-  ReserveHuge(table.scope, rows);
-  ReserveHuge(table.kind, rows);
-  ReserveHuge(table.has_cpu, rows);
+  table.start_ns.reserve(rows);
+  table.duration_ns.reserve(rows);
+  table.cpu_ns.reserve(rows);
+  table.delay_ns.reserve(rows);
+  table.arg.reserve(rows);
+  table.name.reserve(rows);
+  table.thread.reserve(rows);
+  table.scope.reserve(rows);
+  table.kind.reserve(rows);
+  table.has_cpu.reserve(rows);
 }
 
 TraceDecoder::TraceDecoder(Trace& trace, SpanSink& sink, const ChunkReader& reader)
