@@ -482,14 +482,15 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   // finished one (CPU-bound Python transforms), so "finished" is not "sent".
   internal::FetchesByBatch fetch_of_batch;
   fetch_of_batch.Reserve(fetches.size());
-  std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> busy_of_thread;
+  // Per thread (an index into Trace::threads, a small dense number): not a hash lookup per iteration.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
   for (uint32_t f : fetches) {
     if (trace.threads[s.thread[f]].pid == loader.pid) continue;
     fetch_of_batch.Add(s.arg[f], s.start_ns[f], f);
     busy_of_thread[s.thread[f]].emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
   }
   fetch_of_batch.Sort();
-  for (auto& [thread, intervals] : busy_of_thread) std::sort(intervals.begin(), intervals.end());
+  for (auto& intervals : busy_of_thread) std::sort(intervals.begin(), intervals.end());
   auto busy_at = [&](uint32_t thread, uint64_t t) {
     const auto& iv = busy_of_thread[thread];
     auto it = std::upper_bound(iv.begin(), iv.end(), std::make_pair(t, UINT64_MAX));
@@ -497,21 +498,26 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   };
   auto deliverable = [&](const Iteration& it) {
     const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-    if (!fetch_of_batch.Has(it.index_in_epoch)) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
     const int64_t best = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, epoch_start);
+    if (best == internal::FetchesByBatch::kNoBatch) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
     if (best < 0) return false;
     const uint64_t end = s.start_ns[best] + s.duration_ns[best];
     return end <= it.wait_start_ns && !busy_at(s.thread[best], it.wait_start_ns);
   };
   uint64_t starved = 0, total = 0;
   double sum = 0;
+  // Iterations come in wait_start_ns order (BuildIterations), and so do their
+  // epochs' starts: the fetches ended by then, and before the epoch began, are
+  // two cursors moving forward through `ends`, not two binary searches each.
+  size_t ended_by_wait = 0, ended_before_epoch = 0;
   for (auto& it : loader.iterations) {
     int64_t ready = 0;
     if (in_workers) {
-      uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-      auto produced = std::upper_bound(ends.begin(), ends.end(), it.wait_start_ns) -
-                      std::lower_bound(ends.begin(), ends.end(), epoch_start);
-      ready = std::max<int64_t>(0, static_cast<int64_t>(produced) - it.index_in_epoch);
+      const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+      while (ended_by_wait < ends.size() && ends[ended_by_wait] <= it.wait_start_ns) ++ended_by_wait;
+      while (ended_before_epoch < ends.size() && ends[ended_before_epoch] < epoch_start) ++ended_before_epoch;
+      const auto produced = static_cast<int64_t>(ended_by_wait) - static_cast<int64_t>(ended_before_epoch);
+      ready = std::max<int64_t>(0, produced - it.index_in_epoch);
     }
     it.ready_batches = static_cast<int32_t>(std::min<int64_t>(ready, std::numeric_limits<int32_t>::max()));
     it.batch_deliverable = in_workers && deliverable(it);
