@@ -377,16 +377,18 @@ internal::FetchFactList FetchFacts(const Trace& trace, const std::vector<uint32_
 void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const CounterEstimator& counters,
                  LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  std::map<uint32_t, WorkerStats> by_thread;
-  std::map<uint32_t, std::pair<uint64_t, uint64_t>> span_of_thread;  // first start, last end
-  std::vector<double> produce;
+  // By thread index (small and dense), in thread order: a vector, not a map lookup per fetch.
+  std::vector<WorkerStats> by_thread(trace.threads.size());
+  std::vector<std::pair<uint64_t, uint64_t>> span_of_thread(trace.threads.size(),  // first start, last end
+                                                            {std::numeric_limits<uint64_t>::max(), 0});
+  HugeVector<double> produce;
   produce.reserve(fetches.size());
-  std::vector<std::pair<uint64_t, model::BatchCost>> costs;
+  HugeVector<std::pair<uint64_t, model::BatchCost>> costs;
   costs.reserve(fetches.size());
   for (uint32_t f : fetches) {
     uint32_t thread = s.thread[f];
     auto& w = by_thread[thread];
-    auto& window = span_of_thread.try_emplace(thread, std::numeric_limits<uint64_t>::max(), 0).first->second;
+    auto& window = span_of_thread[thread];
     window.first = std::min(window.first, s.start_ns[f]);
     window.second = std::max(window.second, s.start_ns[f] + s.duration_ns[f]);
     w.thread = thread;
@@ -408,13 +410,15 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const
   loader.batch_costs.clear();
   loader.batch_costs.reserve(costs.size());
   for (const auto& c : costs) loader.batch_costs.push_back(c.second);
-  loader.produce = analysis::Summarize(std::move(produce));
+  loader.produce = analysis::SummarizeInPlace(produce);
   auto epoch_of = [&](uint64_t t) -> size_t {
     size_t e = 0;
     while (e + 1 < loader.epochs.size() && loader.epochs[e + 1].start_ns <= t) ++e;
     return e;
   };
-  for (auto& [thread, w] : by_thread) {
+  for (uint32_t thread = 0; thread < by_thread.size(); ++thread) {
+    WorkerStats& w = by_thread[thread];
+    if (w.batches == 0) continue;  // no fetch on this thread
     const ThreadInfo& info = trace.threads[thread];
     w.pid = info.pid;
     w.tid = info.tid;
