@@ -31,14 +31,17 @@ uint64_t LoaderKey(uint32_t pid, uint16_t scope) { return (uint64_t{pid} << 16) 
 
 using StageAccumulator = StageTotals;
 
+// Indices into the span table: one per iteration or fetch, millions in a long run.
+using SpanIndices = HugeVector<uint32_t>;
+
 // Spans of one loader gathered in the single pass over the span table.
 struct LoaderSpans {
   uint32_t pid = 0;
   uint16_t scope = 0;
-  std::vector<uint32_t> waits;
-  std::vector<uint32_t> epochs;      // dataloader.epoch spans (or instants)
-  std::vector<uint32_t> epoch_ends;  // dataloader.epoch_end spans (or instants)
-  std::vector<uint32_t> fetches;
+  SpanIndices waits;
+  SpanIndices epochs;      // dataloader.epoch spans (or instants)
+  SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
+  SpanIndices fetches;
 };
 
 // The hook's measurement spans of one thread (names::kReadStorage,
@@ -115,7 +118,7 @@ struct EpochMark {
 void BuildIterations(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters, uint32_t warmup,
                      LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  std::vector<uint32_t> waits = spans.waits;
+  SpanIndices waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
@@ -213,7 +216,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
   if (!series) return;
   const auto& s = trace.spans;
   // Iterations were built from the waits in start order, one each.
-  std::vector<uint32_t> waits = spans.waits;
+  SpanIndices waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   if (waits.size() != loader.iterations.size()) return;
   double cpu = 0, delay = 0, compute = 0;
@@ -306,7 +309,7 @@ int64_t ContainingSpan(const SpanTable& s, const std::vector<uint32_t>& reads, u
 }
 
 // Pairs every fetch span that has CPU time with the read spans of its thread.
-void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
+void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
                     const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   for (uint32_t f : fetches) {
@@ -325,7 +328,7 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
 
 // What the account needs of each fetch span: its times, CPU and the bytes its
 // thread read (the read spans that contain it; -1 when not recorded).
-internal::FetchFactList FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
+internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t> fetches,
                                             const CounterEstimator& counters,
                                             const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread) {
   const auto& s = trace.spans;
@@ -374,7 +377,7 @@ internal::FetchFactList FetchFacts(const Trace& trace, const std::vector<uint32_
   return out;
 }
 
-void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const CounterEstimator& counters,
+void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const CounterEstimator& counters,
                  LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   // By thread index (small and dense), in thread order: a vector, not a map lookup per fetch.
@@ -469,12 +472,12 @@ void InferMissingConfig(const Trace& trace, LoaderAnalysis& loader) {
   }
 }
 
-void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
+void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   bool in_workers = false;
   for (const auto& w : loader.workers) in_workers |= !w.in_main_process;
   loader.prefetch.capacity = loader.config.num_workers * loader.config.prefetch_factor;
-  std::vector<uint64_t> ends;
+  HugeVector<uint64_t> ends;
   ends.reserve(fetches.size());
   for (uint32_t f : fetches)
     if (trace.threads[s.thread[f]].pid != loader.pid) ends.push_back(s.start_ns[f] + s.duration_ns[f]);
@@ -487,7 +490,7 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   internal::FetchesByBatch fetch_of_batch;
   fetch_of_batch.Reserve(fetches.size());
   // Per thread (an index into Trace::threads, a small dense number): not a hash lookup per iteration.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
+  std::vector<HugeVector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
   for (uint32_t f : fetches) {
     if (trace.threads[s.thread[f]].pid == loader.pid) continue;
     fetch_of_batch.Add(s.arg[f], s.start_ns[f], f);
@@ -810,10 +813,12 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       loader_spans.emplace_back();
       loader_spans.back().pid = pid;
       loader_spans.back().scope = scope;
+      // Room for every span: address space only until written, and no copy as it grows.
+      loader_spans.back().waits.reserve(s.size());
     }
     return loader_spans[it->second];
   };
-  std::unordered_map<uint16_t, std::vector<uint32_t>> fetches_of_scope;
+  std::unordered_map<uint16_t, SpanIndices> fetches_of_scope;
   std::vector<StageAccumulator> accumulators;
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> accumulator_of;
   internal::StageKey last_key{std::numeric_limits<uint64_t>::max(), 0};
@@ -846,7 +851,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
           .push_back(static_cast<uint32_t>(i));
       continue;
     }
-    if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
+    if (name == fetch_name) {
+      auto [fetches, inserted] = fetches_of_scope.try_emplace(s.scope[i]);
+      if (inserted) fetches->second.reserve(n);  // as the waits
+      fetches->second.push_back(static_cast<uint32_t>(i));
+    }
     const internal::StageKey key{(uint64_t{thread} << 32) | name, s.scope[i]};
     if (!(key == last_key)) {
       auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));
