@@ -308,5 +308,52 @@ TEST_CASE("the clock source, TSC rate and drift round trip; a trace without them
   CHECK(loaded->header.clock_source == ClockSource::kMonotonic);
   CHECK(loaded->header.tsc_hz == 0);
   CHECK(loaded->footer->tsc_drift_ns == 0);
+}
+
+TEST_CASE("numbers of every varint length, 1 to 10 bytes, round trip exactly") {
+  // The decoder reads a varint of up to 8 bytes in one step and longer ones
+  // byte by byte: each length on both sides of its boundary, in every column.
+  const std::string path = TempPath("varint");
+  std::vector<uint64_t> values;
+  for (int bits = 7; bits < 64; bits += 7) {
+    values.push_back((uint64_t{1} << bits) - 1);  // the longest of bits / 7 bytes
+    values.push_back(uint64_t{1} << bits);        // the shortest of one byte more
+  }
+  values.push_back(0);
+  values.push_back(UINT64_MAX);
+  std::vector<SpanRow> rows;
+  for (size_t i = 0; i < values.size(); ++i) {
+    SpanRow r;
+    r.start_ns = 1000 + i;
+    r.duration_ns = values[i] >> 1;  // start + duration stays in range
+    r.name = 1;
+    r.arg = values[i];
+    r.has_cpu = CpuMeasured::kYes;
+    r.cpu_ns = values[i];
+    r.delay_ns = values[values.size() - 1 - i];
+    rows.push_back(r);
+  }
+  {
+    auto w = TraceWriter::Create(path, TestHeader());
+    REQUIRE(w.ok());
+    WriteStrings(**w, 1, {"a"});
+    WriteThread(**w, 0, 1, 0);
+    SpanBatchBuilder b(0);
+    pb::Chunk c;
+    for (const auto& r : rows) b.Add(r);
+    b.TakeInto(c);
+    REQUIRE((*w)->Write(c).ok());
+  }
+  auto t = LoadTrace(path);
+  REQUIRE(t.ok());
+  REQUIRE(t->spans.size() == rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO("value " << values[i]);
+    CHECK(t->spans.start_ns[i] == rows[i].start_ns);
+    CHECK(t->spans.duration_ns[i] == rows[i].duration_ns);
+    CHECK(t->spans.arg[i] == rows[i].arg);
+    CHECK(t->spans.cpu_ns[i] == rows[i].cpu_ns);
+    CHECK(t->spans.delay_ns[i] == rows[i].delay_ns);
+  }
   std::remove(path.c_str());
 }

@@ -130,7 +130,7 @@ struct Ledger {
 
 struct Context {
   const LoaderAnalysis& loader;
-  const std::vector<FetchFact>& fetches;
+  const FetchFactList& fetches;
   HookCost hook{};
   double miss_cpu_ns_per_byte = 0;
   FetchesByBatch worker_fetch_of_batch{};                                    // batch -> fetch indices
@@ -263,7 +263,7 @@ struct FetchMeans {
   uint64_t fetches_with_device_bytes = 0;
 };
 
-FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
+FetchMeans MeansOf(const FetchFactList& fetches) {
   FetchMeans m;
   for (const auto& f : fetches) {
     m.fetches++;
@@ -298,7 +298,7 @@ FetchMeans MeansOf(const std::vector<FetchFact>& fetches) {
 
 // The fetching threads' CPU in the kernel as a share of their CPU, over the
 // fetches that recorded both; -1 when none did.
-double KernelShare(const std::vector<FetchFact>& fetches) {
+double KernelShare(const FetchFactList& fetches) {
   double cpu = 0, kernel = 0;
   for (const auto& f : fetches)
     if (f.has_cpu && f.system_ns >= 0) {
@@ -316,7 +316,7 @@ double KernelShare(const std::vector<FetchFact>& fetches) {
 // `less` is taken off per fetch. -1 when no worker was, or without workers or
 // the counter.
 template <typename Counter, typename Less>
-double WorkerCounterPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid, Counter counter,
+double WorkerCounterPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid, Counter counter,
                              Less less) {
   std::unordered_map<uint32_t, const ProcessSeries*> series_of;
   for (const auto& f : fetches) {
@@ -346,7 +346,7 @@ double WorkerCounterPerBatch(const Trace& trace, const std::vector<FetchFact>& f
 }
 
 // Minor page faults of the worker processes per batch they fetched.
-double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+double WorkerFaultsPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid) {
   return WorkerCounterPerBatch(
       trace, fetches, loader_pid, [](const ProcessSeries& s) -> const std::vector<uint64_t>& { return s.minor_faults; },
       [](const FetchFact&) { return 0.0; });
@@ -356,7 +356,7 @@ double WorkerFaultsPerBatch(const Trace& trace, const std::vector<FetchFact>& fe
 // loop: taking indices, pickling and sending batches, sharing their memory),
 // in seconds; -1 when unknown (no worker sampled twice, or a fetch in the
 // window without CPU).
-double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const std::vector<FetchFact>& fetches, uint32_t loader_pid) {
+double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid) {
   bool complete = true;
   const double ns = WorkerCounterPerBatch(
       trace, fetches, loader_pid, [](const ProcessSeries& s) -> const std::vector<uint64_t>& { return s.cpu_ns; },
@@ -592,7 +592,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 
 // The steady iterations' device reads by worker fetches: the rate and the reads
 // in flight (a fetch counts where it ends: in a steady iteration's step).
-void FillStorageRate(const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   loader.storage_read_rate = loader.storage_reads_in_flight = 0;
   if (loader.config.num_workers == 0) return;
   std::vector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
@@ -616,7 +616,7 @@ void FillStorageRate(const std::vector<FetchFact>& fetches, LoaderAnalysis& load
   loader.storage_reads_in_flight = off_cpu_ns / window_ns;
 }
 
-void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader) {
+void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
   FillStorageRate(fetches, loader);
   Context c{loader, fetches};
   c.hook = ReadHookCost(trace, loader.pid);

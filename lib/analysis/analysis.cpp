@@ -33,14 +33,17 @@ uint64_t LoaderKey(uint32_t pid, uint16_t scope) { return (uint64_t{pid} << 16) 
 
 using StageAccumulator = StageTotals;
 
+// Indices into the span table: one per iteration or fetch, millions in a long run.
+using SpanIndices = HugeVector<uint32_t>;
+
 // Spans of one loader gathered in the single pass over the span table.
 struct LoaderSpans {
   uint32_t pid = 0;
   uint16_t scope = 0;
-  std::vector<uint32_t> waits;
-  std::vector<uint32_t> epochs;      // dataloader.epoch spans (or instants)
-  std::vector<uint32_t> epoch_ends;  // dataloader.epoch_end spans (or instants)
-  std::vector<uint32_t> fetches;
+  SpanIndices waits;
+  SpanIndices epochs;      // dataloader.epoch spans (or instants)
+  SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
+  SpanIndices fetches;
 };
 
 // The hook's measurement spans of one thread (names::kReadStorage,
@@ -117,7 +120,7 @@ struct EpochMark {
 void BuildIterations(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters, uint32_t warmup,
                      LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  std::vector<uint32_t> waits = spans.waits;
+  SpanIndices waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
@@ -215,7 +218,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
   if (!series) return;
   const auto& s = trace.spans;
   // Iterations were built from the waits in start order, one each.
-  std::vector<uint32_t> waits = spans.waits;
+  SpanIndices waits = spans.waits;
   std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   if (waits.size() != loader.iterations.size()) return;
   double cpu = 0, delay = 0, compute = 0;
@@ -237,7 +240,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
 }
 
 void FillSummaries(LoaderAnalysis& loader) {
-  std::vector<double> step, wait, compute, step_s, wait_s, compute_s;
+  HugeVector<double> step, wait, compute, step_s, wait_s, compute_s;
   for (auto* v : {&step, &wait, &compute, &step_s, &wait_s, &compute_s}) v->reserve(loader.iterations.size());
   for (const auto& it : loader.iterations) {
     wait.push_back(it.wait_s);
@@ -256,12 +259,12 @@ void FillSummaries(LoaderAnalysis& loader) {
     wait_s = wait;
     compute_s = compute;
   }
-  loader.step_all = analysis::Summarize(step);
-  loader.wait_all = analysis::Summarize(wait);
-  loader.compute_all = analysis::Summarize(compute);
-  loader.step_steady = analysis::Summarize(step_s);
-  loader.wait_steady = analysis::Summarize(wait_s);
-  loader.compute_steady = analysis::Summarize(compute_s);
+  loader.step_all = analysis::SummarizeInPlace(step);
+  loader.wait_all = analysis::SummarizeInPlace(wait);
+  loader.compute_all = analysis::SummarizeInPlace(compute);
+  loader.step_steady = analysis::SummarizeInPlace(step_s);
+  loader.wait_steady = analysis::SummarizeInPlace(wait_s);
+  loader.compute_steady = analysis::SummarizeInPlace(compute_s);
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
@@ -303,7 +306,7 @@ int64_t ContainingSpan(const SpanTable& s, const std::vector<uint32_t>& reads, u
 }
 
 // Pairs every fetch span that has CPU time with the read spans of its thread.
-void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
+void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
                     const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   for (uint32_t f : fetches) {
@@ -322,11 +325,11 @@ void FillFetchReads(const Trace& trace, const std::vector<uint32_t>& fetches,
 
 // What the account needs of each fetch span: its times, CPU and the bytes its
 // thread read (the read spans that contain it; -1 when not recorded).
-std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vector<uint32_t>& fetches,
+internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t> fetches,
                                             const CounterEstimator& counters,
                                             const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread) {
   const auto& s = trace.spans;
-  std::vector<internal::FetchFact> out;
+  internal::FetchFactList out;
   out.reserve(fetches.size());
   for (uint32_t f : fetches) {
     internal::FetchFact x;
@@ -371,19 +374,21 @@ std::vector<internal::FetchFact> FetchFacts(const Trace& trace, const std::vecto
   return out;
 }
 
-void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const CounterEstimator& counters,
+void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const CounterEstimator& counters,
                  LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  std::map<uint32_t, WorkerStats> by_thread;
-  std::map<uint32_t, std::pair<uint64_t, uint64_t>> span_of_thread;  // first start, last end
-  std::vector<double> produce;
+  // By thread index (small and dense), in thread order: a vector, not a map lookup per fetch.
+  std::vector<WorkerStats> by_thread(trace.threads.size());
+  std::vector<std::pair<uint64_t, uint64_t>> span_of_thread(trace.threads.size(),  // first start, last end
+                                                            {std::numeric_limits<uint64_t>::max(), 0});
+  HugeVector<double> produce;
   produce.reserve(fetches.size());
-  std::vector<std::pair<uint64_t, model::BatchCost>> costs;
+  HugeVector<std::pair<uint64_t, model::BatchCost>> costs;
   costs.reserve(fetches.size());
   for (uint32_t f : fetches) {
     uint32_t thread = s.thread[f];
     auto& w = by_thread[thread];
-    auto& window = span_of_thread.try_emplace(thread, std::numeric_limits<uint64_t>::max(), 0).first->second;
+    auto& window = span_of_thread[thread];
     window.first = std::min(window.first, s.start_ns[f]);
     window.second = std::max(window.second, s.start_ns[f] + s.duration_ns[f]);
     w.thread = thread;
@@ -405,13 +410,15 @@ void FillWorkers(const Trace& trace, const std::vector<uint32_t>& fetches, const
   loader.batch_costs.clear();
   loader.batch_costs.reserve(costs.size());
   for (const auto& c : costs) loader.batch_costs.push_back(c.second);
-  loader.produce = analysis::Summarize(std::move(produce));
+  loader.produce = analysis::SummarizeInPlace(produce);
   auto epoch_of = [&](uint64_t t) -> size_t {
     size_t e = 0;
     while (e + 1 < loader.epochs.size() && loader.epochs[e + 1].start_ns <= t) ++e;
     return e;
   };
-  for (auto& [thread, w] : by_thread) {
+  for (uint32_t thread = 0; thread < by_thread.size(); ++thread) {
+    WorkerStats& w = by_thread[thread];
+    if (w.batches == 0) continue;  // no fetch on this thread
     const ThreadInfo& info = trace.threads[thread];
     w.pid = info.pid;
     w.tid = info.tid;
@@ -462,12 +469,12 @@ void InferMissingConfig(const Trace& trace, LoaderAnalysis& loader) {
   }
 }
 
-void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, LoaderAnalysis& loader) {
+void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
   bool in_workers = false;
   for (const auto& w : loader.workers) in_workers |= !w.in_main_process;
   loader.prefetch.capacity = loader.config.num_workers * loader.config.prefetch_factor;
-  std::vector<uint64_t> ends;
+  HugeVector<uint64_t> ends;
   ends.reserve(fetches.size());
   for (uint32_t f : fetches)
     if (trace.threads[s.thread[f]].pid != loader.pid) ends.push_back(s.start_ns[f] + s.duration_ns[f]);
@@ -479,14 +486,15 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   // finished one (CPU-bound Python transforms), so "finished" is not "sent".
   internal::FetchesByBatch fetch_of_batch;
   fetch_of_batch.Reserve(fetches.size());
-  std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> busy_of_thread;
+  // Per thread (an index into Trace::threads, a small dense number): not a hash lookup per iteration.
+  std::vector<HugeVector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
   for (uint32_t f : fetches) {
     if (trace.threads[s.thread[f]].pid == loader.pid) continue;
     fetch_of_batch.Add(s.arg[f], s.start_ns[f], f);
     busy_of_thread[s.thread[f]].emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
   }
   fetch_of_batch.Sort();
-  for (auto& [thread, intervals] : busy_of_thread) std::sort(intervals.begin(), intervals.end());
+  for (auto& intervals : busy_of_thread) std::sort(intervals.begin(), intervals.end());
   auto busy_at = [&](uint32_t thread, uint64_t t) {
     const auto& iv = busy_of_thread[thread];
     auto it = std::upper_bound(iv.begin(), iv.end(), std::make_pair(t, UINT64_MAX));
@@ -494,21 +502,26 @@ void FillPrefetch(const Trace& trace, const std::vector<uint32_t>& fetches, Load
   };
   auto deliverable = [&](const Iteration& it) {
     const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-    if (!fetch_of_batch.Has(it.index_in_epoch)) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
     const int64_t best = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, epoch_start);
+    if (best == internal::FetchesByBatch::kNoBatch) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
     if (best < 0) return false;
     const uint64_t end = s.start_ns[best] + s.duration_ns[best];
     return end <= it.wait_start_ns && !busy_at(s.thread[best], it.wait_start_ns);
   };
   uint64_t starved = 0, total = 0;
   double sum = 0;
+  // Iterations come in wait_start_ns order (BuildIterations), and so do their
+  // epochs' starts: the fetches ended by then, and before the epoch began, are
+  // two cursors moving forward through `ends`, not two binary searches each.
+  size_t ended_by_wait = 0, ended_before_epoch = 0;
   for (auto& it : loader.iterations) {
     int64_t ready = 0;
     if (in_workers) {
-      uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-      auto produced = std::upper_bound(ends.begin(), ends.end(), it.wait_start_ns) -
-                      std::lower_bound(ends.begin(), ends.end(), epoch_start);
-      ready = std::max<int64_t>(0, static_cast<int64_t>(produced) - it.index_in_epoch);
+      const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+      while (ended_by_wait < ends.size() && ends[ended_by_wait] <= it.wait_start_ns) ++ended_by_wait;
+      while (ended_before_epoch < ends.size() && ends[ended_before_epoch] < epoch_start) ++ended_before_epoch;
+      const auto produced = static_cast<int64_t>(ended_by_wait) - static_cast<int64_t>(ended_before_epoch);
+      ready = std::max<int64_t>(0, produced - it.index_in_epoch);
     }
     it.ready_batches = static_cast<int32_t>(std::min<int64_t>(ready, std::numeric_limits<int32_t>::max()));
     it.batch_deliverable = in_workers && deliverable(it);
@@ -710,7 +723,7 @@ const char* ToString(Verdict verdict) {
   return "?";
 }
 
-double Quantile(const std::vector<double>& sorted, double q) {
+double Quantile(std::span<const double> sorted, double q) {
   if (sorted.empty()) return 0;
   double pos = q * (sorted.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
@@ -728,13 +741,13 @@ namespace {
 // often are), against ~log2(n) comparison passes; Summarize sorts every
 // iteration's step, wait and compute time, and this was the analysis's
 // largest cost. Small inputs and NaN (no order) go to std::sort.
-void SortDoubles(std::vector<double>& values) {
+void SortDoubles(std::span<double> values) {
   const size_t n = values.size();
   if (n < 1024) {
     std::sort(values.begin(), values.end());
     return;
   }
-  std::vector<uint64_t> keys(n), spare(n);
+  HugeVector<uint64_t> keys(n), spare(n);
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(values[i])) {
       std::sort(values.begin(), values.end());
@@ -764,7 +777,9 @@ void SortDoubles(std::vector<double>& values) {
 
 }  // namespace
 
-Summary Summarize(std::vector<double> values) {
+Summary Summarize(std::vector<double> values) { return SummarizeInPlace(values); }
+
+Summary SummarizeInPlace(std::span<double> values) {
   Summary s;
   if (values.empty()) return s;
   SortDoubles(values);
@@ -815,10 +830,12 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       loader_spans.emplace_back();
       loader_spans.back().pid = pid;
       loader_spans.back().scope = scope;
+      // Room for every span: address space only until written, and no copy as it grows.
+      loader_spans.back().waits.reserve(s.size());
     }
     return loader_spans[it->second];
   };
-  std::unordered_map<uint16_t, std::vector<uint32_t>> fetches_of_scope;
+  std::unordered_map<uint16_t, SpanIndices> fetches_of_scope;
   std::vector<StageAccumulator> accumulators;
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> accumulator_of;
   internal::StageKey last_key{std::numeric_limits<uint64_t>::max(), 0};
@@ -851,7 +868,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
           .push_back(static_cast<uint32_t>(i));
       continue;
     }
-    if (name == fetch_name) fetches_of_scope[s.scope[i]].push_back(static_cast<uint32_t>(i));
+    if (name == fetch_name) {
+      auto [fetches, inserted] = fetches_of_scope.try_emplace(s.scope[i]);
+      if (inserted) fetches->second.reserve(n);  // as the waits
+      fetches->second.push_back(static_cast<uint32_t>(i));
+    }
     const internal::StageKey key{(uint64_t{thread} << 32) | name, s.scope[i]};
     if (!(key == last_key)) {
       auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,10 @@ struct Summary {
   double total = 0, mean = 0, p50 = 0, p90 = 0, p99 = 0, min = 0, max = 0;
 };
 Summary Summarize(std::vector<double> values);
+// The same, sorting `values` in place (no copy of a million-row sample).
+Summary SummarizeInPlace(std::span<double> values);
 // The q-quantile (0..1) of `sorted` (ascending); 0 when empty.
-double Quantile(const std::vector<double>& sorted, double q);
+double Quantile(std::span<const double> sorted, double q);
 
 // One next() of a loader in its main process and the main loop's work on the
 // batch it returned: step = wait + compute, from this next() call to the next
@@ -207,7 +210,7 @@ struct LoaderAnalysis {
   uint16_t scope = 0;
   int32_t rank = -1;               // its process's rank identity (ProcessSummary::rank), -1 none
   LoaderConfig config;
-  std::vector<Iteration> iterations;
+  HugeVector<Iteration> iterations;
   bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations
   Summary step_all, wait_all, compute_all;
   Summary step_steady, wait_steady, compute_steady;

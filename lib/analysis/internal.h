@@ -46,17 +46,32 @@ class FetchesByBatch {
     std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) {
       return std::tie(a.batch, a.start_ns, a.order) < std::tie(b.batch, b.start_ns, b.order);
     });
+    // Batch indices count from 0 in each epoch, so they are dense: where they
+    // are, the rows of batch b start at first_row_[b] (one load, not a binary
+    // search over every fetch of the run per lookup).
+    first_row_.clear();
+    if (rows_.empty() || rows_.back().batch > 4 * rows_.size() + 1024) return;
+    first_row_.assign(rows_.back().batch + 2, 0);
+    for (const Row& r : rows_) first_row_[r.batch + 1]++;
+    for (size_t b = 1; b < first_row_.size(); ++b) first_row_[b] += first_row_[b - 1];
   }
-  bool Has(uint64_t batch) const {
-    auto it = std::lower_bound(rows_.begin(), rows_.end(), batch, [](const Row& r, uint64_t b) { return r.batch < b; });
-    return it != rows_.end() && it->batch == batch;
-  }
-  // The id of the earliest fetch of `batch` starting at or after `t`; -1 when none.
+  static constexpr int64_t kNoBatch = -2;
+  // The id of the earliest fetch of `batch` starting at or after `t`; -1 when
+  // none, kNoBatch when no fetch of `batch` at all (one search for both).
   int64_t FirstAtOrAfter(uint64_t batch, uint64_t t) const {
-    auto it = std::lower_bound(rows_.begin(), rows_.end(), std::make_pair(batch, t), [](const Row& r, const std::pair<uint64_t, uint64_t>& k) {
+    auto first = rows_.begin(), last = rows_.end();
+    if (!first_row_.empty()) {
+      if (batch + 1 >= first_row_.size()) return kNoBatch;
+      first = rows_.begin() + first_row_[batch];
+      last = rows_.begin() + first_row_[batch + 1];
+    } else {
+      first = std::lower_bound(first, last, batch, [](const Row& r, uint64_t b) { return r.batch < b; });
+    }
+    if (first == last || first->batch != batch) return kNoBatch;
+    auto it = std::lower_bound(first, last, std::make_pair(batch, t), [](const Row& r, const std::pair<uint64_t, uint64_t>& k) {
       return std::tie(r.batch, r.start_ns) < std::tie(k.first, k.second);
     });
-    return it != rows_.end() && it->batch == batch ? static_cast<int64_t>(it->id) : -1;
+    return it != last && it->batch == batch ? static_cast<int64_t>(it->id) : -1;
   }
   void Reserve(size_t n) { rows_.reserve(n); }
 
@@ -65,7 +80,8 @@ class FetchesByBatch {
     uint64_t batch = 0, start_ns = 0;
     uint32_t order = 0, id = 0;
   };
-  std::vector<Row> rows_;
+  HugeVector<Row> rows_;
+  std::vector<uint32_t> first_row_;  // by batch, when dense; rows of batch b: [first_row_[b], first_row_[b + 1])
 };
 
 // One fetch span of a loader, as the account reads it.
@@ -81,12 +97,13 @@ struct FetchFact {
   int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded
   int64_t system_ns = -1;        // system_cpu span: the thread's CPU in the kernel; -1 = not recorded
 };
+using FetchFactList = HugeVector<FetchFact>;  // one per fetch span: millions in a long run
 
 // The account of `loader` (account.cpp): fills account_all, account_steady,
 // the stall fractions, verdict, bottleneck, advice, persistent_saving_s and the
 // DS-Analyzer split. Needs the iterations, epochs, workers, prefetch
 // (batch_deliverable) and fetch_reads filled.
-void FillAccount(const Trace& trace, const std::vector<FetchFact>& fetches, LoaderAnalysis& loader);
+void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader);
 
 // Per string id: true for the names of the hook's calibration spans (names::kCalibrationPrefix).
 std::vector<bool> CalibrationNames(const Trace& trace);

@@ -32,7 +32,7 @@ void CounterEstimator::Ratio::Add(double w, double c, double d) {
   delay_wall += d * w;
 }
 
-CounterEstimator::CounterEstimator(const SpanTable& spans, const std::vector<uint32_t>& of_kind, bool sampled)
+CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled)
     : s_(spans), sampled_(sampled) {
   // Unmeasured wall time and count per thread, for the error bounds.
   std::unordered_map<uint32_t, std::pair<double, uint64_t>> skipped;

@@ -36,7 +36,7 @@ class CounterEstimator {
  public:
   // `sampled`: the trace's spans without CPU were skipped by the budget
   // (CounterShare < 1); otherwise they stay unknown, as older traces meant.
-  CounterEstimator(const SpanTable& spans, const std::vector<uint32_t>& of_kind, bool sampled);
+  CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled);
   SpanCounters At(uint32_t span) const;
   // The totals over `of_kind`: how many were measured, the estimated sums and
   // their 95% bounds (residual variance of the ratio estimate per thread).

@@ -2,10 +2,9 @@
 
 #include <fmt/core.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 namespace stallprof {
 namespace {
@@ -28,6 +27,33 @@ namespace {
   return false;
 }
 
+// A varint of a packed column whose varints were counted (Packed::Count), so
+// none runs past `column_end`. Where 8 bytes can be loaded without passing
+// `readable` (the end of the batch, which holds the column), a varint of up to
+// 8 bytes is decoded without a branch per byte: the length comes from the
+// first byte without its top bit, and the 7-bit groups are packed together by
+// shifts. Spans' varints are 1-4 bytes of no predictable length, and the
+// byte loop's mispredicted branches were most of the decoding time.
+[[gnu::always_inline]] inline void ReadColumnVarint(const uint8_t*& p, const uint8_t* column_end, const uint8_t* readable,
+                                                    uint64_t& v) {
+  if (readable - p >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);  // little-endian: the first byte is the lowest
+    const uint64_t stops = ~word & 0x8080808080808080ull;
+    if (stops != 0) {
+      const int bytes = std::countr_zero(stops) / 8 + 1;
+      uint64_t x = word & (stops ^ (stops - 1)) & 0x7f7f7f7f7f7f7f7full;  // this varint's bytes, groups only
+      x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);  // 14 bits per 16
+      x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);  // 28 bits per 32
+      x = ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);  // 56 bits
+      v = x;
+      p += bytes;
+      return;
+    }
+  }
+  ReadVarint(p, column_end, v);
+}
+
 // A packed repeated field of varints: [begin, end).
 struct Packed {
   const uint8_t* begin = nullptr;
@@ -35,36 +61,35 @@ struct Packed {
   bool seen = false;
   // Number of varints; -1 when the last one is unterminated.
   int64_t Count() const {
+    // A varint ends at each byte without its top bit: count those, 8 bytes a
+    // step (the multiply sums the word's 0/1 bytes into its top byte; no
+    // popcount, which without -mpopcnt is a library call).
     int64_t n = 0;
-    for (const uint8_t* p = begin; p < end; ++p) n += (*p < 0x80);
+    const uint8_t* p = begin;
+    for (; end - p >= 8; p += 8) {
+      uint64_t word;
+      std::memcpy(&word, p, 8);
+      n += static_cast<int64_t>((((~word >> 7) & 0x0101010101010101ull) * 0x0101010101010101ull) >> 56);
+    }
+    for (; p < end; ++p) n += (*p < 0x80);
     if (begin < end && end[-1] >= 0x80) return -1;
     return n;
   }
 };
 
-template <typename T>
-void ReserveHuge(std::vector<T>& v, size_t n) {
-  if (n <= v.capacity()) return;
-  v.reserve(n);
-  constexpr uintptr_t kHuge = 2u << 20;
-  const auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<uintptr_t>(v.data() + n)) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 }  // namespace
 
 void ReserveRows(SpanTable& table, size_t rows) {
-  ReserveHuge(table.start_ns, rows);
-  ReserveHuge(table.duration_ns, rows);
-  ReserveHuge(table.cpu_ns, rows);
-  ReserveHuge(table.delay_ns, rows);
-  ReserveHuge(table.arg, rows);
-  ReserveHuge(table.name, rows);
-  ReserveHuge(table.thread, rows);
-  ReserveHuge(table.scope, rows);
-  ReserveHuge(table.kind, rows);
-  ReserveHuge(table.has_cpu, rows);
+  table.start_ns.reserve(rows);
+  table.duration_ns.reserve(rows);
+  table.cpu_ns.reserve(rows);
+  table.delay_ns.reserve(rows);
+  table.arg.reserve(rows);
+  table.name.reserve(rows);
+  table.thread.reserve(rows);
+  table.scope.reserve(rows);
+  table.kind.reserve(rows);
+  table.has_cpu.reserve(rows);
 }
 
 TraceDecoder::TraceDecoder(Trace& trace, SpanSink& sink, const ChunkReader& reader)
@@ -359,29 +384,29 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   for (int64_t i = 0; i < n; ++i) {
     DecodedSpan& s = block[k];
     uint64_t z = 0;
-    ReadVarint(q_start, col[kStart].end, z);  // counts were verified above
-    ReadVarint(q_dur, col[kDuration].end, s.duration_ns);
-    ReadVarint(q_arg, col[kArg].end, s.arg);
+    ReadColumnVarint(q_start, col[kStart].end, end, z);  // counts were verified above
+    ReadColumnVarint(q_dur, col[kDuration].end, end, s.duration_ns);
+    ReadColumnVarint(q_arg, col[kArg].end, end, s.arg);
     s.start_ns = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
     prev_end = s.start_ns + s.duration_ns;
     if (i < n_name) {
-      ReadVarint(q_name, col[kName].end, name);
+      ReadColumnVarint(q_name, col[kName].end, end, name);
       if (name >= strings) return Corrupt(fmt::format("a span names undefined string {}", name));
     }
     if (i < n_scope) {
-      ReadVarint(q_scope, col[kScope].end, scope);
+      ReadColumnVarint(q_scope, col[kScope].end, end, scope);
       if (scope > UINT16_MAX) return Corrupt(fmt::format("a span scope {} is out of range", scope));
     }
     if (i < n_kind) {
-      ReadVarint(q_kind, col[kKind].end, kind);
+      ReadColumnVarint(q_kind, col[kKind].end, end, kind);
       if (kind != 1 && kind != 4 && kind != 5) return Corrupt(fmt::format("a span has unknown kind {}", kind));
     }
     if (n_bits && i % 64 == 0) ReadVarint(q_bits, col[kCpuBits].end, bits);
     s.has_cpu = n_bits && (bits >> (i % 64) & 1);
     s.cpu_ns = s.delay_ns = 0;
     if (s.has_cpu) {
-      ReadVarint(q_cpu, col[kCpu].end, s.cpu_ns);
-      ReadVarint(q_delay, col[kDelay].end, s.delay_ns);
+      ReadColumnVarint(q_cpu, col[kCpu].end, end, s.cpu_ns);
+      ReadColumnVarint(q_delay, col[kDelay].end, end, s.delay_ns);
     }
     s.thread = thread;
     s.name = static_cast<uint32_t>(name);

@@ -55,11 +55,10 @@ inline void AppendSpan(SpanTable& table, const DecodedSpan& span) {
   table.has_cpu.push_back(span.has_cpu);
 }
 
-// Reserves room for `rows` rows in every column of `table`, and asks for
-// transparent huge pages over the reserved ranges: filling a table of millions
-// of rows otherwise spends much of its time in 4 KiB page faults, and growing
-// by doubling copies every column and touches twice the memory. Pages never
-// written are never touched: a generous reservation costs address space only.
+// Reserves room for `rows` rows in every column of `table`: growing by
+// doubling copies every column and touches twice the memory. The columns are
+// HugeVectors (common/huge_pages.h): pages never written are never touched, so
+// a generous reservation costs address space only.
 void ReserveRows(SpanTable& table, size_t rows);
 
 // Receives what the decoder does not keep in the Trace itself.

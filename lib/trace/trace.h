@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/huge_pages.h"
+
 namespace stallprof {
 
 // Span names the Python hook records (docs/trace-format.md is the full list).
@@ -110,17 +112,18 @@ struct ThreadInfo {
 // so a parent span comes after its children; not globally sorted).
 // has_cpu is uint8_t (0/1), not vector<bool>: LoadTrace appends millions of
 // rows and vector<bool> is slow to fill; `if (has_cpu[i])` reads the same.
+// The columns are HugeVectors: filled once, row by row, from fresh memory.
 struct SpanTable {
-  std::vector<uint64_t> start_ns;
-  std::vector<uint64_t> duration_ns;
-  std::vector<uint64_t> cpu_ns;    // 0 when !has_cpu
-  std::vector<uint64_t> delay_ns;  // 0 when !has_cpu
-  std::vector<uint64_t> arg;
-  std::vector<uint32_t> name;      // index into Trace::strings
-  std::vector<uint32_t> thread;    // index into Trace::threads
-  std::vector<uint16_t> scope;     // loader id, 0 = none
-  std::vector<SpanKind> kind;
-  std::vector<uint8_t> has_cpu;   // 1 when cpu_ns/delay_ns were measured
+  HugeVector<uint64_t> start_ns;
+  HugeVector<uint64_t> duration_ns;
+  HugeVector<uint64_t> cpu_ns;    // 0 when !has_cpu
+  HugeVector<uint64_t> delay_ns;  // 0 when !has_cpu
+  HugeVector<uint64_t> arg;
+  HugeVector<uint32_t> name;      // index into Trace::strings
+  HugeVector<uint32_t> thread;    // index into Trace::threads
+  HugeVector<uint16_t> scope;     // loader id, 0 = none
+  HugeVector<SpanKind> kind;
+  HugeVector<uint8_t> has_cpu;   // 1 when cpu_ns/delay_ns were measured
   size_t size() const { return start_ns.size(); }
 };
 
