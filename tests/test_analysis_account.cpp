@@ -369,10 +369,15 @@ TEST_CASE("Page faults per batch count only the fetches inside the worker's samp
 }
 
 TEST_CASE("The workers' CPU outside their fetch spans is the sampled process CPU less the spans'") {
-  // 20 fetches of 19 ms CPU; the worker process used 2 ms more per batch (pickling, sending).
+  // 20 fetches of 19 ms CPU from 1000 ms to 1590 ms; the worker process used
+  // 2 ms more per batch (pickling, sending), 50 ms starting before them and
+  // 30 ms after them (shutdown), which are not the worker loop's.
   Trace t = SlowWorker(20 * kMs, 19 * kMs, 0);
   ProcessSeries worker = SampledProcess(201, 900 * kMs, 2000 * kMs, 0, -1);
-  worker.cpu_ns = {50 * kMs, 50 * kMs + 20 * 21 * kMs};
+  worker.t_ns = {900 * kMs, 1000 * kMs, 1590 * kMs, 2000 * kMs};
+  worker.cpu_ns = {0, 50 * kMs, 50 * kMs + 20 * 21 * kMs, 100 * kMs + 20 * 21 * kMs};
+  worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = {0, 0, 0, 0};
+  worker.threads = {1, 1, 1, 1};
   t.process_series.push_back(worker);
   const auto result = Analyze(t, {});
   CHECK(OnlyLoader(result).worker_cpu_outside_fetch_s == Approx(0.002));

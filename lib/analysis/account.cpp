@@ -308,16 +308,19 @@ double KernelShare(const FetchFactList& fetches) {
   return cpu > 0 ? std::min(1.0, kernel / cpu) : -1;
 }
 
-// A sampled counter of the worker processes per batch they fetched: each
-// worker's counter between its first and last sample (a worker only fetches,
-// pickles and sends; idle, it blocks) over the fetches in that window, summed
+// A sampled counter of the worker processes per batch they fetched, summed
 // over the workers the sampler saw at least twice (it finds a new process
 // within a second, so a short-lived worker may have one sample or none).
-// `less` is taken off per fetch. -1 when no worker was, or without workers or
-// the counter.
+// Whole window: each worker's counter between its first and last sample (a
+// worker only fetches, pickles and sends; idle, it blocks) over the fetches in
+// it. Fetch window: the counter interpolated from the start of its first such
+// fetch to the end of its last, so a start-up that costs (spawn imports
+// torch) stays out; a worker needs `min_batches` there. `less` is taken off
+// per fetch. -1 when no worker qualified, or without workers or the counter.
+enum class Window { kWhole, kFetches };
 template <typename Counter, typename Less>
 double WorkerCounterPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid, Counter counter,
-                             Less less) {
+                             Less less, Window window = Window::kWhole, uint64_t min_batches = 1) {
   std::unordered_map<uint32_t, const ProcessSeries*> series_of;
   for (const auto& f : fetches) {
     if (f.pid == loader_pid || series_of.count(f.pid)) continue;
@@ -329,17 +332,22 @@ double WorkerCounterPerBatch(const Trace& trace, const FetchFactList& fetches, u
   uint64_t batches = 0;
   for (const auto& [pid, series] : series_of) {
     if (!series) continue;
-    const uint64_t from = series->t_ns.front(), to = series->t_ns.back();
-    uint64_t in_window = 0;
+    const uint64_t sampled_from = series->t_ns.front(), sampled_to = series->t_ns.back();
+    uint64_t in_window = 0, first = UINT64_MAX, last = 0;
     double taken_off = 0;
     for (const auto& f : fetches)
-      if (f.pid == pid && f.start_ns >= from && f.end_ns <= to) {
+      if (f.pid == pid && f.start_ns >= sampled_from && f.end_ns <= sampled_to) {
         in_window++;
         taken_off += less(f);
+        first = std::min(first, f.start_ns);
+        last = std::max(last, f.end_ns);
       }
-    if (in_window == 0) continue;
+    if (in_window == 0 || in_window < min_batches) continue;
     const auto& values = counter(*series);
-    total += static_cast<double>(values.back() - std::min(values.back(), values.front())) - taken_off;
+    const double delta = window == Window::kWhole
+                             ? static_cast<double>(values.back() - std::min(values.back(), values.front()))
+                             : std::max(0.0, SeriesAt(series->t_ns, values, last) - SeriesAt(series->t_ns, values, first));
+    total += delta - taken_off;
     batches += in_window;
   }
   return batches ? total / static_cast<double>(batches) : -1;
@@ -354,8 +362,9 @@ double WorkerFaultsPerBatch(const Trace& trace, const FetchFactList& fetches, ui
 
 // The worker processes' CPU per batch outside their fetch spans (the worker
 // loop: taking indices, pickling and sending batches, sharing their memory),
-// in seconds; -1 when unknown (no worker sampled twice, or a fetch in the
+// in seconds; -1 when unknown (no worker sampled over 8 of its fetches, or a fetch in the
 // window without CPU).
+constexpr uint64_t kMinWorkerLoopBatches = 8;  // per worker: fewer and one sampler tick's error dominates
 double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const FetchFactList& fetches, uint32_t loader_pid) {
   bool complete = true;
   const double ns = WorkerCounterPerBatch(
@@ -363,7 +372,8 @@ double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const FetchFactList& fe
       [&](const FetchFact& f) {
         complete = complete && f.has_cpu;
         return static_cast<double>(f.cpu_ns);
-      });
+      },
+      Window::kFetches, kMinWorkerLoopBatches);
   return complete && ns >= 0 ? std::max(0.0, ns) * kNs : -1;
 }
 

@@ -67,7 +67,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.worker_loop_cpu_s_per_batch = {loader.worker_cpu_outside_fetch_s, true,
                                      "the worker processes' CPU (/proc sampler) less their fetch spans', per batch"};
   else
-    p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no worker sampled twice, or fetch spans without CPU): taken as 0"};
+    p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no worker sampled over 8 of its fetches, or fetch spans without CPU): taken as 0"};
   p.batch_costs = loader.batch_costs;
 
   // The step's own CPU: cores the main process used during compute, times the steady compute.
