@@ -609,14 +609,21 @@ static inline void getitem_span(uint32_t name, uint64_t start, PyObject* idx, ui
   stallprof_span_complete(name, start, end >= start ? end - start : 0, arg, scope);
 }
 
+/* The fetcher's auto_collation (batches of indices, not single samples): 1, 0,
+ * or -1 with an exception set. */
+static int auto_collation(PyObject* fetcher) {
+  PyObject* value = PyObject_GetAttr(fetcher, g_str_auto_collation);
+  const int batched = value == NULL ? -1 : PyObject_IsTrue(value);
+  Py_XDECREF(value);
+  return batched;
+}
+
 /* _MapDatasetFetcher.fetch's samples, a getitem span each (torch's own logic:
  * __getitems__ when the dataset has it, then no getitem spans). New ref. */
 static PyObject* map_samples(FetchObject* f, PyObject* fetcher, PyObject* indices, uint16_t scope) {
   PyObject* dataset = PyObject_GetAttr(fetcher, g_str_dataset);
   if (dataset == NULL) return NULL;
-  PyObject* auto_collation = PyObject_GetAttr(fetcher, g_str_auto_collation);
-  int batched = auto_collation == NULL ? -1 : PyObject_IsTrue(auto_collation);
-  Py_XDECREF(auto_collation);
+  const int batched = auto_collation(fetcher);
   PyObject* data = NULL;
   if (batched < 0) goto done;
   if (!batched) {
@@ -680,9 +687,7 @@ static PyObject* next_item(PyObject* it) {
 static PyObject* iterable_samples(FetchObject* f, PyObject* fetcher, PyObject* indices, uint16_t scope) {
   PyObject* it = PyObject_GetAttr(fetcher, g_str_dataset_iter);
   if (it == NULL) return NULL;
-  PyObject* auto_collation = PyObject_GetAttr(fetcher, g_str_auto_collation);
-  int batched = auto_collation == NULL ? -1 : PyObject_IsTrue(auto_collation);
-  Py_XDECREF(auto_collation);
+  const int batched = auto_collation(fetcher);
   PyObject* data = NULL;
   if (batched < 0) goto done;
   if (!batched) {
