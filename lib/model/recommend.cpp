@@ -90,6 +90,12 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   const double rest = std::max(0.0, p.cpu_s_per_batch / b - staged_cpu) * miss_scale;
   lp.stages.push_back({p.stages.empty() ? "fetch" : "fetch (rest)", rest, 0});
   cpu_per_sample += rest;
+  // Each batch also costs its worker CPU outside the fetch (taking indices,
+  // pickling and sending), as the simulation charges it: no cache saves it.
+  if (const double loop = p.worker_loop_cpu_s_per_batch.value / b; loop > 0) {
+    lp.stages.push_back({"worker loop", loop, 0});
+    cpu_per_sample += loop;
+  }
   const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
   // The LP plans for a machine to itself; Predict checks its proposal with
   // the simulation, contention included.
