@@ -108,6 +108,17 @@ TEST_CASE("The what-if text has the baseline, the table header, a row per scenar
   CHECK_THAT(text, Catch::EndsWith("(assumed, --disk-bw)\n"));
 }
 
+TEST_CASE("A profile without workers warns that the whole run with workers leaves out their start-up") {
+  model::WhatIfResult r = Swept();
+  r.baseline.workers = 0;
+  const auto lines = Lines(WhatIfText(OneLoader(r)));
+  REQUIRE(lines.size() == 13);
+  CHECK_THAT(lines[10], Catch::Contains("Whole run with workers leaves out their start-up at each epoch") &&
+                            Catch::EndsWith("persistent_workers=True. Inputs:"));
+  // Profiled with workers, their start-up was measured: no warning.
+  CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains("leaves out their start-up"));
+}
+
 TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
   const std::string text = WhatIfText(OneLoader(Swept(0)));
   CHECK_THAT(text, Catch::Contains("predicted 420.0 samples/s, step 9.52 ms; measured throughput unknown\n"));

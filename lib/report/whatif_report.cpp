@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/units.h"
@@ -74,8 +75,14 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
   }
   out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
-                     "state against the {} baseline. Inputs:\n",
+                     "state against the {} baseline.",
                      r.measured_samples_per_s > 0 ? "measured" : "predicted");
+  const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) { return row.prediction.workers > 0; });
+  if (r.baseline.workers == 0 && adds_workers)
+    out += " Whole run with workers leaves out their start-up at each epoch (fork or spawn, the first batch), which a "
+           "profile without workers cannot measure: with short epochs it can cost more than workers save; profile "
+           "with workers, or keep them with persistent_workers=True.";
+  out += " Inputs:\n";
   for (const auto& line : r.inputs) out += fmt::format("  {}\n", line);
   return out;
 }
