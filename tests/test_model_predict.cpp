@@ -102,7 +102,7 @@ TEST_CASE("An epoch's reads take at least its bytes over the storage bandwidth, 
   CHECK(r->whole_run_samples_per_s == Approx(200 / (2 * (1.0 + 5.0))).epsilon(1e-3));
 }
 
-TEST_CASE("A worker's loop CPU outside its fetch adds to each batch it makes, only with workers") {
+TEST_CASE("A worker's loop CPU is paid by its sending thread, beside its next fetch, only with workers") {
   LoaderProfile p = BaseProfile();
   p.workers = 1;
   p.compute_s_per_batch = 0.001;
@@ -110,7 +110,13 @@ TEST_CASE("A worker's loop CPU outside its fetch adds to each batch it makes, on
   p.worker_loop_cpu_s_per_batch = {0.005, true, "sampler"};
   auto r = Predict(p, On(4));
   REQUIRE(r.ok());
-  CHECK(r->samples_per_s == Approx(10 / 0.015).epsilon(0.01));  // one worker: 15 ms a batch
+  // Spare cores: the sending thread keeps up with the 10 ms fetches.
+  CHECK(r->samples_per_s == Approx(10 / 0.010).epsilon(0.01));
+  // One core: the fetch and the sending share it, 15 ms of CPU a batch.
+  CHECK(Predict(p, On(1))->samples_per_s == Approx(10 / 0.015).epsilon(0.01));
+  // Sending slower than fetching: it sets the pace.
+  p.worker_loop_cpu_s_per_batch.value = 0.015;
+  CHECK(Predict(p, On(4))->samples_per_s == Approx(10 / 0.015).epsilon(0.01));
   // Fetched in the main process (no workers): no worker loop, no pickling.
   CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.011).epsilon(0.01));
 }

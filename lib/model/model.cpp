@@ -44,17 +44,19 @@ struct Terms {
 };
 
 // Rates of a pipelined loader (W >= 1) for given per-batch worker CPU and io
-// (the CPU at the scenario's miss ratio, CpuSecondsAtMiss), without run-queue
-// delay: the analytic check of the simulation, which predicts the delay.
-Terms Pipelined(const LoaderProfile& p, double cpu, double compute, double cores, double workers, double io,
-                double bandwidth, double miss) {
+// (the CPU at the scenario's miss ratio, CpuSecondsAtMiss) and loop CPU (a
+// thread of its own per worker), without run-queue delay: the analytic check
+// of the simulation, which predicts the delay.
+Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double compute, double cores, double workers,
+                double io, double bandwidth, double miss) {
   const double b = p.batch_size;
   const double usable = std::max(kMinUsableCores, cores - p.main_cpu_cores);
   Terms t{};
   t.r_compute = Rate(b, compute);
   t.r_main = Rate(b, compute + MainReceiveSeconds(p));
-  t.r_prep = cpu > 0 ? std::min(workers, usable) * b / cpu : kInf;
-  t.r_workers = workers * Rate(b, cpu + io);
+  // The cores, and each of a worker's two threads at most one core.
+  t.r_prep = std::min({usable * Rate(b, cpu + loop), workers * Rate(b, cpu), workers * Rate(b, loop)});
+  t.r_workers = workers * Rate(b, std::max(cpu + io, loop));
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
   t.samples_per_s = std::min({t.r_main, t.r_prep, t.r_workers, t.r_fetch});
@@ -200,7 +202,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.background_threads = background;
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
-  const Terms t = Pipelined(p, cpu + p.worker_loop_cpu_s_per_batch.value, compute, cores, std::max(1u, workers), io,
+  const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, compute, cores, std::max(1u, workers), io,
                             bandwidth, miss);
   out.r_compute = t.r_compute;
   out.r_main = workers > 0 ? t.r_main : t.r_compute;

@@ -18,6 +18,11 @@ struct Worker {
   double left = 0;             // CPU seconds (kCpu) or seconds (kStarting, kIo)
   uint64_t batch = 0;
   std::deque<uint64_t> queue;  // batch indices sent to this worker, FIFO
+  // The worker's sending threads (torch's queue feeder pickling the batch,
+  // the fd sharer): fetched batches wait here, FIFO, for the loop CPU.
+  std::deque<uint64_t> outbox;
+  bool sending = false;
+  double send_left = 0;        // CPU seconds of the batch at the front of the outbox
 };
 
 class Simulation {
@@ -78,7 +83,14 @@ class Simulation {
     worker.batch = worker.queue.front();
     worker.queue.pop_front();
     worker.phase = WorkerPhase::kCpu;
-    worker.left = Cost(worker.batch).cpu_s + c_.worker_loop_cpu_s;
+    worker.left = Cost(worker.batch).cpu_s;
+  }
+
+  // A fetched batch is sent by the worker's sending threads when there is
+  // loop CPU to pay, else it is ready at once.
+  void Fetched(Worker& worker) {
+    if (c_.worker_loop_cpu_s > kDone) worker.outbox.push_back(worker.batch);
+    else done_[worker.batch] = 1;
   }
 
   // Applies every transition that takes no time, until none is left.
@@ -97,8 +109,19 @@ class Simulation {
           worker.left = Cost(worker.batch).io_s;
           changed = true;
         } else if (worker.phase == WorkerPhase::kIo && worker.left <= kDone) {
-          done_[worker.batch] = 1;
+          Fetched(worker);
           StartWorkerBatch(worker);
+          changed = true;
+        }
+        if (worker.sending && worker.send_left <= kDone) {
+          done_[worker.outbox.front()] = 1;
+          worker.outbox.pop_front();
+          worker.sending = false;
+          changed = true;
+        }
+        if (!worker.sending && !worker.outbox.empty()) {
+          worker.sending = true;
+          worker.send_left = c_.worker_loop_cpu_s;
           changed = true;
         }
       }
@@ -168,7 +191,7 @@ class Simulation {
   bool Advance() {
     const double main_width = MainWidth();
     double runnable = main_width;
-    for (const auto& worker : workers_) runnable += worker.phase == WorkerPhase::kCpu ? 1 : 0;
+    for (const auto& worker : workers_) runnable += (worker.phase == WorkerPhase::kCpu ? 1 : 0) + (worker.sending ? 1 : 0);
     const double demand = runnable + std::max(0.0, c_.background_threads);
     const double share = demand > c_.cores ? c_.cores / demand : 1;  // of a core, per runnable thread
 
@@ -179,6 +202,7 @@ class Simulation {
     for (const auto& worker : workers_) {
       if (worker.phase == WorkerPhase::kCpu) dt = std::min(dt, worker.left / share);
       else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) dt = std::min(dt, worker.left);
+      if (worker.sending) dt = std::min(dt, worker.send_left / share);
     }
     if (!(dt < kInf)) return false;
     dt = std::max(dt, 0.0);
@@ -190,6 +214,10 @@ class Simulation {
         out_.worker_delay_s += (1 - share) * dt;
       } else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) {
         worker.left = std::max(0.0, worker.left - dt);
+      }
+      if (worker.sending) {
+        worker.send_left = std::max(0.0, worker.send_left - share * dt);
+        out_.job_delay_s += (1 - share) * dt;  // not the fetch spans': a thread of its own
       }
     }
     const double main_delay = main_width * (1 - share) * dt;

@@ -3,8 +3,9 @@
 // worker i mod W, as torch's round robin does), at most W x prefetch_factor
 // batches sent and not yet consumed, in-order delivery to the main loop, and
 // processor sharing of the cores between every runnable thread: the step's
-// own threads, the main thread receiving a batch, the workers on CPU and a
-// background load from outside the job. Per-batch worker costs are the
+// own threads, the main thread receiving a batch, the workers on CPU, each
+// worker's sending thread (the loop CPU: pickling and sending a fetched
+// batch, beside the next fetch) and a background load from outside the job. Per-batch worker costs are the
 // measured fetch spans, cycled in order, so a long tail and in-order delivery
 // act as they did in the run; means would hide both.
 //
@@ -38,7 +39,11 @@ struct SimConfig {
   double compute_threads = 1;
   double compute_off_s = 0;
   double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling)
-  double worker_loop_cpu_s = 0;   // W >= 1: each batch's CPU in its worker beyond the cost (pickling, sending)
+  // W >= 1: each batch's CPU in its worker process beyond the fetch (pickling,
+  // sending), paid by the worker's own sending thread after the fetch, in
+  // parallel with the next fetch (torch's queue feeder thread pickles; the
+  // worker loop only hands it the batch).
+  double worker_loop_cpu_s = 0;
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes
