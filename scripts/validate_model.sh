@@ -18,8 +18,10 @@
 #          2 cores, where workers and step share them.
 # decode:  a torchvision ImageFolder of generated JPEGs (decode, crop, flip) and
 #          a small CNN trained on the CPU, profiled at num_workers=0 -> 1 and 2.
-# tail:    long-tailed item costs (every 16th sample 12x the CPU), profiled with
-#          1 worker -> 4 workers on 2 cores (in-order delivery waits for the tail).
+# tail:    long-tailed item costs (1 ms CPU and 2 ms blocked a sample, every
+#          16th sample 12x both), profiled with 1 worker -> 4 workers on 2
+#          cores (in-order delivery waits for the tail; the blocked share lets
+#          4 workers gain more than the 2 cores alone would).
 # startup: spawned, non-persistent workers on short epochs -> predict
 #          persistent_workers=True, compared as whole-run samples/s.
 # hog:     profiled beside two CPU-burning processes -> predict 2 workers on
@@ -186,7 +188,7 @@ validate_decode() {
 
 validate_tail() {
   if [ "$(nproc)" -lt 2 ]; then skip tail "needs 2 cores"; return; fi
-  local flags=(--batches 120 --batch-size 4 --prep-cpu-ms 2 --tail-every 16 --tail-factor 12 --compute-ms 1)
+  local flags=(--batches 120 --batch-size 4 --prep-cpu-ms 1 --fetch-sleep-ms 2 --tail-every 16 --tail-factor 12 --compute-ms 1)
   local profiled=() predicted=() measured=() i
   for i in $(seq "$REPEAT"); do
     "$SP" run -q -o "$WORK/t1.pb" -- "$PY" "$WORKLOAD" --workers 1 "${flags[@]}" >/dev/null

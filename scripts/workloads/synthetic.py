@@ -47,7 +47,7 @@ class SyntheticDataset(Dataset):
         self.sample_floats = sample_floats
         self.files = files  # list of paths, one per sample, when file-backed
         self.file_bytes = file_bytes
-        self.tail_every = tail_every    # every Nth sample costs tail_factor x the prep CPU
+        self.tail_every = tail_every    # every Nth sample costs tail_factor x the sleep and prep CPU
         self.tail_factor = tail_factor
         self.scratch_bytes = scratch_bytes
         self._page_marks = b"\x01" * len(range(0, scratch_bytes, 4096))
@@ -60,10 +60,11 @@ class SyntheticDataset(Dataset):
             with open(self.files[index % len(self.files)], "rb") as f:
                 while f.read(1 << 20):
                     pass
-        if self.fetch_sleep_s > 0:
-            time.sleep(self.fetch_sleep_s)
         tail = self.tail_every > 0 and index % self.tail_every == 0
-        burn_cpu(self.prep_cpu_s * (self.tail_factor if tail else 1.0))
+        factor = self.tail_factor if tail else 1.0
+        if self.fetch_sleep_s > 0:
+            time.sleep(self.fetch_sleep_s * factor)
+        burn_cpu(self.prep_cpu_s * factor)
         if self.scratch_bytes:
             scratch = bytearray(self.scratch_bytes)
             scratch[::4096] = self._page_marks
@@ -146,7 +147,7 @@ def main():
     p.add_argument("--hide-files", action="store_true",
                    help="with --files: a dataset that opens its files by index and lists none")
     p.add_argument("--tail-every", type=int, default=0, help="every Nth sample is slow (long-tailed item cost)")
-    p.add_argument("--tail-factor", type=float, default=1.0, help="how many times the prep CPU a slow sample costs")
+    p.add_argument("--tail-factor", type=float, default=1.0, help="how many times the sleep and prep CPU a slow sample costs")
     p.add_argument("--scratch-mib", type=float, default=0.0,
                    help="per sample, a fresh buffer of this size written one byte a page")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code at the end")
