@@ -148,10 +148,10 @@ PY
 TRACE=/tmp/stallprof_bench_py.$$.pb
 summary() { "$BUILD/trace_check" "$TRACE" | grep -E '^(spans|thread_dropped|footer_dropped|invalid)=' | paste -sd' '; }
 echo "== Python (extension)"
-"$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
+"$BUILD/stallprof" run -q --no-handoff-timing --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
 echo "trace: $(summary)"
 echo "== Python (ctypes fallback)"
-STALLPROF_FORCE_CTYPES=1 "$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
+STALLPROF_FORCE_CTYPES=1 "$BUILD/stallprof" run -q --no-handoff-timing --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_py.$$.py
 echo "trace: $(summary)"
 rm -f "$TRACE"
 # The hook's cost per next(): a num_workers=0 loader of trivial samples (wait,
@@ -179,7 +179,7 @@ echo "== DataLoader next() per batch, traced and bare alternated (load before: $
 : > /tmp/stallprof_bench_next.$$.traced
 : > /tmp/stallprof_bench_next.$$.bare
 for _ in $(seq "${NEXT_ROUNDS:-5}"); do
-  "$BUILD/stallprof" run -q --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_next.$$.py \
+  "$BUILD/stallprof" run -q --no-handoff-timing --ring-size 256M --lanes 8 -o "$TRACE" -- "$PY" /tmp/stallprof_bench_next.$$.py \
     >> /tmp/stallprof_bench_next.$$.traced
   "$PY" /tmp/stallprof_bench_next.$$.py >> /tmp/stallprof_bench_next.$$.bare
 done

@@ -69,6 +69,35 @@ TEST_CASE("The warm-up option changes which iterations a profile measures") {
   CHECK(profiles->front().batches == 8);
 }
 
+TEST_CASE("Without workers, the handoff timed after the run gives the worker loop and receive CPU") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 10;
+  AddLoop(b, spec);
+  auto measure = [&] {
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front();
+  };
+  const auto untimed = measure();
+  CHECK_FALSE(untimed.worker_loop_cpu_s_per_batch.measured);
+  CHECK(untimed.receive_s_per_batch == 0);
+  CHECK(untimed.receive_source.empty());
+  b.Config(100, 1, "batch_tensors", 2);
+  b.Config(100, 1, "batch_bytes", 786560);
+  b.ConfigDouble(100, 1, "ipc_loop_cpu_s", 0.0016);
+  b.ConfigDouble(100, 1, "ipc_receive_cpu_s", 0.0009);
+  b.ConfigDouble(100, 1, "ipc_batches", 200);
+  const auto timed = measure();
+  CHECK(timed.worker_loop_cpu_s_per_batch.measured);
+  CHECK(timed.worker_loop_cpu_s_per_batch.value == Approx(0.0016));
+  CHECK_THAT(timed.worker_loop_cpu_s_per_batch.source, Catch::Contains("200 batches of this loader's 2 tensors, 768.1 KiB"));
+  CHECK(timed.receive_s_per_batch == Approx(0.0009));
+  CHECK(timed.batch_bytes == 786560);
+}
+
 TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {
   TraceBuilder b;
   b.Process(100, 1);

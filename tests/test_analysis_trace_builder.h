@@ -68,6 +68,16 @@ class TraceBuilder {
     trace.configs.push_back(c);
   }
 
+  void ConfigDouble(uint32_t pid, uint16_t scope, const std::string& key, double value) {
+    ConfigValue c;
+    c.pid = pid;
+    c.scope = scope;
+    c.key = trace.strings[Str(key)];
+    c.type = ConfigValue::Type::kF64;
+    c.f64 = value;
+    trace.configs.push_back(c);
+  }
+
   void Config(uint32_t pid, uint16_t scope, const std::string& key, const std::string& value) {
     ConfigValue c;
     c.pid = pid;

@@ -20,6 +20,7 @@ struct RunFlags {
   uint32_t sample_ms = 100;
   bool quiet = false;
   bool strict = false;
+  bool no_handoff_timing = false;
   std::vector<std::string> command;
 };
 
@@ -37,6 +38,7 @@ int RunCommand(const RunFlags& flags) {
   options.lanes = flags.lanes;
   options.sample_ms = flags.sample_ms;
   options.live_status = flags.quiet ? collect::LiveStatus::kOff : collect::LiveStatus::kAuto;
+  options.time_handoffs = !flags.no_handoff_timing;
 
   auto result = collect::Run(options);
   if (!result.ok()) return ReportError(result.error());
@@ -88,6 +90,10 @@ void RegisterRun(CLI::App& app, Action& action) {
   sub->add_flag("--strict", flags->strict,
                 "Exit 4 (not the command's status) when the trace is incomplete: writing it failed (disk "
                 "full) or the ring dropped events");
+  sub->add_flag("--no-handoff-timing", flags->no_handoff_timing,
+                "Skip timing, after a job whose DataLoaders had num_workers=0, what handing their batches from a "
+                "worker to the main process would cost (a few seconds in the job's Python; whatif uses it to "
+                "predict workers)");
   sub->add_option("command", flags->command, "The command to run, after '--'")->required();
   sub->positionals_at_end(true);
   sub->callback([flags, &action] { action = [flags] { return RunCommand(*flags); }; });

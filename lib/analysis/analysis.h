@@ -203,6 +203,14 @@ struct LoaderConfig {
   uint64_t dataset_len = 0;
   uint64_t dataset_bytes = 0;
   std::string multiprocessing_context;
+  // The first batch's tensors (loaders without workers; 0 = unknown).
+  uint32_t batch_tensors = 0;
+  uint64_t batch_bytes = 0;
+  // What a worker's handoff of such a batch costs, timed after the run by
+  // `stallprof run` (collect/handoff.h); -1 = not timed.
+  double ipc_loop_cpu_s = -1;
+  double ipc_receive_cpu_s = -1;
+  uint32_t ipc_batches = 0;
 };
 
 struct LoaderAnalysis {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "common/units.h"
 #include "internal.h"
 
 namespace stallprof::analysis {
@@ -61,7 +62,18 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.io_s_per_batch = io / batches_with_cpu;
   }
   p.produce_s_per_batch = batches ? produce / batches : 0;
-  if (p.workers == 0)
+  const LoaderConfig& c = loader.config;
+  p.batch_bytes = static_cast<double>(c.batch_bytes);
+  if (p.workers == 0 && c.ipc_loop_cpu_s >= 0) {
+    // No worker ran: what one costs was timed after the run on the same batch.
+    const std::string timed = fmt::format(
+        "timed after the run (stallprof.calibrate_ipc): one worker handing over {} batches of this loader's {} "
+        "tensors, {}",
+        c.ipc_batches, c.batch_tensors, FormatBytes(static_cast<double>(c.batch_bytes)));
+    p.worker_loop_cpu_s_per_batch = {c.ipc_loop_cpu_s, true, timed};
+    p.receive_s_per_batch = c.ipc_receive_cpu_s;
+    p.receive_source = timed;
+  } else if (p.workers == 0)
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no workers in the profile): taken as 0"};
   else if (loader.worker_cpu_outside_fetch_s >= 0)
     p.worker_loop_cpu_s_per_batch = {loader.worker_cpu_outside_fetch_s, true,

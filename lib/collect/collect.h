@@ -28,6 +28,9 @@ struct RunOptions {
   // After the command exits, how long its leftover descendants may keep
   // running (and writing to the ring) before the trace is closed.
   uint32_t grace_ms = 2000;
+  // After a job whose loaders had no workers, time what a worker's handoff of
+  // their batches costs (handoff.h), a few seconds.
+  bool time_handoffs = true;
 };
 
 struct RunSummary {

@@ -23,6 +23,7 @@
 #include "collect.h"
 #include "common/units.h"
 #include "drain.h"
+#include "handoff.h"
 #include "machine.h"
 #include "procfs.h"
 #include "ring/consumer.h"
@@ -343,6 +344,46 @@ bool IsTorchrun(const std::vector<std::string>& command) {
   return false;
 }
 
+// After the job: times the worker handoff of each loader that ran without
+// workers (one calibration per distinct Python and batch) and records it as
+// that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s, ipc_batches).
+// A calibration that fails is a warning: whatif then says it was not timed.
+void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
+                          TraceSink& sink, RunSummary& summary) {
+  const auto requests = ReadHandoffRequests(dir);
+  if (requests.empty()) return;
+  if (options.live_status != LiveStatus::kOff)
+    fmt::print(stderr,
+               "stallprof: timing how a DataLoader worker would hand over this job's batches (its loaders had no "
+               "workers; whatif needs it; --no-handoff-timing skips it)\n");
+  std::vector<std::pair<const HandoffRequest*, Result<HandoffTiming>>> done;
+  for (const HandoffRequest& r : requests) {
+    const Result<HandoffTiming>* timing = nullptr;
+    for (const auto& [seen, result] : done)
+      if (seen->python == r.python && seen->bytes == r.bytes) timing = &result;
+    if (!timing) {
+      done.emplace_back(&r, TimeHandoff(r, python_dir, 60));
+      timing = &done.back().second;
+      if (!timing->ok())
+        summary.warnings.push_back("could not time a worker's batch handoff (" + timing->error().message +
+                                   "); whatif takes it as 0 for loaders without workers");
+    }
+    if (!timing->ok()) continue;
+    const auto config = [&](const char* key, double value) {
+      pb::Chunk chunk;
+      auto* c = chunk.mutable_config();
+      c->set_pid(static_cast<uint32_t>(r.pid));
+      c->set_scope(r.scope);
+      c->set_key(sink.Intern(key));
+      c->set_f64(value);
+      sink.Write(chunk);
+    };
+    config("ipc_loop_cpu_s", (*timing)->loop_cpu_s);
+    config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
+    config("ipc_batches", (*timing)->batches);
+  }
+}
+
 Result<RunSummary> Run(const RunOptions& options) {
   if (options.command.empty())
     return UsageError("no command to run, put it after '--': stallprof run -- python3 train.py");
@@ -395,7 +436,16 @@ Result<RunSummary> Run(const RunOptions& options) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const bool take_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   InstallForwarding();
-  const auto env = ChildEnvironment(ring.EnvValue(), hook);
+  auto env = ChildEnvironment(ring.EnvValue(), hook);
+  // Loaders without workers leave their batch's tensor sizes here (handoff.h).
+  std::string handoff_dir;
+  if (hook && options.time_handoffs) {
+    std::string pattern = (fs::temp_directory_path() / "stallprof-handoff.XXXXXX").string();
+    if (mkdtemp(pattern.data())) {
+      handoff_dir = pattern;
+      env.push_back("STALLPROF_IPC_DIR=" + handoff_dir);
+    }
+  }
   Child child = Spawn(options.command, env, take_terminal);
   if (child.pid < 0) {
     RestoreDefaultSignals();
@@ -508,6 +558,12 @@ Result<RunSummary> Run(const RunOptions& options) {
   ring.DrainOnce(drainer);
   ring.ReleaseAll(drainer);
   drainer.FlushAll();
+
+  if (!handoff_dir.empty()) {
+    if (!summary.launch_error) RecordHandoffTimings(handoff_dir, hook->python_dir, options, sink, summary);
+    std::error_code ec;
+    fs::remove_all(handoff_dir, ec);
+  }
 
   summary.spans = drainer.spans();
   if (hook && drainer.producers() == 0)

@@ -152,7 +152,13 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
                            FormatSeconds(p.handoff_s_per_batch)));
-  in.push_back(p.receive_s_per_batch > 0
+  if (p.workers == 0)
+    in.push_back(p.receive_source.empty()
+                     ? "main thread CPU to receive a batch from a worker: not measured (no workers in the profile): "
+                       "taken as 0"
+                     : fmt::format("main thread CPU to receive a batch from a worker: {} (measured, {})",
+                                   FormatSeconds(p.receive_s_per_batch), p.receive_source));
+  else in.push_back(p.receive_s_per_batch > 0
                    ? fmt::format("main thread CPU + run-queue delay in next() per batch: {} (measured, wait spans); "
                                  "the main loop pays the larger of this and handoff",
                                  FormatSeconds(p.receive_s_per_batch))

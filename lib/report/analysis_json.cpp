@@ -68,6 +68,11 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
   w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
+  w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
+  w.Key("ipc_loop_cpu_s");
+  if (c.ipc_loop_cpu_s >= 0) w.Number(c.ipc_loop_cpu_s); else w.Null();
+  w.Key("ipc_receive_cpu_s");
+  if (c.ipc_receive_cpu_s >= 0) w.Number(c.ipc_receive_cpu_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
   w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback);

@@ -22,7 +22,10 @@ thread, a read_storage span (arg = read_bytes) and a read_calls span (arg =
 rchar) that contain it: what the fetching thread read during the fetch, from
 /proc/thread-self/io (not recorded where the kernel lacks that file), and a
 system_cpu span (arg = the thread's system CPU ns during the fetch). The
-pin-memory thread: pin spans.
+pin-memory thread: pin spans. A loader without workers also records its
+first batch's tensors (batch_tensors, batch_bytes) and leaves a request in
+STALLPROF_IPC_DIR for `stallprof run` to time a worker's handoff of such a
+batch after the job (stallprof.calibrate_ipc).
 
 Counters (a span's thread CPU time and run-queue delay, the fetching thread's
 /proc/thread-self/io and getrusage) cost a syscall each, so the C client gives
@@ -305,6 +308,49 @@ def _record_config(loader, scope, name):
         cfg(scope, "dataset_bytes", total)
 
 
+def _tensor_bytes(batch, out, depth=0):
+    """The byte sizes of the tensors in a collated batch (tuples, lists and
+    dicts walked as torch's collate builds them)."""
+    import torch
+    if isinstance(batch, torch.Tensor):
+        out.append(batch.element_size() * batch.numel())
+    elif depth < 8 and isinstance(batch, (tuple, list)):
+        for item in batch:
+            _tensor_bytes(item, out, depth + 1)
+    elif depth < 8 and isinstance(batch, dict):
+        for item in batch.values():
+            _tensor_bytes(item, out, depth + 1)
+    return out
+
+
+def _watch_first_batch(fetcher, scope):
+    """For a loader without workers: its first batch's tensors, as config
+    (batch_tensors, batch_bytes), and a request for `stallprof run` to time
+    after the job what handing such a batch from a worker to the main process
+    costs (stallprof.calibrate_ipc; STALLPROF_IPC_DIR), which no profile
+    without workers can see. The collate function is wrapped for one call."""
+    original = fetcher.collate_fn
+
+    def first_batch(data):
+        batch = original(data)
+        fetcher.collate_fn = original
+        try:
+            sizes = _tensor_bytes(batch, [])
+            _ext.config(scope, "batch_tensors", len(sizes))
+            _ext.config(scope, "batch_bytes", sum(sizes))
+            folder = os.environ.get("STALLPROF_IPC_DIR")
+            if folder and 0 < len(sizes) <= 256 and os.path.isabs(sys.executable or ""):
+                path = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
+                with open(path + ".tmp", "w") as f:
+                    f.write("%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable, " ".join(map(str, sizes))))
+                os.rename(path + ".tmp", path + ".req")
+        except Exception:
+            pass  # optional: whatif says the handoff was not timed
+        return batch
+
+    fetcher.collate_fn = first_batch
+
+
 class _WorkerInit:
     """Wraps a DataLoader's worker_init_fn so each worker (fork or spawn)
     learns its loader id and announces itself. Picklable: top-level class."""
@@ -374,6 +420,8 @@ def _patch():
         fetcher = getattr(iterator, "_dataset_fetcher", None)
         if fetcher is not None:
             fetcher._stallprof_scope = scope
+            if epoch == 0 and self.num_workers == 0 and hasattr(fetcher, "collate_fn"):
+                _watch_first_batch(fetcher, scope)
         pin_thread = getattr(iterator, "_pin_memory_thread", None)
         if pin_thread is not None and pin_thread.ident is not None:
             _pin_scopes[pin_thread.ident] = scope

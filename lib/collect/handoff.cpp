@@ -1,0 +1,147 @@
+#include "collect/handoff.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace stallprof::collect {
+namespace fs = std::filesystem;
+
+Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
+  std::istringstream in(text);
+  HandoffRequest r;
+  long long pid = 0, scope = 0;
+  std::string ids;
+  if (!std::getline(in, ids) || !(std::istringstream(ids) >> pid >> scope) || pid <= 0 || scope < 0 ||
+      scope > UINT32_MAX)
+    return InputError("a handoff request without 'pid scope' on its first line");
+  r.pid = static_cast<pid_t>(pid);
+  r.scope = static_cast<uint32_t>(scope);
+  if (!std::getline(in, r.python) || r.python.empty() || r.python[0] != '/')
+    return InputError("a handoff request without an absolute Python path on its second line");
+  std::string sizes;
+  std::getline(in, sizes);
+  std::istringstream size_in(sizes);
+  for (std::string field; size_in >> field;) {
+    char* end = nullptr;
+    const long long v = std::strtoll(field.c_str(), &end, 10);
+    if (end == field.c_str() || *end != '\0') return InputError("a handoff request with a tensor size that is not a number");
+    if (v < 0) return InputError("a handoff request with a negative tensor size");
+    r.bytes.push_back(static_cast<uint64_t>(v));
+  }
+  if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
+  return r;
+}
+
+Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
+  // The last line that starts with the first key: Python may warn before it.
+  std::istringstream in(output);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.rfind("loop_cpu_s ", 0) == 0) found = line;
+  if (found.empty()) return InputError("the calibration printed no 'loop_cpu_s' line");
+  std::istringstream fields(found);
+  HandoffTiming t;
+  std::string key;
+  bool loop = false, receive = false;
+  for (double value; fields >> key >> value;) {
+    if (key == "loop_cpu_s") t.loop_cpu_s = value, loop = true;
+    else if (key == "receive_cpu_s") t.receive_cpu_s = value, receive = true;
+    else if (key == "batches") t.batches = static_cast<uint32_t>(value);
+  }
+  if (!loop || !receive || !(t.loop_cpu_s >= 0) || !(t.receive_cpu_s >= 0) || t.batches == 0)
+    return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s or batches: " + found);
+  return t;
+}
+
+std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir) {
+  std::vector<HandoffRequest> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".req") continue;
+    std::ifstream f(entry.path());
+    std::stringstream text;
+    text << f.rdbuf();
+    if (auto r = ParseHandoffRequest(text.str()); r.ok()) out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s) {
+  std::vector<std::string> args = {request.python, "-m", "stallprof.calibrate_ipc"};
+  for (uint64_t b : request.bytes) args.push_back(std::to_string(b));
+  std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
+  for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
+    if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return RuntimeError(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(out[0]);
+    close(out[1]);
+    return RuntimeError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string output;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;  // the deadline check ends the loop
+    char buf[4096];
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the calibration closed its output
+    if (output.size() < (1u << 16)) output.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return RuntimeError("it took longer than " + std::to_string(static_cast<int>(timeout_s)) + " s");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    // Its last line says why (a Python traceback ends with the exception).
+    std::string last;
+    std::istringstream in(output);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) last = line;
+    return RuntimeError(request.python + " -m stallprof.calibrate_ipc failed" + (last.empty() ? "" : ": " + last));
+  }
+  return ParseHandoffTiming(output);
+}
+
+}  // namespace stallprof::collect

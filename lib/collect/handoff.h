@@ -1,0 +1,47 @@
+// What handing a batch from a DataLoader worker to the main process costs,
+// timed after a job whose loaders ran without workers (docs/model.md, inputs
+// `loop` and `receive`): a profile without workers cannot see the worker's
+// pickling and sending or the main thread's receiving, and whatif needs both
+// to predict workers. The hook leaves one request per such loader in a folder
+// (STALLPROF_IPC_DIR: pid, scope, the job's Python, its first batch's tensor
+// sizes); the launcher runs stallprof.calibrate_ipc in that Python once per
+// distinct batch and records the result as the loader's config.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace stallprof::collect {
+
+struct HandoffRequest {
+  pid_t pid = 0;
+  uint32_t scope = 0;
+  std::string python;           // the job's sys.executable
+  std::vector<uint64_t> bytes;  // the first batch's tensor sizes
+};
+
+struct HandoffTiming {
+  double loop_cpu_s = 0;     // the worker process's CPU per batch outside its fetch
+  double receive_cpu_s = 0;  // the main thread's CPU per next()
+  uint32_t batches = 0;
+};
+
+// Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n".
+Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
+// Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y batches N".
+Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
+
+// The requests in `dir` (unreadable or malformed files are skipped).
+std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir);
+
+// Runs `python -m stallprof.calibrate_ipc <bytes...>` with `python_dir` as its
+// only PYTHONPATH entry (the hook's package, not its bootstrap: nothing is
+// recorded) and no ring, killing it after `timeout_s`.
+Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s);
+
+}  // namespace stallprof::collect

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# After a job whose DataLoader had num_workers=0, `stallprof run` times what a
+# worker's handoff of its batches would cost (stallprof.calibrate_ipc in the
+# job's Python) and records it on the loader: analyze's JSON config carries the
+# first batch's tensors (2 tensors: 4 x 16 float32 samples and 4 int64 labels
+# = 288 bytes) and the timed CPU, whatif uses it as measured. A loader with
+# workers, --no-handoff-timing, and a job whose Python cannot run the timing
+# record none; the job's exit code comes back unchanged in every case.
+source "$(dirname "$0")/lib.sh"
+need_torch
+ARGS=(--batches 20 --batch-size 4 --prep-cpu-ms 1 --compute-ms 1 --exit-code 3)
+
+config() {  # config TRACE: the train loader's config as "tensors bytes loop receive"
+  "$SP" analyze "$1" --json >"$1.json"
+  "$PY" - "$1.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
+print(c["batch_tensors"], c["batch_bytes"], c["ipc_loop_cpu_s"], c["ipc_receive_cpu_s"])
+PY
+}
+
+# No workers: timed.
+set +e
+"$SP" run -o "$TMP/w0.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 0 "${ARGS[@]}" >/dev/null 2>"$TMP/w0.err"
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "exit code $rc, not the job's 3: $(cat "$TMP/w0.err")"
+grep -q "timing how a DataLoader worker would hand over" "$TMP/w0.err" || fail "no progress line: $(cat "$TMP/w0.err")"
+read -r tensors bytes loop receive <<<"$(config "$TMP/w0.pb")"
+[ "$tensors $bytes" = "2 288" ] || fail "first batch recorded as $tensors tensors, $bytes bytes; expected 2, 288"
+"$PY" -c "import sys; l, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 1e-5 < l < 0.05 and 1e-5 < r < 0.05 else 1)" \
+  "$loop" "$receive" || fail "handoff timed as loop $loop s, receive $receive s per batch: not a plausible CPU time"
+"$SP" whatif "$TMP/w0.pb" --workers 2 >"$TMP/w0.whatif"
+grep -q "worker loop CPU per batch.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed loop CPU: $(grep loop "$TMP/w0.whatif")"
+grep -q "main thread CPU to receive a batch from a worker:.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed receive CPU"
+
+# Skipped on request.
+set +e
+"$SP" run -q --no-handoff-timing -o "$TMP/skip.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 0 "${ARGS[@]}" >/dev/null 2>&1
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "--no-handoff-timing: exit code $rc, not 3"
+read -r tensors bytes loop receive <<<"$(config "$TMP/skip.pb")"
+[ "$tensors $loop $receive" = "2 None None" ] || fail "--no-handoff-timing still timed: $tensors $loop $receive"
+
+# With workers the run measures the handoff itself: no timing, no batch walk.
+"$SP" run -q -o "$TMP/w1.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 "${ARGS[@]}" >/dev/null 2>&1 || true
+read -r tensors bytes loop receive <<<"$(config "$TMP/w1.pb")"
+[ "$tensors $loop $receive" = "0 None None" ] || fail "a loader with workers was timed: $tensors $loop $receive"
+
+# A job whose Python cannot run the timing (a copy of the interpreter without
+# torch on its path would need root to build; a Python that exits at startup
+# stands in): a warning, and the job's exit code.
+cat >"$TMP/job.py" <<'PY'
+import os, sys, torch
+from torch.utils.data import DataLoader
+for batch in DataLoader(list(range(16)), batch_size=4):
+    pass
+# The hook wrote its request; make this Python's sys.executable useless for the timing.
+sys.exit(5)
+PY
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/python3" <<EOF2
+#!/bin/sh
+case "\$*" in *stallprof.calibrate_ipc*) echo "RuntimeError: refused by the test" >&2; exit 1 ;; esac
+exec $PY "\$@"
+EOF2
+chmod +x "$TMP/bin/python3"
+cat >"$TMP/exe.py" <<'PY'
+import sys, runpy
+sys.executable = sys.argv[1]
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+set +e
+"$SP" run -o "$TMP/bad.pb" -- "$PY" "$TMP/exe.py" "$TMP/bin/python3" "$TMP/job.py" >/dev/null 2>"$TMP/bad.err"
+rc=$?
+set -e
+[ "$rc" = 5 ] || fail "exit code $rc, not the job's 5: $(cat "$TMP/bad.err")"
+grep -q "warning: could not time a worker's batch handoff (.*refused by the test" "$TMP/bad.err" ||
+  fail "no warning for the failed timing: $(cat "$TMP/bad.err")"
+echo "PASS: handoff timed (loop $loop s, receive $receive s), skipped on request and with workers, failure warned"

@@ -1,0 +1,102 @@
+// The worker-handoff timing after a job without workers (collect/handoff.h):
+// the hook's request files, the calibration's output line, and a calibration
+// that fails or hangs.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "collect/handoff.h"
+
+using namespace stallprof::collect;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "stallprof-test-handoff.XXXXXX").string();
+    path = mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// An executable shell script standing in for the job's Python.
+std::string Script(const fs::path& dir, const std::string& body) {
+  const fs::path path = dir / "python";
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  fs::permissions(path, fs::perms::owner_all);
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("A handoff request names the loader, the job's Python and its batch's tensor sizes") {
+  auto r = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432 128\n");
+  REQUIRE(r.ok());
+  CHECK(r->pid == 4242);
+  CHECK(r->scope == 3);
+  CHECK(r->python == "/usr/bin/python3");
+  CHECK(r->bytes == std::vector<uint64_t>{786432, 128});
+}
+
+TEST_CASE("A malformed handoff request is refused with the reason") {
+  CHECK_FALSE(ParseHandoffRequest("").ok());
+  CHECK_FALSE(ParseHandoffRequest("x 3\n/usr/bin/python3\n1\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("0 3\n/usr/bin/python3\n1\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\npython3\n1\n").ok());  // a relative Python
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n\n").ok());
+  CHECK(ParseHandoffRequest("12 3\n/usr/bin/python3\n-1\n").error().message.find("negative") != std::string::npos);
+}
+
+TEST_CASE("Only well-formed .req files in the folder are requests") {
+  TempDir dir;
+  std::ofstream(dir.path / "1-1.req") << "11 1\n/usr/bin/python3\n100 8\n";
+  std::ofstream(dir.path / "2-1.req") << "garbage";
+  std::ofstream(dir.path / "3-1.tmp") << "13 1\n/usr/bin/python3\n100\n";  // not yet renamed
+  const auto requests = ReadHandoffRequests(dir.path.string());
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].pid == 11);
+  CHECK(ReadHandoffRequests((dir.path / "missing").string()).empty());
+}
+
+TEST_CASE("The calibration's last result line is read; one without every figure is refused") {
+  auto t = ParseHandoffTiming("warning: something\nloop_cpu_s 0.0016 receive_cpu_s 0.0009 fetch_cpu_s 0.003 batches 200\n");
+  REQUIRE(t.ok());
+  CHECK(t->loop_cpu_s == Approx(0.0016));
+  CHECK(t->receive_cpu_s == Approx(0.0009));
+  CHECK(t->batches == 200);
+  CHECK_FALSE(ParseHandoffTiming("Traceback (most recent call last):\nImportError: no torch\n").ok());
+  CHECK_FALSE(ParseHandoffTiming("loop_cpu_s 0.001 batches 200\n").ok());
+  CHECK_FALSE(ParseHandoffTiming("loop_cpu_s -1 receive_cpu_s 0.001 batches 200\n").ok());
+}
+
+TEST_CASE("A calibration that exits non-zero is an error with its last line, one that hangs is killed") {
+  TempDir dir;
+  HandoffRequest r;
+  r.pid = 1;
+  r.bytes = {64};
+  r.python = Script(dir.path, "echo 'ModuleNotFoundError: No module named torch' >&2; exit 1");
+  auto failed = TimeHandoff(r, dir.path.string(), 10);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().message.find("No module named torch") != std::string::npos);
+
+  r.python = Script(dir.path, "exec sleep 30");
+  const auto start = std::chrono::steady_clock::now();
+  auto hung = TimeHandoff(r, dir.path.string(), 0.5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_FALSE(hung.ok());
+  CHECK(hung.error().message.find("longer than") != std::string::npos);
+  CHECK(took < 10);
+
+  // The arguments it gets: -m stallprof.calibrate_ipc and the sizes.
+  r.bytes = {786432, 128};
+  r.python = Script(dir.path, "[ \"$1 $2 $3 $4\" = '-m stallprof.calibrate_ipc 786432 128' ] || exit 3\n"
+                              "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 batches 50'");
+  auto ok = TimeHandoff(r, dir.path.string(), 10);
+  REQUIRE(ok.ok());
+  CHECK(ok->loop_cpu_s == Approx(0.002));
+  CHECK(ok->batches == 50);
+}
