@@ -351,13 +351,18 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
   const auto requests = ReadHandoffRequests(dir);
-  if (requests.empty()) return;
+  if (requests.empty() || summary.term_signal != 0) return;  // a job stopped by a signal: do not hold the user up
+  // Ctrl-C reaches the timing in our process group and ends it; we go on to
+  // close the trace, timing no more.
+  g_pending_signal = 0;
+  InstallForwarding();
   if (options.live_status != LiveStatus::kOff)
     fmt::print(stderr,
                "stallprof: timing how a DataLoader worker would hand over this job's batches (its loaders had no "
                "workers; whatif needs it; --no-handoff-timing skips it)\n");
   std::vector<std::pair<const HandoffRequest*, Result<HandoffTiming>>> done;
   for (const HandoffRequest& r : requests) {
+    if (g_pending_signal) break;
     const Result<HandoffTiming>* timing = nullptr;
     for (const auto& [seen, result] : done)
       if (seen->python == r.python && seen->bytes == r.bytes) timing = &result;
@@ -382,6 +387,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
     config("ipc_batches", (*timing)->batches);
   }
+  RestoreDefaultSignals();
 }
 
 Result<RunSummary> Run(const RunOptions& options) {
