@@ -60,32 +60,30 @@ class TraceBuilder {
 
   void Config(uint32_t pid, uint16_t scope, const std::string& key, uint64_t value) {
     ConfigValue c;
-    c.pid = pid;
-    c.scope = scope;
-    c.key = trace.strings[Str(key)];
     c.type = ConfigValue::Type::kU64;
     c.u64 = value;
-    trace.configs.push_back(c);
+    AddConfig(pid, scope, key, c);
   }
 
   void ConfigDouble(uint32_t pid, uint16_t scope, const std::string& key, double value) {
     ConfigValue c;
-    c.pid = pid;
-    c.scope = scope;
-    c.key = trace.strings[Str(key)];
     c.type = ConfigValue::Type::kF64;
     c.f64 = value;
-    trace.configs.push_back(c);
+    AddConfig(pid, scope, key, c);
   }
 
   void Config(uint32_t pid, uint16_t scope, const std::string& key, const std::string& value) {
     ConfigValue c;
+    c.type = ConfigValue::Type::kStr;
+    c.str = value;
+    AddConfig(pid, scope, key, c);
+  }
+
+  void AddConfig(uint32_t pid, uint16_t scope, const std::string& key, ConfigValue c) {
     c.pid = pid;
     c.scope = scope;
     c.key = trace.strings[Str(key)];
-    c.type = ConfigValue::Type::kStr;
-    c.str = value;
-    trace.configs.push_back(c);
+    trace.configs.push_back(std::move(c));
   }
 
   Trace trace;
