@@ -79,4 +79,22 @@ set -e
 [ "$rc" = 5 ] || fail "exit code $rc, not the job's 5: $(cat "$TMP/bad.err")"
 grep -q "warning: could not time a worker's batch handoff (.*refused by the test" "$TMP/bad.err" ||
   fail "no warning for the failed timing: $(cat "$TMP/bad.err")"
+# Six loaders with six batch shapes: every loader gets a timing, from at most
+# four calibrations (the rest take the closest batch's).
+cat >"$TMP/many.py" <<'PY'
+import torch
+from torch.utils.data import DataLoader
+for n in range(1, 7):
+    for batch in DataLoader([torch.zeros(n * 1000) for _ in range(8)], batch_size=4):
+        pass
+PY
+"$SP" run -q -o "$TMP/many.pb" -- "$PY" "$TMP/many.py" >/dev/null 2>&1 || fail "the six-loader job failed"
+"$SP" analyze "$TMP/many.pb" --json >"$TMP/many.json"
+"$PY" - "$TMP/many.json" <<'PY' || fail "six loaders: timings not as expected"
+import json, sys
+loaders = json.load(open(sys.argv[1]))["loaders"]
+timed = [l["config"]["ipc_loop_cpu_s"] for l in loaders]
+print("six loaders:", len(loaders), "timed:", timed)
+sys.exit(0 if len(loaders) == 6 and all(t is not None for t in timed) and len(set(timed)) <= 4 else 1)
+PY
 echo "PASS: handoff timed (loop $loop s, receive $receive s), skipped on request and with workers, failure warned"
