@@ -16,8 +16,9 @@
 # cpustep: a CPU-burning training step (16 ms) and 32 ms of prep CPU a batch,
 #          profiled with num_workers=0 -> predict 1 and 2 workers on the same
 #          2 cores, where workers and step share them.
-# decode:  a torchvision ImageFolder of generated JPEGs (decode, crop, flip) and
-#          a small CNN trained on the CPU, profiled at num_workers=0 -> 1 and 2.
+# decode:  a torchvision ImageFolder of generated JPEGs (1536, decode, crop,
+#          flip) and a small CNN trained on the CPU, profiled at num_workers=0
+#          -> 1 and 2.
 # tail:    long-tailed item costs (1 ms CPU and 2 ms blocked a sample, every
 #          16th sample 12x both), profiled with 1 worker -> 4 workers on 2
 #          cores (in-order delivery waits for the tail; the blocked share lets
@@ -161,8 +162,14 @@ validate_cpustep() {
 
 validate_decode() {
   "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip decode "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
-  local data=$WORK/images flags=(--images 384 --size 480 --crop 64 --batch-size 16 --epochs 2)
-  "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" "${flags[@]}" --epochs 1 --images 384 >/dev/null
+  # 96 batches an epoch: each forked worker makes ~48 batches before it is
+  # replaced, as on a real dataset. With 24-batch epochs (this case until
+  # 2026-11-22) a worker spent most of its 12 batches faulting in copied pages
+  # of the parent (19% of its fetch CPU in the kernel against 4% in the
+  # profile's main thread, under load), a start-up cost the steady state
+  # then carried.
+  local data=$WORK/images flags=(--images 1536 --size 480 --crop 64 --batch-size 16 --epochs 2)
+  "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" "${flags[@]}" --epochs 0 >/dev/null
   # Every run with fixed malloc thresholds: under glibc's dynamic ones a decode
   # worker falls at random into refaulting its freed image buffers (bare runs
   # of one worker measured 147-372 samples/s, 83 K against 500 K page faults
