@@ -605,7 +605,8 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   loader.storage_read_rate = loader.storage_reads_in_flight = 0;
   if (loader.config.num_workers == 0) return;
-  std::vector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
+  HugeVector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
+  steps.reserve(loader.iterations.size());
   double window_ns = 0;
   for (const Iteration& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.compute_end_ns > it.wait_start_ns) {
@@ -642,7 +643,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
 
-  std::vector<uint32_t> order(fetches.size());
+  HugeVector<uint32_t> order(fetches.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return fetches[a].start_ns < fetches[b].start_ns; });
   c.worker_fetch_of_batch.Reserve(order.size());
@@ -694,7 +695,8 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   // workers to start (epoch start to their first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
-    std::vector<uint64_t> worker_starts;  // by time
+    HugeVector<uint64_t> worker_starts;  // by time
+    worker_starts.reserve(order.size());
     for (uint32_t f : order)
       if (fetches[f].pid != loader.pid) worker_starts.push_back(fetches[f].start_ns);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {

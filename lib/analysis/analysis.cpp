@@ -488,6 +488,11 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   fetch_of_batch.Reserve(fetches.size());
   // Per thread (an index into Trace::threads, a small dense number): not a hash lookup per iteration.
   std::vector<HugeVector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
+  {
+    std::vector<size_t> fetches_of_thread(trace.threads.size());  // reserved: no copy as they grow
+    for (uint32_t f : fetches) fetches_of_thread[s.thread[f]]++;
+    for (size_t t = 0; t < busy_of_thread.size(); ++t) busy_of_thread[t].reserve(fetches_of_thread[t]);
+  }
   for (uint32_t f : fetches) {
     if (trace.threads[s.thread[f]].pid == loader.pid) continue;
     fetch_of_batch.Add(s.arg[f], s.start_ns[f], f);
@@ -925,6 +930,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   }
   for (const auto& [scope, count] : loaders_with_scope)
     if (count > 1) only_loader_of_scope.erase(scope);
+  for (auto& l : loaders_seen) l.fetches.reserve(n);  // as the waits
   for (auto& [scope, fetches] : fetches_of_scope) {
     std::unordered_map<uint32_t, int> loader_of_thread;
     for (uint32_t f : fetches) {

@@ -261,7 +261,7 @@ struct LoaderAnalysis {
   std::vector<model::ReadSample> fetch_reads;
   // Every fetch span's CPU and off-CPU time (produce - cpu - delay), in start
   // order: the per-batch costs the model's simulation draws from.
-  std::vector<model::BatchCost> batch_costs;
+  HugeVector<model::BatchCost> batch_costs;
   // The main process (all its threads, /proc sampler) over the steps after
   // each epoch's first, less its main thread's CPU and delay in next() (wait
   // spans): what the training step itself uses. main_step_compute_s = 0 when

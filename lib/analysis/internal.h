@@ -81,7 +81,7 @@ class FetchesByBatch {
     uint32_t order = 0, id = 0;
   };
   HugeVector<Row> rows_;
-  std::vector<uint32_t> first_row_;  // by batch, when dense; rows of batch b: [first_row_[b], first_row_[b + 1])
+  HugeVector<uint32_t> first_row_;  // by batch, when dense; rows of batch b: [first_row_[b], first_row_[b + 1])
 };
 
 // One fetch span of a loader, as the account reads it.
