@@ -110,6 +110,17 @@ double SeriesDelta(const std::vector<uint64_t>& t, const std::vector<uint64_t>& 
   return internal::SeriesAt(t, v, to) - internal::SeriesAt(t, v, from);
 }
 
+// A loader's wait spans in start order: `waits` itself when it is in order
+// (the spans of one thread come in the order the thread finished them, and a
+// thread's next() calls do not overlap), else a sorted copy in `sorted`.
+std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& waits, SpanIndices& sorted) {
+  auto by_start = [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; };
+  if (std::is_sorted(waits.begin(), waits.end(), by_start)) return waits;
+  sorted = waits;
+  std::sort(sorted.begin(), sorted.end(), by_start);
+  return sorted;
+}
+
 // One DataLoader.__iter__ call as the hook recorded it.
 struct EpochMark {
   uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
@@ -117,11 +128,10 @@ struct EpochMark {
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
-void BuildIterations(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters, uint32_t warmup,
-                     LoaderAnalysis& loader) {
+// `waits`: the loader's wait spans in start order (WaitsByStart).
+void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<const uint32_t> waits,
+                     const CounterEstimator& wait_counters, uint32_t warmup, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  SpanIndices waits = spans.waits;
-  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
   std::sort(epochs.begin(), epochs.end());
@@ -208,7 +218,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, const Counter
 // next() (wait spans with CPU). The sampler's cumulative series are
 // interpolated at the step boundaries; steps tile the epoch, so their sum is
 // the series' change over the epoch less the first step.
-void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters,
+void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const CounterEstimator& wait_counters,
                      LoaderAnalysis& loader) {
   const ProcessSeries* series = nullptr;
   for (const auto& p : trace.process_series)
@@ -216,10 +226,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
         p.delay_ns.size() == p.t_ns.size())
       series = &p;
   if (!series) return;
-  const auto& s = trace.spans;
   // Iterations were built from the waits in start order, one each.
-  SpanIndices waits = spans.waits;
-  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   if (waits.size() != loader.iterations.size()) return;
   double cpu = 0, delay = 0, compute = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
@@ -240,31 +247,29 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
 }
 
 void FillSummaries(LoaderAnalysis& loader) {
-  HugeVector<double> step, wait, compute, step_s, wait_s, compute_s;
-  for (auto* v : {&step, &wait, &compute, &step_s, &wait_s, &compute_s}) v->reserve(loader.iterations.size());
-  for (const auto& it : loader.iterations) {
-    wait.push_back(it.wait_s);
-    if (it.steady) wait_s.push_back(it.wait_s);
-    if (it.compute_unknown) continue;
-    step.push_back(it.step_s);
-    compute.push_back(it.compute_s);
-    if (it.steady) {
-      step_s.push_back(it.step_s);
-      compute_s.push_back(it.compute_s);
-    }
-  }
-  loader.steady_fallback = step_s.empty();
-  if (loader.steady_fallback) {
-    step_s = step;
-    wait_s = wait;
-    compute_s = compute;
-  }
-  loader.step_all = analysis::SummarizeInPlace(step);
-  loader.wait_all = analysis::SummarizeInPlace(wait);
-  loader.compute_all = analysis::SummarizeInPlace(compute);
-  loader.step_steady = analysis::SummarizeInPlace(step_s);
-  loader.wait_steady = analysis::SummarizeInPlace(wait_s);
-  loader.compute_steady = analysis::SummarizeInPlace(compute_s);
+  // One buffer filled and summarized in turn for each figure: six would be
+  // six times the fresh memory (on a VM, zeroed and faulted in by the host).
+  HugeVector<double> values;
+  values.reserve(loader.iterations.size());
+  auto summarize = [&](auto figure, bool steady_only, bool with_unknown_compute) {
+    values.clear();
+    for (const auto& it : loader.iterations)
+      if ((!steady_only || it.steady) && (with_unknown_compute || !it.compute_unknown)) values.push_back(figure(it));
+    return analysis::SummarizeInPlace(values);
+  };
+  auto step = [](const Iteration& it) { return it.step_s; };
+  auto wait = [](const Iteration& it) { return it.wait_s; };
+  auto compute = [](const Iteration& it) { return it.compute_s; };
+  loader.step_all = summarize(step, false, false);
+  loader.wait_all = summarize(wait, false, true);
+  loader.compute_all = summarize(compute, false, false);
+  // Steady state: the iterations past the warmup with a known step; all of them when there are none.
+  loader.steady_fallback = std::none_of(loader.iterations.begin(), loader.iterations.end(),
+                                        [](const Iteration& it) { return it.steady && !it.compute_unknown; });
+  const bool steady_only = !loader.steady_fallback;
+  loader.step_steady = summarize(step, steady_only, false);
+  loader.wait_steady = summarize(wait, steady_only, true);
+  loader.compute_steady = summarize(compute, steady_only, false);
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
@@ -753,17 +758,20 @@ void SortDoubles(std::span<double> values) {
     return;
   }
   HugeVector<uint64_t> keys(n), spare(n);
+  // The digits' counts of all 8 passes in one read of the keys.
+  std::vector<std::array<size_t, 256>> counts(8, std::array<size_t, 256>{});
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(values[i])) {
       std::sort(values.begin(), values.end());
       return;
     }
     const uint64_t bits = std::bit_cast<uint64_t>(values[i]);
-    keys[i] = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+    const uint64_t k = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+    keys[i] = k;
+    for (int pass = 0; pass < 8; ++pass) counts[pass][(k >> (8 * pass)) & 0xff]++;
   }
   for (int shift = 0; shift < 64; shift += 8) {
-    size_t count[256] = {};
-    for (uint64_t k : keys) count[(k >> shift) & 0xff]++;
+    auto& count = counts[shift / 8];
     if (count[(keys[0] >> shift) & 0xff] == n) continue;  // one digit for all: already in order
     size_t at = 0;
     for (size_t& c : count) {
@@ -961,11 +969,13 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();
     loader.counters.fetches = fetch_counters.Sums();
-    BuildIterations(trace, l, wait_counters, options.warmup, loader);
+    SpanIndices sorted_waits;
+    const std::span<const uint32_t> waits = WaitsByStart(s, l.waits, sorted_waits);
+    BuildIterations(trace, l, waits, wait_counters, options.warmup, loader);
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, fetch_counters, loader);
-    MeasureMainStep(trace, l, wait_counters, loader);
+    MeasureMainStep(trace, waits, wait_counters, loader);
     FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
