@@ -54,6 +54,17 @@ namespace {
   ReadVarint(p, column_end, v);
 }
 
+// A varint of a column of small numbers (string ids, scopes, kinds): one byte
+// but in rare traces, so one well predicted branch instead of the word's bit work.
+[[gnu::always_inline]] inline void ReadSmallColumnVarint(const uint8_t*& p, const uint8_t* column_end,
+                                                         const uint8_t* readable, uint64_t& v) {
+  if (*p < 0x80) {
+    v = *p++;
+    return;
+  }
+  ReadColumnVarint(p, column_end, readable, v);
+}
+
 // Steps over a varint of a packed column (as ReadColumnVarint, without its value).
 [[gnu::always_inline]] inline void SkipColumnVarint(const uint8_t*& p, const uint8_t* column_end, const uint8_t* readable) {
   if (readable - p >= 8) {
@@ -396,8 +407,23 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   uint64_t prev_end = base_ns;
   const SpanAction* actions = sink_.actions.data();
   const uint64_t known_actions = sink_.actions.size();
-  uint64_t fold_name = UINT64_MAX, fold_scope = 0;  // of this thread's fold in sink_.folds[fold]
+  // The run of folded spans of one (name, scope) being summed, in registers:
+  // added to sink_.folds[fold] when the name or scope changes and at the end.
+  uint64_t fold_name = UINT64_MAX, fold_scope = 0;
   uint32_t fold = 0;
+  SpanTotals run;
+  auto add_run = [&] {
+    if (fold_name == UINT64_MAX) return;
+    SpanTotals& total = sink_.folds[fold];
+    total.count += run.count;
+    total.count_with_cpu += run.count_with_cpu;
+    total.wall_ns += run.wall_ns;
+    total.wall_with_cpu_ns += run.wall_with_cpu_ns;
+    total.cpu_ns += run.cpu_ns;
+    total.first_start = std::min(total.first_start, run.first_start);
+    total.last_end = std::max(total.last_end, run.last_end);
+    run = SpanTotals{};
+  };
   DecodedSpan block[SpanSink::kSpanBlock];  // on the stack: nothing else can alias it
   size_t k = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -407,15 +433,15 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
     const uint64_t start = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
     prev_end = start + duration;
     if (i < n_name) {
-      ReadColumnVarint(q_name, col[kName].end, end, name);
+      ReadSmallColumnVarint(q_name, col[kName].end, end, name);
       if (name >= strings) return Corrupt(fmt::format("a span names undefined string {}", name));
     }
     if (i < n_scope) {
-      ReadColumnVarint(q_scope, col[kScope].end, end, scope);
+      ReadSmallColumnVarint(q_scope, col[kScope].end, end, scope);
       if (scope > UINT16_MAX) return Corrupt(fmt::format("a span scope {} is out of range", scope));
     }
     if (i < n_kind) {
-      ReadColumnVarint(q_kind, col[kKind].end, end, kind);
+      ReadSmallColumnVarint(q_kind, col[kKind].end, end, kind);
       if (kind != 1 && kind != 4 && kind != 5) return Corrupt(fmt::format("a span has unknown kind {}", kind));
     }
     if (n_bits && i % 64 == 0) ReadVarint(q_bits, col[kCpuBits].end, bits);
@@ -431,20 +457,20 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
       }
       if (action != SpanAction::kFold || kind != static_cast<uint64_t>(SpanKind::kSpan)) continue;
       if (name != fold_name || scope != fold_scope) {
+        add_run();
         fold = FoldOf(thread, static_cast<uint32_t>(name), static_cast<uint16_t>(scope));
         fold_name = name;
         fold_scope = scope;
       }
-      SpanTotals& total = sink_.folds[fold];
-      total.count++;
-      total.wall_ns += duration;
+      run.count++;
+      run.wall_ns += duration;
       if (has_cpu) {
-        total.count_with_cpu++;
-        total.wall_with_cpu_ns += duration;
-        total.cpu_ns += cpu;
+        run.count_with_cpu++;
+        run.wall_with_cpu_ns += duration;
+        run.cpu_ns += cpu;
       }
-      total.first_start = std::min(total.first_start, start);
-      total.last_end = std::max(total.last_end, prev_end);
+      run.first_start = std::min(run.first_start, start);
+      run.last_end = std::max(run.last_end, prev_end);
       continue;
     }
     DecodedSpan& s = block[k];
@@ -466,6 +492,7 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
       k = 0;
     }
   }
+  add_run();
   if (k) return sink_.Spans(t_, std::span<const DecodedSpan>(block, k));
   return Status::Ok();
 }
