@@ -246,30 +246,38 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   loader.main_step_compute_s = compute;
 }
 
+// Defined with SortDoubles below.
+bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
+                      Summary& steady_state);
+
 void FillSummaries(LoaderAnalysis& loader) {
-  // One buffer filled and summarized in turn for each figure: six would be
-  // six times the fresh memory (on a VM, zeroed and faulted in by the host).
-  HugeVector<double> values;
-  values.reserve(loader.iterations.size());
-  auto summarize = [&](auto figure, bool steady_only, bool with_unknown_compute) {
-    values.clear();
-    for (const auto& it : loader.iterations)
-      if ((!steady_only || it.steady) && (with_unknown_compute || !it.compute_unknown)) values.push_back(figure(it));
-    return analysis::SummarizeInPlace(values);
-  };
-  auto step = [](const Iteration& it) { return it.step_s; };
-  auto wait = [](const Iteration& it) { return it.wait_s; };
-  auto compute = [](const Iteration& it) { return it.compute_s; };
-  loader.step_all = summarize(step, false, false);
-  loader.wait_all = summarize(wait, false, true);
-  loader.compute_all = summarize(compute, false, false);
   // Steady state: the iterations past the warmup with a known step; all of them when there are none.
   loader.steady_fallback = std::none_of(loader.iterations.begin(), loader.iterations.end(),
                                         [](const Iteration& it) { return it.steady && !it.compute_unknown; });
   const bool steady_only = !loader.steady_fallback;
-  loader.step_steady = summarize(step, steady_only, false);
-  loader.wait_steady = summarize(wait, steady_only, true);
-  loader.compute_steady = summarize(compute, steady_only, false);
+  // The same buffers for each figure, filled in turn: a buffer per figure
+  // would be that much more fresh memory (on a VM, zeroed and faulted in by the host).
+  HugeVector<double> all, warmup, steady;
+  all.reserve(loader.iterations.size());
+  steady.reserve(loader.iterations.size());
+  auto summarize = [&](auto figure, bool with_unknown_compute, Summary& whole_run, Summary& steady_state) {
+    all.clear();
+    warmup.clear();
+    for (const auto& it : loader.iterations) {
+      if (!with_unknown_compute && it.compute_unknown) continue;
+      all.push_back(figure(it));
+      if (steady_only && !it.steady) warmup.push_back(figure(it));
+    }
+    if (SummarizeWithout(all, warmup, steady, whole_run, steady_state)) return;
+    steady.clear();
+    for (const auto& it : loader.iterations)
+      if ((with_unknown_compute || !it.compute_unknown) && (!steady_only || it.steady)) steady.push_back(figure(it));
+    whole_run = analysis::SummarizeInPlace(all);
+    steady_state = analysis::SummarizeInPlace(steady);
+  };
+  summarize([](const Iteration& it) { return it.step_s; }, false, loader.step_all, loader.step_steady);
+  summarize([](const Iteration& it) { return it.wait_s; }, true, loader.wait_all, loader.wait_steady);
+  summarize([](const Iteration& it) { return it.compute_s; }, false, loader.compute_all, loader.compute_steady);
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
@@ -751,9 +759,11 @@ namespace {
 // often are), against ~log2(n) comparison passes; Summarize sorts every
 // iteration's step, wait and compute time, and this was the analysis's
 // largest cost. Small inputs and NaN (no order) go to std::sort.
+constexpr size_t kRadixSortFrom = 1024;
+
 void SortDoubles(std::span<double> values) {
   const size_t n = values.size();
-  if (n < 1024) {
+  if (n < kRadixSortFrom) {
     std::sort(values.begin(), values.end());
     return;
   }
@@ -788,14 +798,57 @@ void SortDoubles(std::span<double> values) {
   }
 }
 
+// The radix sort's order of a double: its bits, flipped so that their order
+// as unsigned integers is the numbers' order (-0 before +0).
+uint64_t SortKey(double v) {
+  const uint64_t bits = std::bit_cast<uint64_t>(v);
+  return (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+}
+
+Summary SummarizeSorted(std::span<const double> values);
+
+// Summaries of `all` and of `all` less `warmup` (some of its values) into
+// `whole_run` and `steady_state`, `steady` a buffer: the steady values, sorted,
+// are the sorted `all` less the few warm-up values, so one sort instead of two
+// gives exactly the numbers and order a sort of the steady values would (values
+// are matched by their bits, the radix sort's order). false, with nothing
+// done, where the sort would not be the radix sort (small, NaN) or the
+// warm-up is most of the values.
+bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
+                      Summary& steady_state) {
+  if (all.size() < kRadixSortFrom || warmup.size() > all.size() / 2 ||
+      std::any_of(all.begin(), all.end(), [](double v) { return std::isnan(v); }))
+    return false;
+  SortDoubles(all);
+  whole_run = SummarizeSorted(all);
+  std::sort(warmup.begin(), warmup.end(), [](double a, double b) { return SortKey(a) < SortKey(b); });
+  steady.clear();
+  size_t w = 0;
+  for (double v : all) {
+    if (w < warmup.size() && SortKey(v) == SortKey(warmup[w])) {
+      ++w;
+      continue;
+    }
+    steady.push_back(v);
+  }
+  steady_state = SummarizeSorted(steady);
+  return true;
+}
+
 }  // namespace
 
 Summary Summarize(std::vector<double> values) { return SummarizeInPlace(values); }
 
 Summary SummarizeInPlace(std::span<double> values) {
+  SortDoubles(values);
+  return SummarizeSorted(values);
+}
+
+namespace {
+
+Summary SummarizeSorted(std::span<const double> values) {
   Summary s;
   if (values.empty()) return s;
-  SortDoubles(values);
   s.count = values.size();
   for (double v : values) s.total += v;
   s.mean = s.total / values.size();
@@ -806,6 +859,8 @@ Summary SummarizeInPlace(std::span<double> values) {
   s.max = values.back();
   return s;
 }
+
+}  // namespace
 
 namespace internal {
 
