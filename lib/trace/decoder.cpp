@@ -411,6 +411,9 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   // added to sink_.folds[fold] when the name or scope changes and at the end.
   uint64_t fold_name = UINT64_MAX, fold_scope = 0;
   uint32_t fold = 0;
+  // The fold before it: a worker's samples and its batch's collate alternate.
+  uint64_t other_name = UINT64_MAX, other_scope = 0;
+  uint32_t other_fold = 0;
   SpanTotals run;
   auto add_run = [&] {
     if (fold_name == UINT64_MAX) return;
@@ -458,9 +461,14 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
       if (action != SpanAction::kFold || kind != static_cast<uint64_t>(SpanKind::kSpan)) continue;
       if (name != fold_name || scope != fold_scope) {
         add_run();
-        fold = FoldOf(thread, static_cast<uint32_t>(name), static_cast<uint16_t>(scope));
-        fold_name = name;
-        fold_scope = scope;
+        std::swap(fold_name, other_name);
+        std::swap(fold_scope, other_scope);
+        std::swap(fold, other_fold);
+        if (name != fold_name || scope != fold_scope) {
+          fold = FoldOf(thread, static_cast<uint32_t>(name), static_cast<uint16_t>(scope));
+          fold_name = name;
+          fold_scope = scope;
+        }
       }
       run.count++;
       run.wall_ns += duration;
