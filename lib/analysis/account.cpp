@@ -126,6 +126,19 @@ struct Ledger {
     ns[largest] += d - given;
   }
   void Add(Cause c, int64_t d) { ns[I(c)] += d; }
+  Ledger& operator+=(const Ledger& o) {
+    for (size_t k = 0; k < kN; ++k) ns[k] += o.ns[k];
+    batches += o.batches;
+    waits_by_fetch += o.waits_by_fetch;
+    waits_by_mean += o.waits_by_mean;
+    waits_handoff += o.waits_handoff;
+    before_first_next += o.before_first_next;
+    startup_create += o.startup_create;
+    startup_first += o.startup_first;
+    startup_shutdown += o.startup_shutdown;
+    epochs += o.epochs;
+    return *this;
+  }
 };
 
 struct Context {
@@ -662,32 +675,41 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   Ledger all, steady;
   // Each epoch's own whole-run account, for its stall fraction (start-up included).
   std::vector<Ledger> epochs(loader.epochs.size());
+  // Each iteration's part is worked out once and added to every ledger it
+  // counts in: ledgers hold integers, so the order of the sums does not matter.
   for (size_t i = 0; i < loader.iterations.size(); ++i) {
     const Iteration& it = loader.iterations[i];
     const EpochStats& epoch = loader.epochs[it.epoch];
     const bool first = it.index_in_epoch == 0;
     const bool last = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
-    for (Ledger* l : {&all, &epochs[it.epoch]}) {
-      if (first) {
-        l->epochs++;
-        const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
-        l->Add(Cause::kStartup, create);
-        l->startup_create += create;
-        const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
-        l->Add(Cause::kCompute, before);
-        l->before_first_next += before;
-      }
-      AccountWait(c, it, first && loader.config.num_workers > 0, *l);
-      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), *l);
-      if (last && epoch.has_end_call) {
-        const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
-        l->Add(Cause::kStartup, shutdown);
-        l->startup_shutdown += shutdown;
-      }
+    const bool startup = first && loader.config.num_workers > 0;
+    Ledger step;  // the next() call and the compute after it
+    AccountWait(c, it, startup, step);
+    AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+    Ledger whole = step;  // and, in the whole run's ledgers, the epoch's start-up and shutdown
+    if (first) {
+      whole.epochs++;
+      const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
+      whole.Add(Cause::kStartup, create);
+      whole.startup_create += create;
+      const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
+      whole.Add(Cause::kCompute, before);
+      whole.before_first_next += before;
     }
+    if (last && epoch.has_end_call) {
+      const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
+      whole.Add(Cause::kStartup, shutdown);
+      whole.startup_shutdown += shutdown;
+    }
+    all += whole;
+    epochs[it.epoch] += whole;
     if (it.steady) {
-      AccountWait(c, it, false, steady);
-      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), steady);
+      if (startup) {  // steady from the first iteration (no warm-up): its wait is not start-up there
+        step = Ledger{};
+        AccountWait(c, it, false, step);
+        AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+      }
+      steady += step;
     }
   }
 
