@@ -44,14 +44,23 @@ MappingCache& Cache() {
   return *cache;
 }
 
-// The smallest cached mapping of at least `size` bytes, cut to `size`; nullptr when none.
+// The smallest cached mapping of at least `size` bytes, cut to `size`; nullptr
+// when none, and then every cached mapping goes back to the kernel: the fresh
+// mapping about to be made can reuse their pages (recently used, so not
+// reclaimed by a VM's host), and the cache never adds to the peak memory of a
+// process whose buffers grow.
 void* TakeCached(size_t size) {
   MappingCache& c = Cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   size_t best = c.free.size();
   for (size_t i = 0; i < c.free.size(); ++i)
     if (c.free[i].second >= size && (best == c.free.size() || c.free[i].second < c.free[best].second)) best = i;
-  if (best == c.free.size()) return nullptr;
+  if (best == c.free.size()) {
+    for (auto [p, have] : c.free) munmap(p, have);
+    c.free.clear();
+    c.bytes = 0;
+    return nullptr;
+  }
   auto [p, have] = c.free[best];
   c.free.erase(c.free.begin() + static_cast<std::ptrdiff_t>(best));
   c.bytes -= have;
