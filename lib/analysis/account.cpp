@@ -627,7 +627,7 @@ void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
       window_ns += static_cast<double>(it.compute_end_ns - it.wait_start_ns);
     }
   if (steps.empty() || window_ns <= 0) return;
-  std::sort(steps.begin(), steps.end());
+  if (!std::is_sorted(steps.begin(), steps.end())) std::sort(steps.begin(), steps.end());  // iterations are by time
   double bytes = 0, off_cpu_ns = 0;
   for (const FetchFact& f : fetches) {
     if (f.pid == loader.pid || f.device_bytes <= 0 || !f.has_cpu) continue;

@@ -512,7 +512,8 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     busy_of_thread[s.thread[f]].emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
   }
   fetch_of_batch.Sort();
-  for (auto& intervals : busy_of_thread) std::sort(intervals.begin(), intervals.end());
+  for (auto& intervals : busy_of_thread)  // a thread's fetches come in the order it ran them: checked, not sorted again
+    if (!std::is_sorted(intervals.begin(), intervals.end())) std::sort(intervals.begin(), intervals.end());
   auto busy_at = [&](uint32_t thread, uint64_t t) {
     const auto& iv = busy_of_thread[thread];
     auto it = std::upper_bound(iv.begin(), iv.end(), std::make_pair(t, UINT64_MAX));
