@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "analysis/analysis.h"
+#include "analysis/internal.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;
@@ -353,5 +356,86 @@ TEST_CASE("Two loaders fetching on the same main thread keep their own stages") 
     CHECK(l.stages[0].count == (l.config.name == "train" ? 12u : 6u));
     CHECK(l.workers.size() == 1);
     CHECK(l.workers[0].in_main_process);
+  }
+}
+
+TEST_CASE("Steady-state summaries of many iterations are those of the steady values alone, repeated values included") {
+  // 3 epochs of 700 iterations (enough for the radix sort's path): the first 5
+  // of each epoch wait 50 ms + i us, the others (i * 7919 mod 997 + 1) us, and
+  // iteration 100 of each epoch waits exactly what warm-up iteration 2 did (a
+  // value in both sets).
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  std::vector<double> all_waits, steady_waits;
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 3; ++e) {
+    b.Instant(main, names::kEpoch, t, 1, e);
+    for (uint32_t i = 0; i < 700; ++i) {
+      uint64_t wait = i < 5 ? 50 * kMs + i * 1000 : (i * 7919 % 997 + 1) * 1000;
+      if (i == 100) wait = 50 * kMs + 2 * 1000;
+      b.Span(main, names::kWait, t, wait, 1, i);
+      all_waits.push_back(wait * 1e-9);
+      if (i >= 5) steady_waits.push_back(wait * 1e-9);
+      t += wait + 30 * kMs;
+    }
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  auto check = [](const Summary& got, std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    double total = 0;
+    for (double v : values) total += v;
+    auto quantile = [&](double q) {
+      const double pos = q * (values.size() - 1);
+      const size_t lo = static_cast<size_t>(pos);
+      return values[lo] + (values[std::min(lo + 1, values.size() - 1)] - values[lo]) * (pos - lo);
+    };
+    CHECK(got.count == values.size());
+    CHECK(got.total == total);  // summed in the same (ascending) order: equal, not close
+    CHECK(got.min == values.front());
+    CHECK(got.max == values.back());
+    CHECK(got.p50 == quantile(0.50));
+    CHECK(got.p90 == quantile(0.90));
+    CHECK(got.p99 == quantile(0.99));
+  };
+  check(loader.wait_all, all_waits);
+  check(loader.wait_steady, steady_waits);
+  CHECK(loader.step_steady.count == 3 * 695 - 3);  // each epoch's last step has no end (no StopIteration call): not counted
+}
+
+TEST_CASE("FetchesByBatch finds a batch's earliest fetch at or after a time, the first added among equal starts") {
+  for (const uint64_t stride : {uint64_t{1}, uint64_t{1'000'000}}) {  // dense batch indices, then sparse
+    INFO("batch stride " << stride);
+    struct Fetch {
+      uint64_t batch, start;
+      uint32_t id;
+    };
+    std::vector<Fetch> added;
+    internal::FetchesByBatch fetches;
+    // 50 batches x 4 fetches, added in a scrambled order; in each batch two start at the same time.
+    for (uint32_t k = 0; k < 200; ++k) {
+      const uint32_t i = k * 37 % 200;
+      const uint64_t batch = (i % 50) * stride;
+      const uint32_t j = i / 50 == 3 ? i % 50 : i;  // the 4th of a batch starts with its 1st
+      const uint64_t start = 1000 + (j * 7919) % 500;
+      const uint32_t id = 10'000 + k;
+      fetches.Add(batch, start, id);
+      added.push_back({batch, start, id});
+    }
+    fetches.Sort();
+    for (uint64_t b = 0; b < 52; ++b)
+      for (uint64_t t : {uint64_t{0}, uint64_t{1000}, uint64_t{1020}, uint64_t{1300}, uint64_t{2000}}) {
+        int64_t want = internal::FetchesByBatch::kNoBatch;
+        const Fetch* best = nullptr;
+        for (const Fetch& f : added) {
+          if (f.batch != b * stride) continue;
+          if (want == internal::FetchesByBatch::kNoBatch) want = -1;
+          if (f.start >= t && (!best || f.start < best->start)) best = &f;  // strict: the first added wins ties
+        }
+        if (best) want = best->id;
+        INFO("batch " << b << " at " << t);
+        CHECK(fetches.FirstAtOrAfter(b * stride, t) == want);
+      }
   }
 }

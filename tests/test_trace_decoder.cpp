@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <span>
 
@@ -127,6 +128,104 @@ TEST_CASE("a sink sees every span of a written trace exactly once, after the str
       CHECK(s.cpu_ns == (s.has_cpu ? r.cpu_ns : 0));
       CHECK(s.delay_ns == (s.has_cpu ? r.delay_ns : 0));
     }
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("spans a sink folds are summed per thread, name and scope; dropped and folded ones never reach it") {
+  const std::string path = TempPath("fold");
+  enum : uint32_t { kKeep = 1, kFold, kDrop, kLate };
+  std::vector<std::pair<uint32_t, SpanRow>> written;  // (thread, row)
+  {
+    auto w = TraceWriter::Create(path, Header());
+    REQUIRE(w.ok());
+    WriteStrings(**w, 1, {"keep", "fold", "drop"});
+    WriteThread(**w, 0, 101);
+    WriteThread(**w, 1, 102);
+    uint64_t t = 1000;
+    for (uint32_t batch = 0; batch < 5; ++batch) {
+      if (batch == 2) WriteStrings(**w, kLate, {"late"});  // no action given for it: handed over
+      SpanBatchBuilder b(batch % 2);
+      for (uint32_t i = 0; i < 400; ++i) {  // more than a block, names interleaved
+        const uint32_t name = batch >= 2 && i % 11 == 0 ? kLate : 1 + (i * 7 + batch) % 3;
+        SpanRow r{.start_ns = t, .duration_ns = 5 + i % 13, .name = name, .arg = i * 1'000'003ull,
+                  .scope = i % 5 == 0 ? 2u : 1u, .kind = i % 9 == 0 ? 4u : 1u};
+        if (i % 3 == 0) {
+          r.has_cpu = CpuMeasured::kYes;
+          r.cpu_ns = 3 + i % 4;
+          r.delay_ns = 100'000 + i;  // multi-byte varints in the columns stepped over
+        }
+        t += 20 + i % 3;
+        b.Add(r);
+        written.emplace_back(batch % 2, r);
+      }
+      pb::Chunk spans;
+      b.TakeInto(spans);
+      REQUIRE((*w)->Write(spans).ok());
+    }
+    REQUIRE((*w)->Close().ok());
+  }
+  // What the sink should get, from the rows written.
+  std::vector<std::pair<uint32_t, SpanRow>> handed;
+  std::vector<SpanTotals> folds;
+  for (const auto& row : written) {
+    const uint32_t thread = row.first;  // not a structured binding: clang 14 cannot capture one in a lambda
+    const SpanRow& r = row.second;
+    if (r.name == kKeep || r.name == kLate) handed.emplace_back(thread, r);
+    if (r.name != kFold || r.kind != 1) continue;
+    auto it = std::find_if(folds.begin(), folds.end(),
+                           [&](const SpanTotals& f) { return f.thread == thread && f.scope == r.scope; });
+    if (it == folds.end()) {
+      it = folds.insert(folds.end(), SpanTotals{});
+      it->thread = thread;
+      it->name = kFold;
+      it->scope = static_cast<uint16_t>(r.scope);
+    }
+    it->count++;
+    it->wall_ns += r.duration_ns;
+    if (r.has_cpu == CpuMeasured::kYes) {
+      it->count_with_cpu++;
+      it->wall_with_cpu_ns += r.duration_ns;
+      it->cpu_ns += r.cpu_ns;
+    }
+    it->first_start = std::min(it->first_start, r.start_ns);
+    it->last_end = std::max(it->last_end, r.start_ns + r.duration_ns);
+  }
+
+  Trace trace;
+  RecordingSink sink;
+  sink.actions = {SpanAction::kHand, SpanAction::kHand, SpanAction::kFold, SpanAction::kDrop};
+  REQUIRE(DecodeTraceFile(path, trace, sink).ok());
+  REQUIRE(sink.seen.size() == handed.size());
+  for (size_t i = 0; i < handed.size(); ++i) {
+    const auto& s = sink.seen[i];
+    const auto& [thread, r] = handed[i];
+    INFO("handed span " << i);
+    CHECK(s.thread == thread);
+    CHECK(s.name == r.name);
+    CHECK(s.start_ns == r.start_ns);
+    CHECK(s.duration_ns == r.duration_ns);
+    CHECK(s.arg == r.arg);
+    CHECK(s.scope == r.scope);
+    CHECK(static_cast<uint32_t>(s.kind) == r.kind);
+    CHECK(s.cpu_ns == (r.has_cpu == CpuMeasured::kYes ? r.cpu_ns : 0));
+    CHECK(s.delay_ns == (r.has_cpu == CpuMeasured::kYes ? r.delay_ns : 0));
+  }
+  REQUIRE(sink.folds.size() == 4);  // 2 threads x 2 scopes
+  REQUIRE(folds.size() == 4);
+  for (size_t i = 0; i < folds.size(); ++i) {
+    const SpanTotals &got = sink.folds[i], &want = folds[i];
+    INFO("fold " << i);
+    CHECK(got.thread == want.thread);
+    CHECK(got.name == want.name);
+    CHECK(got.scope == want.scope);
+    CHECK(got.count == want.count);
+    CHECK(got.count_with_cpu == want.count_with_cpu);
+    CHECK(got.wall_ns == want.wall_ns);
+    CHECK(got.wall_with_cpu_ns == want.wall_with_cpu_ns);
+    CHECK(got.cpu_ns == want.cpu_ns);
+    CHECK(got.first_start == want.first_start);
+    CHECK(got.last_end == want.last_end);
   }
   std::remove(path.c_str());
 }

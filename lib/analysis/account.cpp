@@ -126,6 +126,19 @@ struct Ledger {
     ns[largest] += d - given;
   }
   void Add(Cause c, int64_t d) { ns[I(c)] += d; }
+  Ledger& operator+=(const Ledger& o) {
+    for (size_t k = 0; k < kN; ++k) ns[k] += o.ns[k];
+    batches += o.batches;
+    waits_by_fetch += o.waits_by_fetch;
+    waits_by_mean += o.waits_by_mean;
+    waits_handoff += o.waits_handoff;
+    before_first_next += o.before_first_next;
+    startup_create += o.startup_create;
+    startup_first += o.startup_first;
+    startup_shutdown += o.startup_shutdown;
+    epochs += o.epochs;
+    return *this;
+  }
 };
 
 struct Context {
@@ -605,7 +618,8 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   loader.storage_read_rate = loader.storage_reads_in_flight = 0;
   if (loader.config.num_workers == 0) return;
-  std::vector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
+  HugeVector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
+  steps.reserve(loader.iterations.size());
   double window_ns = 0;
   for (const Iteration& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.compute_end_ns > it.wait_start_ns) {
@@ -613,7 +627,7 @@ void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
       window_ns += static_cast<double>(it.compute_end_ns - it.wait_start_ns);
     }
   if (steps.empty() || window_ns <= 0) return;
-  std::sort(steps.begin(), steps.end());
+  if (!std::is_sorted(steps.begin(), steps.end())) std::sort(steps.begin(), steps.end());  // iterations are by time
   double bytes = 0, off_cpu_ns = 0;
   for (const FetchFact& f : fetches) {
     if (f.pid == loader.pid || f.device_bytes <= 0 || !f.has_cpu) continue;
@@ -642,7 +656,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
 
-  std::vector<uint32_t> order(fetches.size());
+  HugeVector<uint32_t> order(fetches.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return fetches[a].start_ns < fetches[b].start_ns; });
   c.worker_fetch_of_batch.Reserve(order.size());
@@ -661,32 +675,41 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   Ledger all, steady;
   // Each epoch's own whole-run account, for its stall fraction (start-up included).
   std::vector<Ledger> epochs(loader.epochs.size());
+  // Each iteration's part is worked out once and added to every ledger it
+  // counts in: ledgers hold integers, so the order of the sums does not matter.
   for (size_t i = 0; i < loader.iterations.size(); ++i) {
     const Iteration& it = loader.iterations[i];
     const EpochStats& epoch = loader.epochs[it.epoch];
     const bool first = it.index_in_epoch == 0;
     const bool last = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
-    for (Ledger* l : {&all, &epochs[it.epoch]}) {
-      if (first) {
-        l->epochs++;
-        const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
-        l->Add(Cause::kStartup, create);
-        l->startup_create += create;
-        const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
-        l->Add(Cause::kCompute, before);
-        l->before_first_next += before;
-      }
-      AccountWait(c, it, first && loader.config.num_workers > 0, *l);
-      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), *l);
-      if (last && epoch.has_end_call) {
-        const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
-        l->Add(Cause::kStartup, shutdown);
-        l->startup_shutdown += shutdown;
-      }
+    const bool startup = first && loader.config.num_workers > 0;
+    Ledger step;  // the next() call and the compute after it
+    AccountWait(c, it, startup, step);
+    AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+    Ledger whole = step;  // and, in the whole run's ledgers, the epoch's start-up and shutdown
+    if (first) {
+      whole.epochs++;
+      const int64_t create = Ns(epoch.start_ns, std::min(epoch.iterator_ready_ns, it.wait_start_ns));
+      whole.Add(Cause::kStartup, create);
+      whole.startup_create += create;
+      const int64_t before = Ns(std::max(epoch.start_ns, epoch.iterator_ready_ns), it.wait_start_ns);
+      whole.Add(Cause::kCompute, before);
+      whole.before_first_next += before;
     }
+    if (last && epoch.has_end_call) {
+      const int64_t shutdown = Ns(epoch.end_call_ns, epoch.end_ns);
+      whole.Add(Cause::kStartup, shutdown);
+      whole.startup_shutdown += shutdown;
+    }
+    all += whole;
+    epochs[it.epoch] += whole;
     if (it.steady) {
-      AccountWait(c, it, false, steady);
-      AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), steady);
+      if (startup) {  // steady from the first iteration (no warm-up): its wait is not start-up there
+        step = Ledger{};
+        AccountWait(c, it, false, step);
+        AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+      }
+      steady += step;
     }
   }
 
@@ -694,7 +717,8 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   // workers to start (epoch start to their first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
-    std::vector<uint64_t> worker_starts;  // by time
+    HugeVector<uint64_t> worker_starts;  // by time
+    worker_starts.reserve(order.size());
     for (uint32_t f : order)
       if (fetches[f].pid != loader.pid) worker_starts.push_back(fetches[f].start_ns);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {

@@ -115,6 +115,17 @@ double SeriesDelta(const std::vector<uint64_t>& t, const std::vector<uint64_t>& 
   return internal::SeriesAt(t, v, to) - internal::SeriesAt(t, v, from);
 }
 
+// A loader's wait spans in start order: `waits` itself when it is in order
+// (the spans of one thread come in the order the thread finished them, and a
+// thread's next() calls do not overlap), else a sorted copy in `sorted`.
+std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& waits, SpanIndices& sorted) {
+  auto by_start = [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; };
+  if (std::is_sorted(waits.begin(), waits.end(), by_start)) return waits;
+  sorted = waits;
+  std::sort(sorted.begin(), sorted.end(), by_start);
+  return sorted;
+}
+
 // One DataLoader.__iter__ call as the hook recorded it.
 struct EpochMark {
   uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
@@ -122,11 +133,10 @@ struct EpochMark {
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
-void BuildIterations(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters, uint32_t warmup,
-                     LoaderAnalysis& loader) {
+// `waits`: the loader's wait spans in start order (WaitsByStart).
+void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<const uint32_t> waits,
+                     const CounterEstimator& wait_counters, uint32_t warmup, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
-  SpanIndices waits = spans.waits;
-  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
   std::sort(epochs.begin(), epochs.end());
@@ -213,7 +223,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, const Counter
 // next() (wait spans with CPU). The sampler's cumulative series are
 // interpolated at the step boundaries; steps tile the epoch, so their sum is
 // the series' change over the epoch less the first step.
-void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const CounterEstimator& wait_counters,
+void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const CounterEstimator& wait_counters,
                      LoaderAnalysis& loader) {
   const ProcessSeries* series = nullptr;
   for (const auto& p : trace.process_series)
@@ -221,10 +231,7 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
         p.delay_ns.size() == p.t_ns.size())
       series = &p;
   if (!series) return;
-  const auto& s = trace.spans;
   // Iterations were built from the waits in start order, one each.
-  SpanIndices waits = spans.waits;
-  std::sort(waits.begin(), waits.end(), [&](uint32_t a, uint32_t b) { return s.start_ns[a] < s.start_ns[b]; });
   if (waits.size() != loader.iterations.size()) return;
   double cpu = 0, delay = 0, compute = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
@@ -244,32 +251,38 @@ void MeasureMainStep(const Trace& trace, const LoaderSpans& spans, const Counter
   loader.main_step_compute_s = compute;
 }
 
+// Defined with SortDoubles below.
+bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
+                      Summary& steady_state);
+
 void FillSummaries(LoaderAnalysis& loader) {
-  HugeVector<double> step, wait, compute, step_s, wait_s, compute_s;
-  for (auto* v : {&step, &wait, &compute, &step_s, &wait_s, &compute_s}) v->reserve(loader.iterations.size());
-  for (const auto& it : loader.iterations) {
-    wait.push_back(it.wait_s);
-    if (it.steady) wait_s.push_back(it.wait_s);
-    if (it.compute_unknown) continue;
-    step.push_back(it.step_s);
-    compute.push_back(it.compute_s);
-    if (it.steady) {
-      step_s.push_back(it.step_s);
-      compute_s.push_back(it.compute_s);
+  // Steady state: the iterations past the warmup with a known step; all of them when there are none.
+  loader.steady_fallback = std::none_of(loader.iterations.begin(), loader.iterations.end(),
+                                        [](const Iteration& it) { return it.steady && !it.compute_unknown; });
+  const bool steady_only = !loader.steady_fallback;
+  // The same buffers for each figure, filled in turn: a buffer per figure
+  // would be that much more fresh memory (on a VM, zeroed and faulted in by the host).
+  HugeVector<double> all, warmup, steady;
+  all.reserve(loader.iterations.size());
+  steady.reserve(loader.iterations.size());
+  auto summarize = [&](auto figure, bool with_unknown_compute, Summary& whole_run, Summary& steady_state) {
+    all.clear();
+    warmup.clear();
+    for (const auto& it : loader.iterations) {
+      if (!with_unknown_compute && it.compute_unknown) continue;
+      all.push_back(figure(it));
+      if (steady_only && !it.steady) warmup.push_back(figure(it));
     }
-  }
-  loader.steady_fallback = step_s.empty();
-  if (loader.steady_fallback) {
-    step_s = step;
-    wait_s = wait;
-    compute_s = compute;
-  }
-  loader.step_all = analysis::SummarizeInPlace(step);
-  loader.wait_all = analysis::SummarizeInPlace(wait);
-  loader.compute_all = analysis::SummarizeInPlace(compute);
-  loader.step_steady = analysis::SummarizeInPlace(step_s);
-  loader.wait_steady = analysis::SummarizeInPlace(wait_s);
-  loader.compute_steady = analysis::SummarizeInPlace(compute_s);
+    if (SummarizeWithout(all, warmup, steady, whole_run, steady_state)) return;
+    steady.clear();
+    for (const auto& it : loader.iterations)
+      if ((with_unknown_compute || !it.compute_unknown) && (!steady_only || it.steady)) steady.push_back(figure(it));
+    whole_run = analysis::SummarizeInPlace(all);
+    steady_state = analysis::SummarizeInPlace(steady);
+  };
+  summarize([](const Iteration& it) { return it.step_s; }, false, loader.step_all, loader.step_steady);
+  summarize([](const Iteration& it) { return it.wait_s; }, true, loader.wait_all, loader.wait_steady);
+  summarize([](const Iteration& it) { return it.compute_s; }, false, loader.compute_all, loader.compute_steady);
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
@@ -493,13 +506,19 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   fetch_of_batch.Reserve(fetches.size());
   // Per thread (an index into Trace::threads, a small dense number): not a hash lookup per iteration.
   std::vector<HugeVector<std::pair<uint64_t, uint64_t>>> busy_of_thread(trace.threads.size());
+  {
+    std::vector<size_t> fetches_of_thread(trace.threads.size());  // reserved: no copy as they grow
+    for (uint32_t f : fetches) fetches_of_thread[s.thread[f]]++;
+    for (size_t t = 0; t < busy_of_thread.size(); ++t) busy_of_thread[t].reserve(fetches_of_thread[t]);
+  }
   for (uint32_t f : fetches) {
     if (trace.threads[s.thread[f]].pid == loader.pid) continue;
     fetch_of_batch.Add(s.arg[f], s.start_ns[f], f);
     busy_of_thread[s.thread[f]].emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
   }
   fetch_of_batch.Sort();
-  for (auto& intervals : busy_of_thread) std::sort(intervals.begin(), intervals.end());
+  for (auto& intervals : busy_of_thread)  // a thread's fetches come in the order it ran them: checked, not sorted again
+    if (!std::is_sorted(intervals.begin(), intervals.end())) std::sort(intervals.begin(), intervals.end());
   auto busy_at = [&](uint32_t thread, uint64_t t) {
     const auto& iv = busy_of_thread[thread];
     auto it = std::upper_bound(iv.begin(), iv.end(), std::make_pair(t, UINT64_MAX));
@@ -746,24 +765,29 @@ namespace {
 // often are), against ~log2(n) comparison passes; Summarize sorts every
 // iteration's step, wait and compute time, and this was the analysis's
 // largest cost. Small inputs and NaN (no order) go to std::sort.
+constexpr size_t kRadixSortFrom = 1024;
+
 void SortDoubles(std::span<double> values) {
   const size_t n = values.size();
-  if (n < 1024) {
+  if (n < kRadixSortFrom) {
     std::sort(values.begin(), values.end());
     return;
   }
   HugeVector<uint64_t> keys(n), spare(n);
+  // The digits' counts of all 8 passes in one read of the keys.
+  std::vector<std::array<size_t, 256>> counts(8, std::array<size_t, 256>{});
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(values[i])) {
       std::sort(values.begin(), values.end());
       return;
     }
     const uint64_t bits = std::bit_cast<uint64_t>(values[i]);
-    keys[i] = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+    const uint64_t k = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+    keys[i] = k;
+    for (int pass = 0; pass < 8; ++pass) counts[pass][(k >> (8 * pass)) & 0xff]++;
   }
   for (int shift = 0; shift < 64; shift += 8) {
-    size_t count[256] = {};
-    for (uint64_t k : keys) count[(k >> shift) & 0xff]++;
+    auto& count = counts[shift / 8];
     if (count[(keys[0] >> shift) & 0xff] == n) continue;  // one digit for all: already in order
     size_t at = 0;
     for (size_t& c : count) {
@@ -780,14 +804,57 @@ void SortDoubles(std::span<double> values) {
   }
 }
 
+// The radix sort's order of a double: its bits, flipped so that their order
+// as unsigned integers is the numbers' order (-0 before +0).
+uint64_t SortKey(double v) {
+  const uint64_t bits = std::bit_cast<uint64_t>(v);
+  return (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+}
+
+Summary SummarizeSorted(std::span<const double> values);
+
+// Summaries of `all` and of `all` less `warmup` (some of its values) into
+// `whole_run` and `steady_state`, `steady` a buffer: the steady values, sorted,
+// are the sorted `all` less the few warm-up values, so one sort instead of two
+// gives exactly the numbers and order a sort of the steady values would (values
+// are matched by their bits, the radix sort's order). false, with nothing
+// done, where the sort would not be the radix sort (small, NaN) or the
+// warm-up is most of the values.
+bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
+                      Summary& steady_state) {
+  if (all.size() < kRadixSortFrom || warmup.size() > all.size() / 2 ||
+      std::any_of(all.begin(), all.end(), [](double v) { return std::isnan(v); }))
+    return false;
+  SortDoubles(all);
+  whole_run = SummarizeSorted(all);
+  std::sort(warmup.begin(), warmup.end(), [](double a, double b) { return SortKey(a) < SortKey(b); });
+  steady.clear();
+  size_t w = 0;
+  for (double v : all) {
+    if (w < warmup.size() && SortKey(v) == SortKey(warmup[w])) {
+      ++w;
+      continue;
+    }
+    steady.push_back(v);
+  }
+  steady_state = SummarizeSorted(steady);
+  return true;
+}
+
 }  // namespace
 
 Summary Summarize(std::vector<double> values) { return SummarizeInPlace(values); }
 
 Summary SummarizeInPlace(std::span<double> values) {
+  SortDoubles(values);
+  return SummarizeSorted(values);
+}
+
+namespace {
+
+Summary SummarizeSorted(std::span<const double> values) {
   Summary s;
   if (values.empty()) return s;
-  SortDoubles(values);
   s.count = values.size();
   for (double v : values) s.total += v;
   s.mean = s.total / values.size();
@@ -798,6 +865,8 @@ Summary SummarizeInPlace(std::span<double> values) {
   s.max = values.back();
   return s;
 }
+
+}  // namespace
 
 namespace internal {
 
@@ -930,6 +999,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   }
   for (const auto& [scope, count] : loaders_with_scope)
     if (count > 1) only_loader_of_scope.erase(scope);
+  for (auto& l : loaders_seen) l.fetches.reserve(n);  // as the waits
   for (auto& [scope, fetches] : fetches_of_scope) {
     std::unordered_map<uint32_t, int> loader_of_thread;
     for (uint32_t f : fetches) {
@@ -960,11 +1030,13 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();
     loader.counters.fetches = fetch_counters.Sums();
-    BuildIterations(trace, l, wait_counters, options.warmup, loader);
+    SpanIndices sorted_waits;
+    const std::span<const uint32_t> waits = WaitsByStart(s, l.waits, sorted_waits);
+    BuildIterations(trace, l, waits, wait_counters, options.warmup, loader);
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, fetch_counters, loader);
-    MeasureMainStep(trace, l, wait_counters, loader);
+    MeasureMainStep(trace, waits, wait_counters, loader);
     FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);

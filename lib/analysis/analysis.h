@@ -269,7 +269,7 @@ struct LoaderAnalysis {
   std::vector<model::ReadSample> fetch_reads;
   // Every fetch span's CPU and off-CPU time (produce - cpu - delay), in start
   // order: the per-batch costs the model's simulation draws from.
-  std::vector<model::BatchCost> batch_costs;
+  HugeVector<model::BatchCost> batch_costs;
   // The main process (all its threads, /proc sampler) over the steps after
   // each epoch's first, less its main thread's CPU and delay in next() (wait
   // spans): what the training step itself uses. main_step_compute_s = 0 when
@@ -350,19 +350,8 @@ struct TraceAnalysis {
 Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options);
 
 // Totals of the spans of one name on one thread: what stage statistics need
-// of the spans analysis does not look at one by one.
-struct StageTotals {
-  uint32_t thread = 0;           // index into Trace::threads
-  uint32_t name = 0;             // string id
-  uint16_t scope = 0;            // loader id of these spans, 0 = none
-  uint64_t count = 0;
-  uint64_t count_with_cpu = 0;
-  uint64_t wall_ns = 0;
-  uint64_t wall_with_cpu_ns = 0;  // of wall_ns, the spans with CPU: the sampled ratio's denominator
-  uint64_t cpu_ns = 0;
-  uint64_t first_start = UINT64_MAX;
-  uint64_t last_end = 0;
-};
+// of the spans analysis does not look at one by one (the decoder folds them).
+using StageTotals = SpanTotals;
 
 // A trace read for analysis only: `trace` holds every table and series but, of
 // the spans, only those analysis reads one by one (waits, epoch instants,

@@ -43,17 +43,35 @@ class FetchesByBatch {
   }
   // Call once after the last Add, before any lookup.
   void Sort() {
-    std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) {
-      return std::tie(a.batch, a.start_ns, a.order) < std::tie(b.batch, b.start_ns, b.order);
-    });
+    auto by_start = [](const Row& a, const Row& b) { return std::tie(a.start_ns, a.order) < std::tie(b.start_ns, b.order); };
     // Batch indices count from 0 in each epoch, so they are dense: where they
     // are, the rows of batch b start at first_row_[b] (one load, not a binary
-    // search over every fetch of the run per lookup).
+    // search over every fetch of the run per lookup), and the rows are put in
+    // batch order by counting, in place, then each batch's few rows sorted by
+    // start: the order of one sort by (batch, start, order), without its
+    // log2(rows) passes over every row.
     first_row_.clear();
-    if (rows_.empty() || rows_.back().batch > 4 * rows_.size() + 1024) return;
-    first_row_.assign(rows_.back().batch + 2, 0);
+    uint64_t max_batch = 0;
+    for (const Row& r : rows_) max_batch = std::max(max_batch, r.batch);
+    if (rows_.empty() || max_batch > 4 * rows_.size() + 1024) {
+      std::sort(rows_.begin(), rows_.end(), [&](const Row& a, const Row& b) {
+        return a.batch != b.batch ? a.batch < b.batch : by_start(a, b);
+      });
+      return;
+    }
+    first_row_.assign(max_batch + 2, 0);
     for (const Row& r : rows_) first_row_[r.batch + 1]++;
     for (size_t b = 1; b < first_row_.size(); ++b) first_row_[b] += first_row_[b - 1];
+    HugeVector<uint32_t> next(first_row_.begin(), first_row_.end() - 1);  // per batch: its next free row
+    for (size_t b = 0; b + 1 < first_row_.size(); ++b) {
+      while (next[b] < first_row_[b + 1]) {
+        Row r = rows_[next[b]];
+        while (r.batch != b) std::swap(r, rows_[next[r.batch]++]);  // to its batch's next row, taking that one
+        rows_[next[b]++] = r;
+      }
+      const auto first = rows_.begin() + first_row_[b], last = rows_.begin() + first_row_[b + 1];
+      if (!std::is_sorted(first, last, by_start)) std::sort(first, last, by_start);
+    }
   }
   static constexpr int64_t kNoBatch = -2;
   // The id of the earliest fetch of `batch` starting at or after `t`; -1 when
@@ -81,7 +99,7 @@ class FetchesByBatch {
     uint32_t order = 0, id = 0;
   };
   HugeVector<Row> rows_;
-  std::vector<uint32_t> first_row_;  // by batch, when dense; rows of batch b: [first_row_[b], first_row_[b + 1])
+  HugeVector<uint32_t> first_row_;  // by batch, when dense; rows of batch b: [first_row_[b], first_row_[b + 1])
 };
 
 // One fetch span of a loader, as the account reads it.

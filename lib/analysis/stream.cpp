@@ -1,17 +1,16 @@
 // LoadForAnalysis: trace.pb streamed into a TraceDigest (see analysis.h).
 #include <algorithm>
 #include <span>
-#include <unordered_map>
 
 #include "analysis.h"
-#include "internal.h"
 #include "trace/decoder.h"
 
 namespace stallprof::analysis {
 
 namespace {
 
-// Keeps the spans analysis reads one by one; folds all others into stage totals.
+// Keeps the spans analysis reads one by one; has the decoder fold all others
+// into stage totals (SpanSink::folds).
 class DigestSink final : public SpanSink {
  public:
   explicit DigestSink(TraceDigest& digest) : d_(digest) {}
@@ -24,7 +23,7 @@ class DigestSink final : public SpanSink {
                         v == names::kSystemCpu;
       // The hook timing itself: neither kept nor folded.
       const bool calibration = v.rfind(names::kCalibrationPrefix, 0) == 0;
-      action_.push_back(keep ? kKeep : calibration ? kSkip : kFold);
+      actions.push_back(keep ? SpanAction::kHand : calibration ? SpanAction::kDrop : SpanAction::kFold);
     }
   }
 
@@ -37,49 +36,12 @@ class DigestSink final : public SpanSink {
       ReserveRows(s, std::min<size_t>(trace.bytes / 4 + 16, size_t{1} << 24));
       reserved_ = true;
     }
-    for (const DecodedSpan& d : spans) {
-      const uint8_t action = action_[d.name];
-      if (action == kFold) {
-        if (d.kind == SpanKind::kSpan) Fold(d.thread, d.name, d.scope, d.start_ns, d.duration_ns, d.has_cpu, d.cpu_ns);
-      } else if (action == kKeep) {
-        AppendSpan(s, d);
-      }
-    }
+    for (const DecodedSpan& d : spans) AppendSpan(s, d);
     return Status::Ok();
   }
 
  private:
-  void Fold(uint32_t thread, uint32_t name, uint16_t scope, uint64_t start, uint64_t duration, bool has_cpu, uint64_t cpu) {
-    const internal::StageKey key{(uint64_t{thread} << 32) | name, scope};
-    if (!(key == last_key_)) {
-      auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(d_.stages.size()));
-      if (inserted) {
-        d_.stages.emplace_back();
-        d_.stages.back().thread = thread;
-        d_.stages.back().name = name;
-        d_.stages.back().scope = scope;
-      }
-      last_key_ = key;
-      last_index_ = it->second;
-    }
-    auto& st = d_.stages[last_index_];
-    st.count++;
-    st.wall_ns += duration;
-    if (has_cpu) {
-      st.count_with_cpu++;
-      st.wall_with_cpu_ns += duration;
-      st.cpu_ns += cpu;
-    }
-    st.first_start = std::min(st.first_start, start);
-    st.last_end = std::max(st.last_end, start + duration);
-  }
-
   TraceDigest& d_;
-  enum : uint8_t { kFold, kKeep, kSkip };
-  std::vector<uint8_t> action_;  // per string id
-  std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> index_;
-  internal::StageKey last_key_{UINT64_MAX, 0};
-  uint32_t last_index_ = 0;
   bool reserved_ = false;
 };
 
@@ -89,6 +51,7 @@ Result<TraceDigest> LoadForAnalysis(const std::string& path) {
   TraceDigest digest;
   DigestSink sink(digest);
   if (Status s = DecodeTraceFile(path, digest.trace, sink); !s.ok()) return s.error();
+  digest.stages = std::move(sink.folds);
   return digest;
 }
 

@@ -1,4 +1,4 @@
-// HugeVector: a std::vector whose big buffers (2 MiB and up) are 2 MiB-aligned
+// HugeVector: a std::vector whose big buffers (1 MiB and up) are 2 MiB-aligned
 // anonymous mappings marked MADV_HUGEPAGE, for the arrays analysis fills once
 // with millions of rows (the span columns, the iterations). Filling fresh
 // memory costs one page fault per 4 KiB page touched, and on a virtual machine
@@ -6,7 +6,8 @@
 // A huge page is one fault per 2 MiB. The alignment matters: a malloc'ed
 // buffer starts inside a huge page, and everything up to the first 2 MiB
 // boundary would still fault 4 KiB at a time. Pages never written are never
-// touched, so a generous reserve() costs address space, not memory.
+// touched, so a generous reserve() costs address space, not memory. Freed
+// mappings are kept for reuse, up to kCachedBytesMax.
 // Small buffers, and every buffer under a sanitizer (which must see them),
 // come from operator new.
 #pragma once
@@ -18,13 +19,25 @@
 
 namespace stallprof {
 
-// Bytes from which a buffer is its own huge-page mapping.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+// Bytes from which a buffer is its own huge-page mapping, at most twice its
+// size. Below it, operator new: a heap page faults 4 KiB at a time, but only
+// the first time (cmd_analyze keeps freed memory in the process).
+inline constexpr size_t kMappedBytes = size_t{1} << 20;
+// Freed mappings kept for reuse, at most (see huge_pages.cpp): what it may add
+// to the peak resident memory.
+inline constexpr size_t kCachedBytesMax = size_t{32} << 20;
 
 // operator new for small buffers, else an aligned mapping; std::bad_alloc when it fails.
 void* AllocateHugePages(size_t bytes);
-// Frees what AllocateHugePages(bytes) returned.
+// Frees what AllocateHugePages(bytes) returned. A mapping is kept for the next
+// allocation of its size or less while the kept ones total kCachedBytesMax or
+// less: its pages are already faulted in (a fresh mapping is zeroed page by
+// page), and analysis frees and allocates tables of the same sizes again and
+// again. An allocation no kept mapping fits returns them all to the kernel.
 void FreeHugePages(void* p, size_t bytes) noexcept;
+// Bytes of freed mappings kept for reuse.
+size_t CachedHugePageBytes();
 
 template <typename T>
 struct HugePageAllocator {

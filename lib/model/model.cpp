@@ -96,7 +96,7 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
     if (p.cpu_s_per_batch + p.io_s_per_batch <= 0) return {};
     return {{static_cast<float>(p.cpu_s_per_batch), static_cast<float>(p.io_s_per_batch)}};
   }
-  if (p.batch_costs.size() <= kMaxSimBatches) return p.batch_costs;
+  if (p.batch_costs.size() <= kMaxSimBatches) return {p.batch_costs.begin(), p.batch_costs.end()};
   std::vector<BatchCost> out;
   out.reserve(kMaxSimBatches);
   const double stride = static_cast<double>(p.batch_costs.size()) / kMaxSimBatches;

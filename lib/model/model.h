@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "common/result.h"
 #include "model/simulate.h"
 
@@ -87,7 +88,7 @@ struct LoaderProfile {
   Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted
   // The simulation's inputs (docs/model.md "Simulation"):
-  std::vector<BatchCost> batch_costs;    // every fetch span's CPU and off-CPU seconds, in start order
+  HugeVector<BatchCost> batch_costs;     // every fetch span's CPU and off-CPU seconds, in start order
   // What the step itself uses of the CPU: the main process's threads' CPU and
   // run-queue delay per batch during compute (sampler less the wait spans).
   // Not measured: the step is taken as off CPU (it never competes for cores).

@@ -54,6 +54,31 @@ namespace {
   ReadVarint(p, column_end, v);
 }
 
+// A varint of a column of small numbers (string ids, scopes, kinds): one byte
+// but in rare traces, so one well predicted branch instead of the word's bit work.
+[[gnu::always_inline]] inline void ReadSmallColumnVarint(const uint8_t*& p, const uint8_t* column_end,
+                                                         const uint8_t* readable, uint64_t& v) {
+  if (*p < 0x80) {
+    v = *p++;
+    return;
+  }
+  ReadColumnVarint(p, column_end, readable, v);
+}
+
+// Steps over a varint of a packed column (as ReadColumnVarint, without its value).
+[[gnu::always_inline]] inline void SkipColumnVarint(const uint8_t*& p, const uint8_t* column_end, const uint8_t* readable) {
+  if (readable - p >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    if (const uint64_t stops = ~word & 0x8080808080808080ull; stops != 0) {
+      p += std::countr_zero(stops) / 8 + 1;
+      return;
+    }
+  }
+  uint64_t v;
+  ReadVarint(p, column_end, v);
+}
+
 // A packed repeated field of varints: [begin, end).
 struct Packed {
   const uint8_t* begin = nullptr;
@@ -304,7 +329,8 @@ Status TraceDecoder::Footer(const pb::TraceFooter& f) {
 }
 
 // Decodes a SpanBatch encoding row by row into a block on the stack, handing the sink a
-// block at a time (docs/trace-format.md has the column rules).
+// block at a time, or adding a span to the sink's folds as its name says
+// (SpanSink::actions; docs/trace-format.md has the column rules).
 Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   uint64_t thread_id = 0, base_ns = 0;
   Packed col[12];
@@ -379,32 +405,89 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   const uint8_t *q_bits = col[kCpuBits].begin, *q_cpu = col[kCpu].begin, *q_delay = col[kDelay].begin;
   uint64_t name = 0, scope = 0, kind = 1, bits = 0;
   uint64_t prev_end = base_ns;
+  const SpanAction* actions = sink_.actions.data();
+  const uint64_t known_actions = sink_.actions.size();
+  // The run of folded spans of one (name, scope) being summed, in registers:
+  // added to sink_.folds[fold] when the name or scope changes and at the end.
+  uint64_t fold_name = UINT64_MAX, fold_scope = 0;
+  uint32_t fold = 0;
+  // The fold before it: a worker's samples and its batch's collate alternate.
+  uint64_t other_name = UINT64_MAX, other_scope = 0;
+  uint32_t other_fold = 0;
+  SpanTotals run;
+  auto add_run = [&] {
+    if (fold_name == UINT64_MAX) return;
+    SpanTotals& total = sink_.folds[fold];
+    total.count += run.count;
+    total.count_with_cpu += run.count_with_cpu;
+    total.wall_ns += run.wall_ns;
+    total.wall_with_cpu_ns += run.wall_with_cpu_ns;
+    total.cpu_ns += run.cpu_ns;
+    total.first_start = std::min(total.first_start, run.first_start);
+    total.last_end = std::max(total.last_end, run.last_end);
+    run = SpanTotals{};
+  };
   DecodedSpan block[SpanSink::kSpanBlock];  // on the stack: nothing else can alias it
   size_t k = 0;
   for (int64_t i = 0; i < n; ++i) {
-    DecodedSpan& s = block[k];
-    uint64_t z = 0;
+    uint64_t z = 0, duration = 0;
     ReadColumnVarint(q_start, col[kStart].end, end, z);  // counts were verified above
-    ReadColumnVarint(q_dur, col[kDuration].end, end, s.duration_ns);
-    ReadColumnVarint(q_arg, col[kArg].end, end, s.arg);
-    s.start_ns = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
-    prev_end = s.start_ns + s.duration_ns;
+    ReadColumnVarint(q_dur, col[kDuration].end, end, duration);
+    const uint64_t start = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
+    prev_end = start + duration;
     if (i < n_name) {
-      ReadColumnVarint(q_name, col[kName].end, end, name);
+      ReadSmallColumnVarint(q_name, col[kName].end, end, name);
       if (name >= strings) return Corrupt(fmt::format("a span names undefined string {}", name));
     }
     if (i < n_scope) {
-      ReadColumnVarint(q_scope, col[kScope].end, end, scope);
+      ReadSmallColumnVarint(q_scope, col[kScope].end, end, scope);
       if (scope > UINT16_MAX) return Corrupt(fmt::format("a span scope {} is out of range", scope));
     }
     if (i < n_kind) {
-      ReadColumnVarint(q_kind, col[kKind].end, end, kind);
+      ReadSmallColumnVarint(q_kind, col[kKind].end, end, kind);
       if (kind != 1 && kind != 4 && kind != 5) return Corrupt(fmt::format("a span has unknown kind {}", kind));
     }
     if (n_bits && i % 64 == 0) ReadVarint(q_bits, col[kCpuBits].end, bits);
-    s.has_cpu = n_bits && (bits >> (i % 64) & 1);
+    const bool has_cpu = n_bits && (bits >> (i % 64) & 1);
+    const SpanAction action = name < known_actions ? actions[name] : SpanAction::kHand;
+    if (action != SpanAction::kHand) {
+      // Neither arg nor delay is summed: stepped over, not decoded.
+      SkipColumnVarint(q_arg, col[kArg].end, end);
+      uint64_t cpu = 0;
+      if (has_cpu) {
+        ReadColumnVarint(q_cpu, col[kCpu].end, end, cpu);
+        SkipColumnVarint(q_delay, col[kDelay].end, end);
+      }
+      if (action != SpanAction::kFold || kind != static_cast<uint64_t>(SpanKind::kSpan)) continue;
+      if (name != fold_name || scope != fold_scope) {
+        add_run();
+        std::swap(fold_name, other_name);
+        std::swap(fold_scope, other_scope);
+        std::swap(fold, other_fold);
+        if (name != fold_name || scope != fold_scope) {
+          fold = FoldOf(thread, static_cast<uint32_t>(name), static_cast<uint16_t>(scope));
+          fold_name = name;
+          fold_scope = scope;
+        }
+      }
+      run.count++;
+      run.wall_ns += duration;
+      if (has_cpu) {
+        run.count_with_cpu++;
+        run.wall_with_cpu_ns += duration;
+        run.cpu_ns += cpu;
+      }
+      run.first_start = std::min(run.first_start, start);
+      run.last_end = std::max(run.last_end, prev_end);
+      continue;
+    }
+    DecodedSpan& s = block[k];
+    s.start_ns = start;
+    s.duration_ns = duration;
+    ReadColumnVarint(q_arg, col[kArg].end, end, s.arg);
+    s.has_cpu = has_cpu;
     s.cpu_ns = s.delay_ns = 0;
-    if (s.has_cpu) {
+    if (has_cpu) {
       ReadColumnVarint(q_cpu, col[kCpu].end, end, s.cpu_ns);
       ReadColumnVarint(q_delay, col[kDelay].end, end, s.delay_ns);
     }
@@ -417,8 +500,21 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
       k = 0;
     }
   }
+  add_run();
   if (k) return sink_.Spans(t_, std::span<const DecodedSpan>(block, k));
   return Status::Ok();
+}
+
+uint32_t TraceDecoder::FoldOf(uint32_t thread, uint32_t name, uint16_t scope) {
+  auto [it, inserted] =
+      fold_of_key_.try_emplace(FoldKey{(uint64_t{thread} << 32) | name, scope}, static_cast<uint32_t>(sink_.folds.size()));
+  if (inserted) {
+    SpanTotals& total = sink_.folds.emplace_back();
+    total.thread = thread;
+    total.name = name;
+    total.scope = scope;
+  }
+  return it->second;
 }
 
 Status DecodeChunks(ChunkReader& reader, Trace& trace, SpanSink& sink) {

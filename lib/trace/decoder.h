@@ -4,8 +4,8 @@
 // straight from their SpanBatch encoding (no protobuf object, no allocation
 // per span) and handed to a SpanSink, which decides what to keep: LoadTrace
 // appends them all to Trace::spans, analysis::LoadForAnalysis keeps a few
-// names and folds the rest into stage totals, the Chrome export writes them
-// out as JSON and keeps none.
+// names and has the decoder fold the rest into totals (SpanSink::actions), the
+// Chrome export writes them out as JSON and keeps none.
 //
 // Ordering: a sink sees strings defined (SpanSink::Strings) before any span
 // that names them, and every span exactly once, in file order. The decoder
@@ -19,6 +19,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "common/result.h"
 #include "reader.h"
@@ -61,6 +63,13 @@ inline void AppendSpan(SpanTable& table, const DecodedSpan& span) {
 // a generous reservation costs address space only.
 void ReserveRows(SpanTable& table, size_t rows);
 
+// What the decoder does with the spans of one name (SpanSink::actions).
+enum class SpanAction : uint8_t {
+  kHand,  // handed to SpanSink::Spans, one by one
+  kFold,  // spans (SpanKind::kSpan) added to SpanSink::folds; instants and counters dropped
+  kDrop,  // neither
+};
+
 // Receives what the decoder does not keep in the Trace itself.
 class SpanSink {
  public:
@@ -79,6 +88,14 @@ class SpanSink {
 
   // Spans per Spans() call at most: 256 * 56 bytes stays in L1/L2.
   static constexpr size_t kSpanBlock = 256;
+
+  // Per string id, what becomes of the spans of that name (the sink's
+  // Strings() extends it); names beyond its end are handed over. A folded span
+  // is summed in the decoding loop, without a DecodedSpan or a call: most
+  // spans of a run are samples and stages that analysis only totals.
+  std::vector<SpanAction> actions;
+  // The totals of the folded spans per (thread, name, scope), in the order first seen.
+  std::vector<SpanTotals> folds;
 };
 
 // Decodes the chunks of one file into `trace` (which the caller has set up
@@ -105,12 +122,24 @@ class TraceDecoder {
   Status Drops(const pb::LaneDrops& d);
   Status Footer(const pb::TraceFooter& f);
   Status SpanBatch(const uint8_t* p, const uint8_t* end);
+  // The index in sink_.folds of (thread, name, scope), added when new.
+  uint32_t FoldOf(uint32_t thread, uint32_t name, uint16_t scope);
 
   Trace& t_;
   SpanSink& sink_;
   const ChunkReader& r_;
   pb::Chunk chunk_;
   bool seen_header_ = false;
+  // SpanSink::folds by (thread, name, scope).
+  struct FoldKey {
+    uint64_t thread_and_name = 0;  // thread << 32 | name
+    uint16_t scope = 0;
+    bool operator==(const FoldKey& o) const { return thread_and_name == o.thread_and_name && scope == o.scope; }
+  };
+  struct FoldKeyHash {
+    size_t operator()(const FoldKey& k) const { return std::hash<uint64_t>()(k.thread_and_name * 65599u + k.scope); }
+  };
+  std::unordered_map<FoldKey, uint32_t, FoldKeyHash> fold_of_key_;
 };
 
 // Reads every chunk of `reader` into `trace` and `sink`: sets trace.path,

@@ -1,8 +1,8 @@
 #include "reader.h"
 
 #include <fmt/core.h>
+#include <libdeflate.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -134,7 +134,7 @@ Result<bool> ChunkReader::NextRaw(std::string_view& bytes) {
   offset_ += buffer_.size();
   const auto* crc_bytes = reinterpret_cast<const uint8_t*>(buffer_.data() + length);
   uint32_t stored = crc_bytes[0] | crc_bytes[1] << 8 | crc_bytes[2] << 16 | static_cast<uint32_t>(crc_bytes[3]) << 24;
-  uint32_t actual = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(buffer_.data()), length));
+  const uint32_t actual = libdeflate_crc32(0, buffer_.data(), length);
   if (stored != actual) return CorruptTraceError(path_, chunk_offset_, "a chunk fails its CRC check");
   bytes = std::string_view(buffer_.data(), length);
   return true;

@@ -127,6 +127,21 @@ struct SpanTable {
   size_t size() const { return start_ns.size(); }
 };
 
+// Totals of the spans of one name on one thread with one scope: what a reader
+// that does not need those spans one by one keeps of them (SpanAction::kFold).
+struct SpanTotals {
+  uint32_t thread = 0;           // index into Trace::threads
+  uint32_t name = 0;             // string id
+  uint16_t scope = 0;            // loader id of these spans, 0 = none
+  uint64_t count = 0;
+  uint64_t count_with_cpu = 0;
+  uint64_t wall_ns = 0;
+  uint64_t wall_with_cpu_ns = 0;  // of wall_ns, the spans with CPU: the sampled ratio's denominator
+  uint64_t cpu_ns = 0;
+  uint64_t first_start = UINT64_MAX;
+  uint64_t last_end = 0;
+};
+
 struct ConfigValue {
   uint32_t pid = 0;
   uint16_t scope = 0;

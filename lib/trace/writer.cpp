@@ -1,10 +1,10 @@
 #include "writer.h"
 
-#include <fmt/core.h>
 #include <fcntl.h>
+#include <fmt/core.h>
+#include <libdeflate.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -81,7 +81,7 @@ Status TraceWriter::WriteEncoded(std::string_view body, bool raw) {
   char crc_bytes[4];
   if (!raw) {
     AppendVarint32(buffer_, static_cast<uint32_t>(body.size()));
-    const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size()));
+    const uint32_t crc = libdeflate_crc32(0, body.data(), body.size());
     for (int i = 0; i < 4; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   }
   iovec parts[3] = {{buffer_.data(), buffer_.size()},
