@@ -206,6 +206,12 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(alone->delay_s == Approx(0).margin(1e-9));
   p.delay_s_per_batch = 0;
   CHECK(BackgroundThreads(p) == 0);
+  // Wake-up latency (under 1% of the batch's CPU) is no load, though any delay
+  // beside one busy thread on 2 cores would fit "one more".
+  p.delay_s_per_batch = 0.0003;
+  CHECK(BackgroundThreads(p) == 0);
+  p.delay_s_per_batch = 0.0006;
+  CHECK(BackgroundThreads(p) > 1);
 }
 
 TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted, not carried over") {

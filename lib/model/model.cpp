@@ -144,7 +144,11 @@ double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
 double BackgroundThreads(const LoaderProfile& p) {
   if (p.profiled_cores <= 0) return 0;
   const double measured = p.delay_s_per_batch + p.compute_delay_s_per_batch;  // per batch, job threads
-  if (measured <= 0) return 0;
+  // A delay under 1% of the batch's CPU is wake-up latency, not a load: on a
+  // job that leaves a core idle, any delay at all would fit "one more busy
+  // thread than the idle cores" (the demo's 11 us a batch read as 1.00).
+  const double cpu = p.cpu_s_per_batch + (p.compute_cpu_s_per_batch.measured ? p.compute_cpu_s_per_batch.value : 0);
+  if (measured <= 0 || measured < 0.01 * cpu) return 0;
   const auto costs = SimCosts(p);
   const auto delay_at = [&](double background) {
     SimConfig c = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, background);
