@@ -85,16 +85,23 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK_FALSE(untimed.worker_loop_cpu_s_per_batch.measured);
   CHECK(untimed.receive_s_per_batch == 0);
   CHECK(untimed.receive_source.empty());
+  CHECK_FALSE(untimed.shm_collate_cpu_s_per_batch.measured);
+  CHECK_FALSE(untimed.batch_touch_cpu_s_per_batch.measured);
   b.Config(100, 1, "batch_tensors", 2);
   b.Config(100, 1, "batch_bytes", 786560);
   b.ConfigDouble(100, 1, "ipc_loop_cpu_s", 0.0016);
   b.ConfigDouble(100, 1, "ipc_receive_cpu_s", 0.0009);
+  b.ConfigDouble(100, 1, "ipc_collate_shm_cpu_s", 0.004);
+  b.ConfigDouble(100, 1, "ipc_touch_cpu_s", 0.0007);
   b.ConfigDouble(100, 1, "ipc_batches", 200);
   const auto timed = measure();
   CHECK(timed.worker_loop_cpu_s_per_batch.measured);
   CHECK(timed.worker_loop_cpu_s_per_batch.value == Approx(0.0016));
   CHECK_THAT(timed.worker_loop_cpu_s_per_batch.source, Catch::Contains("200 batches of this loader's 2 tensors, 768.1 KiB"));
   CHECK(timed.receive_s_per_batch == Approx(0.0009));
+  CHECK(timed.shm_collate_cpu_s_per_batch.measured);
+  CHECK(timed.shm_collate_cpu_s_per_batch.value == Approx(0.004));
+  CHECK(timed.batch_touch_cpu_s_per_batch.value == Approx(0.0007));
   CHECK(timed.batch_bytes == 786560);
 }
 

@@ -63,14 +63,23 @@ TEST_CASE("Only well-formed .req files in the folder are requests") {
 }
 
 TEST_CASE("The calibration's last result line is read; one without every figure is refused") {
-  auto t = ParseHandoffTiming("warning: something\nloop_cpu_s 0.0016 receive_cpu_s 0.0009 fetch_cpu_s 0.003 batches 200\n");
+  auto t = ParseHandoffTiming(
+      "warning: something\nloop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
+      "batches 200\n");
   REQUIRE(t.ok());
   CHECK(t->loop_cpu_s == Approx(0.0016));
   CHECK(t->receive_cpu_s == Approx(0.0009));
+  CHECK(t->collate_shm_cpu_s == Approx(0.004));
+  CHECK(t->touch_cpu_s == Approx(0.0007));
   CHECK(t->batches == 200);
   CHECK_FALSE(ParseHandoffTiming("Traceback (most recent call last):\nImportError: no torch\n").ok());
   CHECK_FALSE(ParseHandoffTiming("loop_cpu_s 0.001 batches 200\n").ok());
-  CHECK_FALSE(ParseHandoffTiming("loop_cpu_s -1 receive_cpu_s 0.001 batches 200\n").ok());
+  CHECK_FALSE(ParseHandoffTiming("loop_cpu_s 0.001 receive_cpu_s 0.001 batches 200\n").ok());  // an older calibration
+  CHECK_FALSE(
+      ParseHandoffTiming("loop_cpu_s -1 receive_cpu_s 0.001 collate_shm_cpu_s 0 touch_cpu_s 0 batches 200\n").ok());
+  CHECK_FALSE(
+      ParseHandoffTiming("loop_cpu_s 0.001 receive_cpu_s 0.001 collate_shm_cpu_s nan touch_cpu_s 0 batches 200\n")
+          .ok());
 }
 
 TEST_CASE("A calibration that exits non-zero is an error with its last line, one that hangs is killed") {
@@ -94,7 +103,8 @@ TEST_CASE("A calibration that exits non-zero is an error with its last line, one
   // The arguments it gets: -m stallprof.calibrate_ipc and the sizes.
   r.bytes = {786432, 128};
   r.python = Script(dir.path, "[ \"$1 $2 $3 $4\" = '-m stallprof.calibrate_ipc 786432 128' ] || exit 3\n"
-                              "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 batches 50'");
+                              "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
+                              "batches 50'");
   auto ok = TimeHandoff(r, dir.path.string(), 10);
   REQUIRE(ok.ok());
   CHECK(ok->loop_cpu_s == Approx(0.002));

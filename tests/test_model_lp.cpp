@@ -215,6 +215,20 @@ TEST_CASE("recommend charges each batch its worker loop CPU, which no cache save
   CHECK(r->advice == "one more core adds 80.0 samples/s");
 }
 
+TEST_CASE("recommend charges a profile without workers the timed collate into shared memory") {
+  LoaderProfile p = Loader();  // 0.1 CPU s a batch of 10 in the fetch, compute ingests 200 samples/s
+  p.workers = 0;
+  p.shm_collate_cpu_s_per_batch = {0.05, true, "timed"};  // + 0.005 CPU s a sample in a worker
+  RecommendOptions o;
+  o.cores = 1.5;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  // 1.5 cores over 0.015 CPU s a sample: 100 samples/s (150 without it).
+  CHECK(r->lp_samples_per_s == Approx(100).epsilon(1e-3));
+  p.workers = 2;  // measured with workers: already in the fetch spans
+  CHECK(Recommend(p, o)->lp_samples_per_s == Approx(150).epsilon(1e-3));
+}
+
 TEST_CASE("recommend explains a memory budget below one worker and a machine without spare cores") {
   LoaderProfile p = Loader();
   p.worker_rss_bytes = 2e9;

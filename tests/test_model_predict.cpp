@@ -121,6 +121,29 @@ TEST_CASE("A worker's loop CPU is paid by its sending thread, beside its next fe
   CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.011).epsilon(0.01));
 }
 
+TEST_CASE("From a profile without workers a worker pays its shared-memory collate and the step its first read") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.compute_s_per_batch = 0.004;
+  p.compute_cpu_s_per_batch = {0.004, true, "sampler"};
+  p.cpu_s_per_batch = 0.010;
+  p.shm_collate_cpu_s_per_batch = {0.006, true, "timed"};
+  p.batch_touch_cpu_s_per_batch = {0.002, true, "timed"};
+  // One worker on spare cores: its 10 + 6 ms fetch sets the pace (the step,
+  // 4 + 2 ms, hides behind it).
+  auto one = Predict(p, On(4, 1));
+  REQUIRE(one.ok());
+  CHECK(one->samples_per_s == Approx(10 / 0.016).epsilon(0.01));
+  CHECK(one->cpu_s == Approx(0.016));
+  // Four workers: the step, 4 ms + 2 ms of reading the received pages.
+  CHECK(Predict(p, On(8, 4))->samples_per_s == Approx(10 / 0.006).epsilon(0.01));
+  // No workers: neither applies (the profile measured that run).
+  CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.014).epsilon(0.01));
+  // A profile with workers measured both in its spans: nothing is added.
+  p.workers = 1;
+  CHECK(Predict(p, On(4, 1))->samples_per_s == Approx(10 / 0.010).epsilon(0.01));
+}
+
 TEST_CASE("With no workers the main process fetches serially and all fetch and prep time is stall") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;

@@ -73,6 +73,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.worker_loop_cpu_s_per_batch = {c.ipc_loop_cpu_s, true, timed};
     p.receive_s_per_batch = c.ipc_receive_cpu_s;
     p.receive_source = timed;
+    if (c.ipc_collate_shm_cpu_s >= 0) p.shm_collate_cpu_s_per_batch = {c.ipc_collate_shm_cpu_s, true, timed};
+    if (c.ipc_touch_cpu_s >= 0) p.batch_touch_cpu_s_per_batch = {c.ipc_touch_cpu_s, true, timed};
   } else if (p.workers == 0)
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no workers in the profile): taken as 0"};
   else if (loader.worker_cpu_outside_fetch_s >= 0)

@@ -52,14 +52,22 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
   std::istringstream fields(found);
   HandoffTiming t;
   std::string key;
-  bool loop = false, receive = false;
+  int seen = 0;  // one bit per required key
+  const auto take = [&](double value, double& into, int bit) {
+    if (!(value >= 0)) return;  // negative or NaN: left unseen, so the line is refused
+    into = value;
+    seen |= bit;
+  };
   for (double value; fields >> key >> value;) {
-    if (key == "loop_cpu_s") t.loop_cpu_s = value, loop = true;
-    else if (key == "receive_cpu_s") t.receive_cpu_s = value, receive = true;
+    if (key == "loop_cpu_s") take(value, t.loop_cpu_s, 1);
+    else if (key == "receive_cpu_s") take(value, t.receive_cpu_s, 2);
+    else if (key == "collate_shm_cpu_s") take(value, t.collate_shm_cpu_s, 4);
+    else if (key == "touch_cpu_s") take(value, t.touch_cpu_s, 8);
     else if (key == "batches") t.batches = static_cast<uint32_t>(value);
   }
-  if (!loop || !receive || !(t.loop_cpu_s >= 0) || !(t.receive_cpu_s >= 0) || t.batches == 0)
-    return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s or batches: " + found);
+  if (seen != 15 || t.batches == 0)
+    return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s, collate_shm_cpu_s, touch_cpu_s or "
+                      "batches: " + found);
   return t;
 }
 

@@ -26,14 +26,17 @@ struct HandoffRequest {
 };
 
 struct HandoffTiming {
-  double loop_cpu_s = 0;     // the worker process's CPU per batch outside its fetch
-  double receive_cpu_s = 0;  // the main thread's CPU per next()
+  double loop_cpu_s = 0;         // the worker process's CPU per batch outside its fetch
+  double receive_cpu_s = 0;      // the main thread's CPU per next()
+  double collate_shm_cpu_s = 0;  // the worker's collate into shared memory beyond the same into its heap
+  double touch_cpu_s = 0;        // the main thread's first read of a received batch (faulting in its pages)
   uint32_t batches = 0;
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
-// Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y batches N".
+// Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
+// collate_shm_cpu_s Z touch_cpu_s T batches N" (keys in any order).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).

@@ -347,7 +347,8 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 
 // After the job: times the worker handoff of each loader that ran without
 // workers (one calibration per distinct Python and batch) and records it as
-// that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s, ipc_batches).
+// that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s,
+// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches).
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
@@ -363,7 +364,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
                "workers; whatif needs it; --no-handoff-timing skips it)\n");
   // At most this many timings a run (a loader made per epoch with batches of
   // varying shape would make a request each); beyond it a request takes the
-  // timing of the batch closest in bytes.
+  // timing of the batch closest in bytes from the same Python, or none.
   constexpr size_t kMaxTimings = 4;
   const auto total = [](const HandoffRequest& r) {
     double sum = 0;
@@ -379,7 +380,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     if (!timing && done.size() >= kMaxTimings) {
       double best = -1;
       for (const auto& [seen, result] : done)
-        if (result.ok() && (best < 0 || std::abs(total(*seen) - total(r)) < best)) {
+        if (result.ok() && seen->python == r.python && (best < 0 || std::abs(total(*seen) - total(r)) < best)) {
           best = std::abs(total(*seen) - total(r));
           timing = &result;
         }
@@ -404,6 +405,8 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     };
     config("ipc_loop_cpu_s", (*timing)->loop_cpu_s);
     config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
+    config("ipc_collate_shm_cpu_s", (*timing)->collate_shm_cpu_s);
+    config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
     config("ipc_batches", (*timing)->batches);
   }
   RestoreDefaultSignals();

@@ -114,11 +114,12 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.cores = cores;
   c.background_threads = background;
   const Step step = StepOf(p, speedup);
-  c.compute_cpu_s = step.cpu;
+  c.compute_cpu_s = step.cpu + BatchTouchSeconds(p, workers);
   c.compute_threads = step.threads;
   c.compute_off_s = step.off;
   c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : 0;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
+  c.worker_fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
   c.costs = costs;
   c.cpu_scale = cpu_scale;
   c.io_scale = io_scale;
@@ -133,6 +134,14 @@ double UncontendedComputeSeconds(const LoaderProfile& p) {
 }
 
 double MainReceiveSeconds(const LoaderProfile& p) { return std::max(p.handoff_s_per_batch, p.receive_s_per_batch); }
+
+double ShmCollateSeconds(const LoaderProfile& p, uint32_t workers) {
+  return workers > 0 && p.workers == 0 ? p.shm_collate_cpu_s_per_batch.value : 0;
+}
+
+double BatchTouchSeconds(const LoaderProfile& p, uint32_t workers) {
+  return workers > 0 && p.workers == 0 ? p.batch_touch_cpu_s_per_batch.value : 0;
+}
 
 double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
   const double profiled_miss = 1 - std::clamp(p.cold_hit_ratio, 0.0, 1.0);
@@ -175,7 +184,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double cores = s.machine.cores;
   const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : p.workers;
   out.workers = workers;
-  const double compute = p.compute_s_per_batch / s.accel_speedup;
+  const double compute = p.compute_s_per_batch / s.accel_speedup + BatchTouchSeconds(p, workers);
   out.compute_s = compute;
 
   // Hit ratio and the io and CPU it leaves (the misses' share is scaled by the
@@ -193,12 +202,13 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   }
   out.hit_ratio = hit;
   const double miss = 1 - hit, profiled_miss = 1 - profiled_hit;
-  const double cpu = CpuSecondsAtMiss(p, miss);
+  const double fetch_cpu = CpuSecondsAtMiss(p, miss);  // the measured fetches' CPU at this miss ratio
+  const double cpu = fetch_cpu + ShmCollateSeconds(p, workers);
   out.cpu_s = cpu;
   const double io_scale = profiled_miss > 0 ? miss / profiled_miss : 1;  // else io is not misses (a sleep): kept
   const double io = p.io_s_per_batch * io_scale;
   out.io_s = io;
-  const double cpu_scale = p.cpu_s_per_batch > 0 ? cpu / p.cpu_s_per_batch : 1;
+  const double cpu_scale = p.cpu_s_per_batch > 0 ? fetch_cpu / p.cpu_s_per_batch : 1;
   const double bandwidth = s.storage_bandwidth > 0 ? s.storage_bandwidth : p.storage_bandwidth.value;
   const double bytes = p.bytes_per_sample.value * miss;
   const double r_bandwidth = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;

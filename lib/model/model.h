@@ -84,6 +84,14 @@ struct LoaderProfile {
   // taking indices, pickling and sending the batch): /proc sampler less the
   // fetch spans. Not measured (0) in a profile without workers.
   Input worker_loop_cpu_s_per_batch;
+  // A profile without workers: what a worker's batch costs beyond the fetch
+  // measured in the main thread, timed after the run. A worker collates into
+  // a fresh shared-memory segment each batch (created, mapped, faulted in
+  // page by page) where the main thread reused its heap, and the step faults
+  // in the received segment's pages at its first read. Both are in the
+  // measured spans of a profile with workers: 0 there.
+  Input shm_collate_cpu_s_per_batch;  // worker CPU per batch, in its fetch
+  Input batch_touch_cpu_s_per_batch;  // the step's CPU per batch
   double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
   Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted
@@ -107,6 +115,13 @@ struct LoaderProfile {
 // The main process's serial cost per batch besides compute: the larger of the
 // waits seen for ready batches (handoff) and its own CPU in next() (receive).
 double MainReceiveSeconds(const LoaderProfile& profile);
+
+// What a batch costs only because a worker made it, when the profile had no
+// workers and the scenario has `workers` (LoaderProfile::shm_collate_cpu_s_per_batch):
+// the worker's collate into shared memory, and the step's first read of the
+// received pages. 0 otherwise.
+double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
+double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
 
 // The step's wall time per batch with the cores to itself: the measured
 // compute less the run-queue delay it waited for them (the simulation's step).

@@ -70,7 +70,9 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   const double b = p.batch_size;
   PipelineLp lp;
   lp.cores = usable_cores;
-  const double compute = UncontendedComputeSeconds(p) / accel_speedup;  // as the simulation runs the step
+  // As the simulation runs the step; with workers, whose batches the step
+  // first reads in shared memory (timed for a profile without workers).
+  const double compute = UncontendedComputeSeconds(p) / accel_speedup + BatchTouchSeconds(p, 1);
   if (compute + MainReceiveSeconds(p) > 0) lp.max_samples_per_s = b / (compute + MainReceiveSeconds(p));
   lp.storage_bandwidth = p.storage_bandwidth.value;
   lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
@@ -95,6 +97,12 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   if (const double loop = p.worker_loop_cpu_s_per_batch.value / b; loop > 0) {
     lp.stages.push_back({"worker loop", loop, 0});
     cpu_per_sample += loop;
+  }
+  // A profile without workers: collating into shared memory, which a worker
+  // pays in its fetch and the main thread did not.
+  if (const double shm = ShmCollateSeconds(p, 1) / b; shm > 0) {
+    lp.stages.push_back({"collate to shared memory", shm, 0});
+    cpu_per_sample += shm;
   }
   const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
   // The LP plans for a machine to itself; Predict checks its proposal with

@@ -83,7 +83,7 @@ class Simulation {
     worker.batch = worker.queue.front();
     worker.queue.pop_front();
     worker.phase = WorkerPhase::kCpu;
-    worker.left = Cost(worker.batch).cpu_s;
+    worker.left = Cost(worker.batch).cpu_s + c_.worker_fetch_extra_cpu_s;
   }
 
   // A fetched batch is sent by the worker's sending threads when there is

@@ -44,6 +44,9 @@ struct SimConfig {
   // parallel with the next fetch (torch's queue feeder thread pickles; the
   // worker loop only hands it the batch).
   double worker_loop_cpu_s = 0;
+  // W >= 1: CPU each fetch costs in a worker beyond `costs` (not scaled by
+  // cpu_scale): collating into shared memory, for costs measured without workers.
+  double worker_fetch_extra_cpu_s = 0;
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes

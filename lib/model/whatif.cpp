@@ -152,17 +152,32 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
                            FormatSeconds(p.handoff_s_per_batch)));
-  if (p.workers == 0)
+  if (p.workers == 0) {
     in.push_back(p.receive_source.empty()
                      ? "main thread CPU to receive a batch from a worker: not measured (no workers in the profile): "
                        "taken as 0"
                      : fmt::format("main thread CPU to receive a batch from a worker: {} (measured, {})",
                                    FormatSeconds(p.receive_s_per_batch), p.receive_source));
-  else in.push_back(p.receive_s_per_batch > 0
+    in.push_back(p.shm_collate_cpu_s_per_batch.measured
+                     ? fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} "
+                                   "of worker CPU per batch (measured, {})",
+                                   FormatSeconds(p.shm_collate_cpu_s_per_batch.value),
+                                   p.shm_collate_cpu_s_per_batch.source)
+                     : "a worker's collate into shared memory: not measured (no workers in the profile): taken as 0");
+    in.push_back(p.batch_touch_cpu_s_per_batch.measured
+                     ? fmt::format("the step's first read of a batch received from a worker (faulting in its pages): "
+                                   "{} of CPU per batch (measured, {})",
+                                   FormatSeconds(p.batch_touch_cpu_s_per_batch.value),
+                                   p.batch_touch_cpu_s_per_batch.source)
+                     : "the step's first read of a batch received from a worker: not measured (no workers in the "
+                       "profile): taken as 0");
+  } else {
+    in.push_back(p.receive_s_per_batch > 0
                    ? fmt::format("main thread CPU + run-queue delay in next() per batch: {} (measured, wait spans); "
                                  "the main loop pays the larger of this and handoff",
                                  FormatSeconds(p.receive_s_per_batch))
                    : "main thread CPU in next(): not recorded (wait spans without CPU time)");
+  }
   if (p.storage_bytes_per_batch > 0 || p.cpu_s_per_storage_byte.measured)
     in.push_back(Described("worker CPU per MiB read from storage", p.cpu_s_per_storage_byte.value,
                            fmt::format("{} ({} of the {} per batch, for {} read from storage)",

@@ -73,6 +73,10 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_loop_cpu_s >= 0) w.Number(c.ipc_loop_cpu_s); else w.Null();
   w.Key("ipc_receive_cpu_s");
   if (c.ipc_receive_cpu_s >= 0) w.Number(c.ipc_receive_cpu_s); else w.Null();
+  w.Key("ipc_collate_shm_cpu_s");
+  if (c.ipc_collate_shm_cpu_s >= 0) w.Number(c.ipc_collate_shm_cpu_s); else w.Null();
+  w.Key("ipc_touch_cpu_s");
+  if (c.ipc_touch_cpu_s >= 0) w.Number(c.ipc_touch_cpu_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
   w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback);

@@ -15,7 +15,8 @@ config() {  # config TRACE: the train loader's config as "tensors bytes loop rec
   "$PY" - "$1.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
-print(c["batch_tensors"], c["batch_bytes"], c["ipc_loop_cpu_s"], c["ipc_receive_cpu_s"])
+print(c["batch_tensors"], c["batch_bytes"], c["ipc_loop_cpu_s"], c["ipc_receive_cpu_s"], c["ipc_collate_shm_cpu_s"],
+      c["ipc_touch_cpu_s"])
 PY
 }
 
@@ -26,13 +27,18 @@ rc=$?
 set -e
 [ "$rc" = 3 ] || fail "exit code $rc, not the job's 3: $(cat "$TMP/w0.err")"
 grep -q "timing how a DataLoader worker would hand over" "$TMP/w0.err" || fail "no progress line: $(cat "$TMP/w0.err")"
-read -r tensors bytes loop receive <<<"$(config "$TMP/w0.pb")"
+read -r tensors bytes loop receive shm touch <<<"$(config "$TMP/w0.pb")"
 [ "$tensors $bytes" = "2 288" ] || fail "first batch recorded as $tensors tensors, $bytes bytes; expected 2, 288"
 "$PY" -c "import sys; l, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 1e-5 < l < 0.05 and 1e-5 < r < 0.05 else 1)" \
   "$loop" "$receive" || fail "handoff timed as loop $loop s, receive $receive s per batch: not a plausible CPU time"
+# 288 bytes: one page in shared memory, created and faulted in (a few us on
+# bare metal, tens on a VM), against none in the heap.
+"$PY" -c "import sys; s, t = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 0 <= s < 0.05 and 0 <= t < 0.05 else 1)" \
+  "$shm" "$touch" || fail "shared-memory collate timed as $shm s, first touch $touch s per batch: not plausible"
 "$SP" whatif "$TMP/w0.pb" --workers 2 >"$TMP/w0.whatif"
 grep -q "worker loop CPU per batch.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed loop CPU: $(grep loop "$TMP/w0.whatif")"
 grep -q "main thread CPU to receive a batch from a worker:.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed receive CPU"
+grep -q "collate into shared memory, beyond.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed shared-memory collate"
 
 # Skipped on request.
 set +e
@@ -40,12 +46,12 @@ set +e
 rc=$?
 set -e
 [ "$rc" = 3 ] || fail "--no-handoff-timing: exit code $rc, not 3"
-read -r tensors bytes loop receive <<<"$(config "$TMP/skip.pb")"
+read -r tensors bytes loop receive _ <<<"$(config "$TMP/skip.pb")"
 [ "$tensors $loop $receive" = "2 None None" ] || fail "--no-handoff-timing still timed: $tensors $loop $receive"
 
 # With workers the run measures the handoff itself: no timing, no batch walk.
 "$SP" run -q -o "$TMP/w1.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 "${ARGS[@]}" >/dev/null 2>&1 || true
-read -r tensors bytes loop receive <<<"$(config "$TMP/w1.pb")"
+read -r tensors bytes loop receive _ <<<"$(config "$TMP/w1.pb")"
 [ "$tensors $loop $receive" = "0 None None" ] || fail "a loader with workers was timed: $tensors $loop $receive"
 
 # A job whose Python cannot run the timing (a copy of the interpreter without

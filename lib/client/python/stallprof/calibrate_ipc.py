@@ -6,12 +6,22 @@ after a job whose loaders had no workers, where the profile cannot see it.
 
 A DataLoader with one persistent worker delivers N batches (after a warm-up)
 whose tensors the worker allocates in shared memory and fills, as torch's
-collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y fetch_cpu_s
-Z batches N", in seconds per batch:
-  loop_cpu_s     the worker process's CPU per batch outside __getitem__
-                 (its queue feeder pickling, the fd sharer, the loop);
-  receive_cpu_s  the main thread's CPU per next() (unpickling, receiving
-                 the tensors' file descriptors, mapping them).
+collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
+collate_shm_cpu_s Z touch_cpu_s T batches N", in seconds per batch:
+  loop_cpu_s         the worker process's CPU per batch outside __getitem__
+                     (its queue feeder pickling, the fd sharer, the loop);
+  receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
+                     the tensors' file descriptors, mapping them);
+  collate_shm_cpu_s  what allocating and filling the batch in shared memory
+                     costs the worker beyond the same in its own heap (the
+                     main thread's collate without workers): a fresh segment
+                     a batch, created, mapped and faulted in page by page;
+  touch_cpu_s        the main thread's CPU to read the received batch once,
+                     a byte a page, beyond the same read of resident memory:
+                     faulting in the segment's pages, which the step pays
+                     at its first use of the batch.
+On a virtual machine a page fault can cost 50x what it does on bare metal,
+and both shared-memory figures grow with it.
 """
 import argparse
 import os
@@ -31,8 +41,13 @@ class Batches(Dataset):
 
     def __getitem__(self, index):
         start = time.thread_time_ns()
+        heap = tuple(torch.empty(size, dtype=torch.uint8).fill_(1) for size in self.sizes)
+        heap_ns = time.thread_time_ns() - start
+        del heap
+        start = time.thread_time_ns()
         tensors = tuple(torch.empty(size, dtype=torch.uint8).share_memory_().fill_(1) for size in self.sizes)
-        return tensors, time.thread_time_ns() - start
+        shared_ns = time.thread_time_ns() - start
+        return tensors, heap_ns, shared_ns
 
 
 def process_cpu_ns(pid):
@@ -60,15 +75,25 @@ def main():
         next(it)
     worker = it._workers[0].pid
     worker_from = process_cpu_ns(worker)
-    receive = fetch = 0
+    resident = [torch.ones(size, dtype=torch.uint8) for size in args.bytes]  # the same read without faults
+    receive = fetch = shared_extra = touch = 0
     for _ in range(args.batches):
         start = time.thread_time_ns()
-        _, fetch_ns = next(it)
-        receive += time.thread_time_ns() - start
-        fetch += fetch_ns
+        tensors, heap_ns, shared_ns = next(it)
+        received = time.thread_time_ns()
+        for t in tensors:
+            t[::4096].sum()  # a byte a page, as the step's first read of the batch
+        touched = time.thread_time_ns()
+        for t in resident:
+            t[::4096].sum()
+        touch += 2 * touched - received - time.thread_time_ns()
+        receive += received - start
+        fetch += heap_ns + shared_ns
+        shared_extra += shared_ns - heap_ns
     loop = process_cpu_ns(worker) - worker_from - fetch
-    print("loop_cpu_s %.9f receive_cpu_s %.9f fetch_cpu_s %.9f batches %d"
-          % (max(0, loop) / args.batches / 1e9, receive / args.batches / 1e9, fetch / args.batches / 1e9, args.batches))
+    n = args.batches * 1e9
+    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d"
+          % (max(0, loop) / n, receive / n, max(0, shared_extra) / n, max(0, touch) / n, args.batches))
 
 
 if __name__ == "__main__":
