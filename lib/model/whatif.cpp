@@ -133,7 +133,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order){}",
                            p.batch_costs.size(), FormatSeconds(p.produce_p99_s),
                            p.workers == 0 ? "; measured in the main thread (num_workers=0), taken as a worker's: a worker "
-                                            "may need more (collating into shared memory, cold caches; see "
+                                            "may need more beside the step (caches and memory shared with it; see "
                                             "the decode case in docs/model.md); a profile with one worker measures it"
                                           : ""));
   if (p.workers > 0)
