@@ -40,6 +40,10 @@ TEST_CASE("A handoff request names the loader, the job's Python and its batch's 
   CHECK(r->scope == 3);
   CHECK(r->python == "/usr/bin/python3");
   CHECK(r->bytes == std::vector<uint64_t>{786432, 128});
+  CHECK(r->pace_s == 0);  // written at the first batch, before the pace is known
+  auto paced = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432 128\npace_s 0.034500\n");
+  REQUIRE(paced.ok());
+  CHECK(paced->pace_s == Approx(0.0345));
 }
 
 TEST_CASE("A malformed handoff request is refused with the reason") {
@@ -49,6 +53,8 @@ TEST_CASE("A malformed handoff request is refused with the reason") {
   CHECK_FALSE(ParseHandoffRequest("12 3\npython3\n1\n").ok());  // a relative Python
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n\n").ok());
   CHECK(ParseHandoffRequest("12 3\n/usr/bin/python3\n-1\n").error().message.find("negative") != std::string::npos);
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\npace_s -1\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nspeed 2\n").ok());
 }
 
 TEST_CASE("Only well-formed .req files in the folder are requests") {
@@ -65,8 +71,9 @@ TEST_CASE("Only well-formed .req files in the folder are requests") {
 TEST_CASE("The calibration's last result line is read; one without every figure is refused") {
   auto t = ParseHandoffTiming(
       "warning: something\nloop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
-      "batches 200\n");
+      "batches 200 pace_s 0.005\n");
   REQUIRE(t.ok());
+  CHECK(t->pace_s == Approx(0.005));
   CHECK(t->loop_cpu_s == Approx(0.0016));
   CHECK(t->receive_cpu_s == Approx(0.0009));
   CHECK(t->collate_shm_cpu_s == Approx(0.004));
@@ -102,7 +109,8 @@ TEST_CASE("A calibration that exits non-zero is an error with its last line, one
 
   // The arguments it gets: -m stallprof.calibrate_ipc and the sizes.
   r.bytes = {786432, 128};
-  r.python = Script(dir.path, "[ \"$1 $2 $3 $4\" = '-m stallprof.calibrate_ipc 786432 128' ] || exit 3\n"
+  r.pace_s = 0.0345;
+  r.python = Script(dir.path, "[ \"$*\" = '-m stallprof.calibrate_ipc 786432 128 --pace 0.034500' ] || exit 3\n"
                               "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
                               "batches 50'");
   auto ok = TimeHandoff(r, dir.path.string(), 10);

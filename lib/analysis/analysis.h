@@ -213,6 +213,7 @@ struct LoaderConfig {
   double ipc_collate_shm_cpu_s = -1;  // a worker's collate into shared memory beyond the heap's
   double ipc_touch_cpu_s = -1;        // the step's first read of a received batch (its pages faulted in)
   uint32_t ipc_batches = 0;
+  double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
 };
 
 struct LoaderAnalysis {

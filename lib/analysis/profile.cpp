@@ -68,8 +68,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     // No worker ran: what one costs was timed after the run on the same batch.
     const std::string timed = fmt::format(
         "timed after the run (stallprof.calibrate_ipc): one worker handing over {} batches of this loader's {} "
-        "tensors, {}",
-        c.ipc_batches, c.batch_tensors, FormatBytes(static_cast<double>(c.batch_bytes)));
+        "tensors, {}, {}",
+        c.ipc_batches, c.batch_tensors, FormatBytes(static_cast<double>(c.batch_bytes)),
+        c.ipc_pace_s > 0 ? fmt::format("one every {} as in the job", FormatSeconds(c.ipc_pace_s)) : "back to back");
     p.worker_loop_cpu_s_per_batch = {c.ipc_loop_cpu_s, true, timed};
     p.receive_s_per_batch = c.ipc_receive_cpu_s;
     p.receive_source = timed;

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/core.h>
+
 namespace stallprof::collect {
 namespace fs = std::filesystem;
 
@@ -39,6 +41,13 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     r.bytes.push_back(static_cast<uint64_t>(v));
   }
   if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
+  std::string pace;
+  if (std::getline(in, pace) && !pace.empty()) {
+    std::istringstream pace_in(pace);
+    std::string key;
+    if (!(pace_in >> key >> r.pace_s) || key != "pace_s" || !(r.pace_s >= 0) || r.pace_s > 3600)
+      return InputError("a handoff request whose fourth line is not 'pace_s <seconds>'");
+  }
   return r;
 }
 
@@ -64,6 +73,7 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "collate_shm_cpu_s") take(value, t.collate_shm_cpu_s, 4);
     else if (key == "touch_cpu_s") take(value, t.touch_cpu_s, 8);
     else if (key == "batches") t.batches = static_cast<uint32_t>(value);
+    else if (key == "pace_s" && value >= 0) t.pace_s = value;
   }
   if (seen != 15 || t.batches == 0)
     return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s, collate_shm_cpu_s, touch_cpu_s or "
@@ -87,6 +97,10 @@ std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir) {
 Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s) {
   std::vector<std::string> args = {request.python, "-m", "stallprof.calibrate_ipc"};
   for (uint64_t b : request.bytes) args.push_back(std::to_string(b));
+  if (request.pace_s > 0) {
+    args.push_back("--pace");
+    args.push_back(fmt::format("{:.6f}", request.pace_s));
+  }
   std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
   for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
     if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);

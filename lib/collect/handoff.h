@@ -23,6 +23,10 @@ struct HandoffRequest {
   uint32_t scope = 0;
   std::string python;           // the job's sys.executable
   std::vector<uint64_t> bytes;  // the first batch's tensor sizes
+  // Seconds between the loader's batches in the job (0 = unknown): the timing
+  // paces its worker to it, since a thread woken after sleeping costs more
+  // than one kept busy (docs/model.md, input `loop`).
+  double pace_s = 0;
 };
 
 struct HandoffTiming {
@@ -31,18 +35,20 @@ struct HandoffTiming {
   double collate_shm_cpu_s = 0;  // the worker's collate into shared memory beyond the same into its heap
   double touch_cpu_s = 0;        // the main thread's first read of a received batch (faulting in its pages)
   uint32_t batches = 0;
+  double pace_s = 0;             // seconds a batch the worker was paced at (0: back to back)
 };
 
-// Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n".
+// Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
+// and an optional fourth line "pace_s <seconds>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
-// collate_shm_cpu_s Z touch_cpu_s T batches N" (keys in any order).
+// collate_shm_cpu_s Z touch_cpu_s T batches N [pace_s P]" (keys in any order).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).
 std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir);
 
-// Runs `python -m stallprof.calibrate_ipc <bytes...>` with `python_dir` as its
+// Runs `python -m stallprof.calibrate_ipc <bytes...> [--pace S]` with `python_dir` as its
 // only PYTHONPATH entry (the hook's package, not its bootstrap: nothing is
 // recorded) and no ring, killing it after `timeout_s`.
 Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s);

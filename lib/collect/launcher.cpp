@@ -348,7 +348,7 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 // After the job: times the worker handoff of each loader that ran without
 // workers (one calibration per distinct Python and batch) and records it as
 // that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s,
-// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches).
+// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches, ipc_pace_s).
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
@@ -408,6 +408,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     config("ipc_collate_shm_cpu_s", (*timing)->collate_shm_cpu_s);
     config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
     config("ipc_batches", (*timing)->batches);
+    config("ipc_pace_s", (*timing)->pace_s);
   }
   RestoreDefaultSignals();
 }

@@ -75,6 +75,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_receive_cpu_s >= 0) w.Number(c.ipc_receive_cpu_s); else w.Null();
   w.Key("ipc_collate_shm_cpu_s");
   if (c.ipc_collate_shm_cpu_s >= 0) w.Number(c.ipc_collate_shm_cpu_s); else w.Null();
+  w.Key("ipc_pace_s");
+  w.Number(c.ipc_pace_s);
   w.Key("ipc_touch_cpu_s");
   if (c.ipc_touch_cpu_s >= 0) w.Number(c.ipc_touch_cpu_s); else w.Null();
   w.EndObject();

@@ -2,12 +2,12 @@
 in CPU, for a batch of tensors of the given sizes: run by `stallprof run`
 after a job whose loaders had no workers, where the profile cannot see it.
 
-  python3 -m stallprof.calibrate_ipc BYTES [BYTES ...] [--batches N]
+  python3 -m stallprof.calibrate_ipc BYTES [BYTES ...] [--batches N] [--pace S]
 
 A DataLoader with one persistent worker delivers N batches (after a warm-up)
 whose tensors the worker allocates in shared memory and fills, as torch's
 collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
-collate_shm_cpu_s Z touch_cpu_s T batches N", in seconds per batch:
+collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P", in seconds per batch:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -22,6 +22,13 @@ collate_shm_cpu_s Z touch_cpu_s T batches N", in seconds per batch:
                      at its first use of the batch.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
+
+--pace S makes the worker take S seconds a batch (a sleep before each), as
+the job's loop did: threads that sleep between batches and are woken for
+each cost more than threads kept busy (on this VM the loop and receive CPU
+of a small batch were 2.5x higher at a 5 ms pace than back to back, the
+same at 30 ms; docs/model.md, input `loop`). The pace is capped at 20 ms and
+the batches cut so the timing stays within about 2 s.
 """
 import argparse
 import os
@@ -32,14 +39,17 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class Batches(Dataset):
-    def __init__(self, sizes, count):
+    def __init__(self, sizes, count, pace_s):
         self.sizes = sizes
         self.count = count
+        self.pace_s = pace_s
 
     def __len__(self):
         return self.count
 
     def __getitem__(self, index):
+        if self.pace_s > 0:
+            time.sleep(self.pace_s)
         start = time.thread_time_ns()
         heap = tuple(torch.empty(size, dtype=torch.uint8).fill_(1) for size in self.sizes)
         heap_ns = time.thread_time_ns() - start
@@ -66,9 +76,14 @@ def main():
     p.add_argument("bytes", type=int, nargs="+")
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--pace", type=float, default=0, help="seconds a batch in the job's loop (0: back to back)")
     args = p.parse_args()
+    pace = min(max(args.pace, 0), 0.02)
+    if pace > 0:
+        args.batches = max(20, min(args.batches, int(2 / pace)))
+        args.warmup = min(args.warmup, 10)
     torch.set_num_threads(1)
-    loader = DataLoader(Batches(args.bytes, args.warmup + args.batches), batch_size=None, num_workers=1,
+    loader = DataLoader(Batches(args.bytes, args.warmup + args.batches, pace), batch_size=None, num_workers=1,
                         persistent_workers=True)
     it = iter(loader)
     for _ in range(args.warmup):
@@ -92,8 +107,8 @@ def main():
         shared_extra += shared_ns - heap_ns
     loop = process_cpu_ns(worker) - worker_from - fetch
     n = args.batches * 1e9
-    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d"
-          % (max(0, loop) / n, receive / n, max(0, shared_extra) / n, max(0, touch) / n, args.batches))
+    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d pace_s %.6f"
+          % (max(0, loop) / n, receive / n, max(0, shared_extra) / n, max(0, touch) / n, args.batches, pace))
 
 
 if __name__ == "__main__":

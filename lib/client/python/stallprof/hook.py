@@ -66,6 +66,7 @@ span), and what reading the counters adds to a sampled wait
 """
 import os
 import sys
+import time
 
 WAIT = "dataloader.wait"
 EPOCH = "dataloader.epoch"
@@ -323,32 +324,58 @@ def _tensor_bytes(batch, out, depth=0):
     return out
 
 
+# Batches whose collate calls _watch_first_batch times: the pace is the median
+# gap between them (the first batch, often slow, only starts the clock).
+_PACE_BATCHES = 9
+
+
 def _watch_first_batch(fetcher, scope):
     """For a loader without workers: its first batch's tensors, as config
     (batch_tensors, batch_bytes), and a request for `stallprof run` to time
     after the job what handing such a batch from a worker to the main process
     costs (stallprof.calibrate_ipc; STALLPROF_IPC_DIR), which no profile
-    without workers can see. The collate function is wrapped for one call."""
+    without workers can see. The request is rewritten with the pace of the
+    loop (the median time between the first batches) once it is known: a
+    thread woken for each batch costs more than one kept busy, so the timing
+    paces its worker the same way. The collate function is wrapped for the
+    first _PACE_BATCHES calls."""
     original = fetcher.collate_fn
+    request = {}  # path, header (pid, scope, python, sizes)
+    times = []
 
-    def first_batch(data):
+    def write_request(pace_s):
+        path = request.get("path")
+        if not path:
+            return
+        with open(path + ".tmp", "w") as f:
+            f.write(request["header"] + ("pace_s %.6f\n" % pace_s if pace_s > 0 else ""))
+        os.rename(path + ".tmp", path + ".req")
+
+    def watched(data):
         batch = original(data)
-        fetcher.collate_fn = original
+        times.append(time.monotonic())
         try:
-            sizes = _tensor_bytes(batch, [])
-            _ext.config(scope, "batch_tensors", len(sizes))
-            _ext.config(scope, "batch_bytes", sum(sizes))
-            folder = os.environ.get("STALLPROF_IPC_DIR")
-            if folder and 0 < len(sizes) <= 256 and os.path.isabs(sys.executable or ""):
-                path = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
-                with open(path + ".tmp", "w") as f:
-                    f.write("%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable, " ".join(map(str, sizes))))
-                os.rename(path + ".tmp", path + ".req")
+            if len(times) == 1:
+                sizes = _tensor_bytes(batch, [])
+                _ext.config(scope, "batch_tensors", len(sizes))
+                _ext.config(scope, "batch_bytes", sum(sizes))
+                folder = os.environ.get("STALLPROF_IPC_DIR")
+                if folder and 0 < len(sizes) <= 256 and os.path.isabs(sys.executable or ""):
+                    request["path"] = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
+                    request["header"] = "%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable,
+                                                             " ".join(map(str, sizes)))
+                    write_request(0)
+            elif len(times) == _PACE_BATCHES:
+                gaps = sorted(b - a for a, b in zip(times, times[1:]))
+                write_request(gaps[len(gaps) // 2])
         except Exception:
             pass  # optional: whatif says the handoff was not timed
+        finally:
+            if len(times) >= _PACE_BATCHES or not request.get("path"):
+                fetcher.collate_fn = original
         return batch
 
-    fetcher.collate_fn = first_batch
+    fetcher.collate_fn = watched
 
 
 class _WorkerInit:
