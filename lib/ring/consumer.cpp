@@ -194,6 +194,7 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
     lane->tail.store(head, std::memory_order_release);
     return;
   }
+  stats.max_fill = std::max(stats.max_fill, static_cast<double>(head - tail) / static_cast<double>(capacity));
 
   sp_record chunk[kChunkRecords];
   while (tail != head) {

@@ -50,6 +50,7 @@ struct DrainStats {
   uint64_t invalid = 0;   // records rejected (bad kind, unknown name id, bad length)
   uint64_t names = 0;     // names passed to OnName
   uint64_t lane_resets = 0;  // lanes whose head/tail were impossible (tail resynced to head)
+  double max_fill = 0;       // the fullest lane's records waiting when drained, over its capacity
 };
 
 // How the TSC conversion went over the run (all 0 without a TSC clock).
