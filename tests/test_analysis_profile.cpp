@@ -298,7 +298,7 @@ TEST_CASE("Read spans around fetch spans give the storage bytes per batch and th
   CHECK(shifted->loaders.front().fetch_reads.empty());
 }
 
-TEST_CASE("A profile's receive cost is the main thread's CPU and delay in next(), only with workers") {
+TEST_CASE("A profile's receive cost is the main thread's CPU in next(), without its run-queue delay, only with workers") {
   TraceBuilder b;
   b.Process(100, 1);
   b.Process(201, 100);
@@ -310,7 +310,9 @@ TEST_CASE("A profile's receive cost is the main thread's CPU and delay in next()
   for (int i = 0; i < 20; ++i) b.Span(w, names::kFetch, i * 10 * kMs, 4 * kMs, 1, i, 4 * kMs, 0);
   auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
-  CHECK(profiles->front().receive_s_per_batch == Approx(0.0015));
+  // 1 ms of CPU a wait; its 0.5 ms of delay the simulation predicts itself
+  // (the cores it shares), and a busy profile's would carry its load along.
+  CHECK(profiles->front().receive_s_per_batch == Approx(0.001));
   b.trace.configs.clear();
   b.Config(100, 1, "num_workers", 0);  // the main thread fetches: its CPU in next() is not receiving
   profiles = MeasureProfiles(b.trace, {});

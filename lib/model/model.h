@@ -76,7 +76,7 @@ struct LoaderProfile {
                                          // measured run-queue delay applies as is)
   double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
                                          // main process's serial cost of receiving a batch (IPC)
-  double receive_s_per_batch = 0;        // the main thread's CPU + run-queue delay in next(), per batch
+  double receive_s_per_batch = 0;        // the main thread's CPU in next(), per batch (its delay: predicted)
   std::string receive_source;            // how receive was obtained when not from wait spans (no workers)
                                          // (wait spans with CPU); measurable when batches were late, where
                                          // handoff is not. 0 = not recorded

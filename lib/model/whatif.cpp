@@ -173,7 +173,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                        "profile): taken as 0");
   } else {
     in.push_back(p.receive_s_per_batch > 0
-                   ? fmt::format("main thread CPU + run-queue delay in next() per batch: {} (measured, wait spans); "
+                   ? fmt::format("main thread CPU in next() per batch: {} (measured, wait spans; its run-queue delay is predicted); "
                                  "the main loop pays the larger of this and handoff",
                                  FormatSeconds(p.receive_s_per_batch))
                    : "main thread CPU in next(): not recorded (wait spans without CPU time)");
