@@ -81,7 +81,10 @@ record trivial trivial --items 1000 --cpu-step-ms 2
 check trivial '
 assert l["verdict"] == "not_input_bound", l["verdict_line"]
 assert l["bottleneck"] == "compute"
-assert a["stallprof"] > 0 and a["storage"] == 0
+assert a["stallprof"] > 0
+# Nothing is read from storage but a module after another test dropped the
+# page cache (seen: 1.2 ms against 2 s of compute, ctest -j2).
+assert a["storage"] <= 0.002 * a["compute"], (a["storage"], a["compute"])
 '
 
 # (b) 64 random 4 KiB reads of a 1 MiB file per sample after dropping the page
