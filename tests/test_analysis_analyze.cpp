@@ -404,6 +404,33 @@ TEST_CASE("Steady-state summaries of many iterations are those of the steady val
   CHECK(loader.step_steady.count == 3 * 695 - 3);  // each epoch's last step has no end (no StopIteration call): not counted
 }
 
+TEST_CASE("RadixSortBy orders rows by key as a stable sort does, small inputs and large") {
+  struct Row {
+    uint64_t key = 0;
+    uint32_t added = 0;  // its place before sorting: rows of equal keys keep that order
+  };
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{1024}, size_t{5000}}) {
+    INFO(n << " rows");
+    HugeVector<Row> rows;
+    std::vector<std::pair<uint64_t, uint32_t>> want;
+    for (uint32_t i = 0; i < n; ++i) {
+      // Keys differing in low, middle and top bytes, each one ~8 times (ties), one byte the same in all.
+      const uint64_t k = (i * 2654435761u) % (n / 8 + 1);
+      const uint64_t key = (k & 0xff) | (k >> 8) << 24 | (k % 3) << 62 | uint64_t{0x5a} << 40;
+      rows.push_back({key, i});
+      want.emplace_back(key, i);
+    }
+    std::sort(want.begin(), want.end());  // by key, then by the order added
+    internal::RadixSortBy(rows, [](const Row& r) { return r.key; });
+    REQUIRE(rows.size() == want.size());
+    for (size_t i = 0; i < n; ++i) {
+      INFO("row " << i);
+      CHECK(rows[i].key == want[i].first);
+      CHECK(rows[i].added == want[i].second);
+    }
+  }
+}
+
 TEST_CASE("FetchesByBatch finds a batch's earliest fetch at or after a time, the first added among equal starts") {
   for (const uint64_t stride : {uint64_t{1}, uint64_t{1'000'000}}) {  // dense batch indices, then sparse
     INFO("batch stride " << stride);

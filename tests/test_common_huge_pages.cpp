@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 
 #include "common/huge_pages.h"
@@ -87,14 +88,31 @@ TEST_CASE("freed HugeVector mappings beyond kCachedBytesMax go back to the kerne
   CHECK(CachedHugePageBytes() == kCachedBytesMax);
 }
 
-TEST_CASE("a HugeVector no kept mapping fits sends the kept ones back to the kernel first") {
+TEST_CASE("a buffer no kept mapping fits grows the biggest kept one, its pages moved along, and the others go back") {
   if (kSanitized) {
     WARN("skipped: a sanitized build takes every buffer from operator new");
     return;
   }
   auto taken = DrainMappingCache();
-  { HugeVector<uint8_t> small(kHugePageBytes); }
-  CHECK(CachedHugePageBytes() == kHugePageBytes);
-  HugeVector<uint8_t> bigger(2 * kHugePageBytes);  // kept mappings too small: fresh, and they go
+  // Two kept mappings of 2 and 4 MiB, the 4 MiB one filled with 0xab.
+  void* small = AllocateHugePages(kHugePageBytes);
+  auto* filled = static_cast<uint8_t*>(AllocateHugePages(2 * kHugePageBytes));
+  std::memset(filled, 0xab, 2 * kHugePageBytes);
+  FreeHugePages(small, kHugePageBytes);
+  FreeHugePages(filled, 2 * kHugePageBytes);
+  CHECK(CachedHugePageBytes() == 3 * kHugePageBytes);
+  // 6 MiB: too big for both; the 4 MiB one grows (its bytes still there, so
+  // its pages were not faulted in again), the rest is fresh (zero), and the
+  // 2 MiB one goes back to the kernel.
+  auto* bigger = static_cast<uint8_t*>(AllocateHugePages(3 * kHugePageBytes));
+  CHECK(reinterpret_cast<uintptr_t>(bigger) % kHugePageBytes == 0);
   CHECK(CachedHugePageBytes() == 0);
+  CHECK(bigger[0] == 0xab);
+  CHECK(bigger[2 * kHugePageBytes - 1] == 0xab);
+  CHECK(bigger[2 * kHugePageBytes] == 0);
+  CHECK(bigger[3 * kHugePageBytes - 1] == 0);
+  std::memset(bigger, 1, 3 * kHugePageBytes);  // all of it writable
+  CHECK(bigger[3 * kHugePageBytes - 1] == 1);
+  FreeHugePages(bigger, 3 * kHugePageBytes);
+  CHECK(CachedHugePageBytes() == 3 * kHugePageBytes);
 }

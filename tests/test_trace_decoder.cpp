@@ -281,3 +281,33 @@ TEST_CASE("A process described again after exec keeps its last description and f
   CHECK(trace->processes[0].comm == "python3");
   CHECK(trace->processes[0].first_seen_ns == 10);
 }
+
+TEST_CASE("a varint's 7-bit groups pack into its value by shifts and by pext alike") {
+  // (groups as the 8 bytes hold them, top bits cleared; value)
+  const std::pair<uint64_t, uint64_t> cases[] = {
+      {0x00, 0},
+      {0x7f, 127},
+      {0x0100, 128},
+      {0x022c, 300},  // the protobuf documentation's example: bytes ac 02
+      {0x7f7f7f, (uint64_t{1} << 21) - 1},
+      {0x01000000, uint64_t{1} << 21},
+      {0x7f7f7f7f7f7f7f7full, (uint64_t{1} << 56) - 1},
+      {0x0102030405060708ull, 8 | 7 << 7 | 6 << 14 | 5 << 21 | uint64_t{4} << 28 | uint64_t{3} << 35 |
+                                  uint64_t{2} << 42 | uint64_t{1} << 49},
+  };
+  for (const auto& [groups, value] : cases) {
+    INFO("groups " << std::hex << groups);
+    CHECK(decoder_internal::PackVarintGroupsWith(false, groups) == value);
+  }
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("bmi2")) {
+    WARN("SKIP: no BMI2 on this CPU, pext not tried");
+    return;
+  }
+  for (const auto& [groups, value] : cases) {
+    INFO("groups " << std::hex << groups);
+    CHECK(decoder_internal::PackVarintGroupsWith(true, groups) == value);
+  }
+#endif
+}

@@ -656,11 +656,13 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
 
-  HugeVector<uint32_t> order(fetches.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return fetches[a].start_ns < fetches[b].start_ns; });
-  c.worker_fetch_of_batch.Reserve(order.size());
-  for (uint32_t f : order) {
+  // The fetches by start (a fetch of several at the same start: in file order).
+  HugeVector<std::pair<uint64_t, uint32_t>> by_start(fetches.size());
+  for (uint32_t i = 0; i < by_start.size(); ++i) by_start[i] = {fetches[i].start_ns, i};
+  RadixSortBy(by_start, [](const auto& fetch) { return fetch.first; });
+  c.worker_fetch_of_batch.Reserve(by_start.size());
+  for (const auto& fetch : by_start) {
+    const uint32_t f = fetch.second;
     if (fetches[f].pid == loader.pid) c.main_fetches.push_back(f);
     else c.worker_fetch_of_batch.Add(fetches[f].batch, fetches[f].start_ns, f);
     Weights w{};
@@ -718,9 +720,9 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
     HugeVector<uint64_t> worker_starts;  // by time
-    worker_starts.reserve(order.size());
-    for (uint32_t f : order)
-      if (fetches[f].pid != loader.pid) worker_starts.push_back(fetches[f].start_ns);
+    worker_starts.reserve(by_start.size());
+    for (const auto& [start, f] : by_start)
+      if (fetches[f].pid != loader.pid) worker_starts.push_back(start);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;

@@ -427,7 +427,7 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
       costs.push_back({s.start_ns[f], {0.0f, static_cast<float>(d)}});
     }
   }
-  std::sort(costs.begin(), costs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  internal::RadixSortBy(costs, [](const auto& c) { return c.first; });
   loader.batch_costs.clear();
   loader.batch_costs.reserve(costs.size());
   for (const auto& c : costs) loader.batch_costs.push_back(c.second);
@@ -499,7 +499,7 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   ends.reserve(fetches.size());
   for (uint32_t f : fetches)
     if (trace.threads[s.thread[f]].pid != loader.pid) ends.push_back(s.start_ns[f] + s.duration_ns[f]);
-  std::sort(ends.begin(), ends.end());
+  internal::RadixSortBy(ends, [](uint64_t end) { return end; });
   // The fetch span of each batch (arg = the batch index in its epoch) and each
   // worker thread's fetch intervals, to tell a batch that could be handed over
   // from one still sitting in a busy worker: a worker that goes straight on to
@@ -776,31 +776,16 @@ void SortDoubles(std::span<double> values) {
     std::sort(values.begin(), values.end());
     return;
   }
-  HugeVector<uint64_t> keys(n), spare(n);
-  // The digits' counts of all 8 passes in one read of the keys.
-  std::vector<std::array<size_t, 256>> counts(8, std::array<size_t, 256>{});
+  HugeVector<uint64_t> keys(n);
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(values[i])) {
       std::sort(values.begin(), values.end());
       return;
     }
     const uint64_t bits = std::bit_cast<uint64_t>(values[i]);
-    const uint64_t k = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
-    keys[i] = k;
-    for (int pass = 0; pass < 8; ++pass) counts[pass][(k >> (8 * pass)) & 0xff]++;
+    keys[i] = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
   }
-  for (int shift = 0; shift < 64; shift += 8) {
-    auto& count = counts[shift / 8];
-    if (count[(keys[0] >> shift) & 0xff] == n) continue;  // one digit for all: already in order
-    size_t at = 0;
-    for (size_t& c : count) {
-      const size_t here = c;
-      c = at;
-      at += here;
-    }
-    for (uint64_t k : keys) spare[count[(k >> shift) & 0xff]++] = k;
-    keys.swap(spare);
-  }
+  internal::RadixSortBy(keys, [](uint64_t k) { return k; });
   for (size_t i = 0; i < n; ++i) {
     const uint64_t k = keys[i];
     values[i] = std::bit_cast<double>((k >> 63) ? k & ~(uint64_t{1} << 63) : ~k);

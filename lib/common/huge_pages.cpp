@@ -44,22 +44,57 @@ MappingCache& Cache() {
   return *cache;
 }
 
-// The smallest cached mapping of at least `size` bytes, cut to `size`; nullptr
-// when none, and then every cached mapping goes back to the kernel: the fresh
-// mapping about to be made can reuse their pages (recently used, so not
-// reclaimed by a VM's host), and the cache never adds to the peak memory of a
-// process whose buffers grow.
+// A fresh mapping of `size` bytes (a multiple of kHugePageBytes) on a 2 MiB
+// boundary: one huge page more is mapped and the slack around the aligned part
+// unmapped. With `from` (a mapping of `from_size` < `size` bytes), its pages
+// are moved there (mremap moves them, faulted in and filled, without a copy;
+// huge pages stay whole, both ends being aligned) and only the rest is fresh.
+// nullptr when the kernel refuses (`from` is then still mapped).
+void* MapAligned(size_t size, void* from = nullptr, size_t from_size = 0) {
+  void* raw = mmap(nullptr, size + kHugePageBytes, from ? PROT_NONE : PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  // A fixed move replaces the reservation at `aligned` by the grown mapping.
+  if (from && mremap(from, from_size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(aligned)) ==
+                  MAP_FAILED) {
+    munmap(raw, size + kHugePageBytes);
+    return nullptr;
+  }
+  if (aligned > begin) munmap(raw, aligned - begin);
+  if (const size_t tail = begin + size + kHugePageBytes - (aligned + size); tail > 0)
+    munmap(reinterpret_cast<void*>(aligned + size), tail);
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // a hint: without THP, 4 KiB pages
+  return reinterpret_cast<void*>(aligned);
+}
+
+// The smallest cached mapping of at least `size` bytes, cut to `size`. When
+// none is that big, the biggest one grown to `size` (its pages moved, the rest
+// fresh: fewer pages to fault in and zero than a new mapping; a buffer that
+// grows by doubling, or a bigger table after a smaller one, reuses them), and
+// every other cached mapping goes back to the kernel: the cache never adds to
+// the peak memory of a process whose buffers grow. nullptr when the cache is
+// empty or the kernel refuses.
 void* TakeCached(size_t size) {
   MappingCache& c = Cache();
   std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.free.empty()) return nullptr;
   size_t best = c.free.size();
   for (size_t i = 0; i < c.free.size(); ++i)
     if (c.free[i].second >= size && (best == c.free.size() || c.free[i].second < c.free[best].second)) best = i;
   if (best == c.free.size()) {
-    for (auto [p, have] : c.free) munmap(p, have);
+    size_t biggest = 0;
+    for (size_t i = 1; i < c.free.size(); ++i)
+      if (c.free[i].second > c.free[biggest].second) biggest = i;
+    auto [grown, grown_size] = c.free[biggest];
+    for (size_t i = 0; i < c.free.size(); ++i)
+      if (i != biggest) munmap(c.free[i].first, c.free[i].second);
     c.free.clear();
     c.bytes = 0;
-    return nullptr;
+    void* p = MapAligned(size, grown, grown_size);
+    if (!p) munmap(grown, grown_size);
+    return p;
   }
   auto [p, have] = c.free[best];
   c.free.erase(c.free.begin() + static_cast<std::ptrdiff_t>(best));
@@ -88,18 +123,11 @@ size_t CachedHugePageBytes() {
 
 void* AllocateHugePages(size_t bytes) {
   if (!Mapped(bytes)) return ::operator new(bytes);
-  // Map one huge page more than needed and unmap the slack around the aligned part.
   const size_t size = RoundUp(bytes);
   if (void* cached = TakeCached(size)) return cached;
-  void* raw = mmap(nullptr, size + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const auto begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  if (aligned > begin) munmap(raw, aligned - begin);
-  if (const size_t tail = begin + size + kHugePageBytes - (aligned + size); tail > 0)
-    munmap(reinterpret_cast<void*>(aligned + size), tail);
-  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // a hint: without THP, 4 KiB pages
-  return reinterpret_cast<void*>(aligned);
+  void* p = MapAligned(size);
+  if (!p) throw std::bad_alloc();
+  return p;
 }
 
 void FreeHugePages(void* p, size_t bytes) noexcept {

@@ -34,7 +34,8 @@ void* AllocateHugePages(size_t bytes);
 // allocation of its size or less while the kept ones total kCachedBytesMax or
 // less: its pages are already faulted in (a fresh mapping is zeroed page by
 // page), and analysis frees and allocates tables of the same sizes again and
-// again. An allocation no kept mapping fits returns them all to the kernel.
+// again. An allocation no kept mapping fits grows the biggest one (mremap: its
+// pages move along, only the rest is fresh) and returns the others to the kernel.
 void FreeHugePages(void* p, size_t bytes) noexcept;
 // Bytes of freed mappings kept for reuse.
 size_t CachedHugePageBytes();

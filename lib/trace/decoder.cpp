@@ -27,13 +27,55 @@ namespace {
   return false;
 }
 
+// Packs the 7-bit groups of a varint's bytes (top bits clear) into one number:
+// a bit extract (pext) where the CPU has a fast one, else shifts and masks.
+// pext is written as inline assembly, so the compiler needs no target flag;
+// it runs only where PextIsFast() said so.
+template <bool kPext>
+[[gnu::always_inline]] inline uint64_t PackVarintGroups(uint64_t x) {
+#if defined(__x86_64__)
+  if constexpr (kPext) {
+    uint64_t packed;
+    asm("pextq %2, %1, %0" : "=r"(packed) : "r"(x), "r"(0x7f7f7f7f7f7f7f7full));
+    return packed;
+  }
+#endif
+  x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);  // 14 bits per 16
+  x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);  // 28 bits per 32
+  x = ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);  // 56 bits
+  return x;
+}
+
+}  // namespace
+
+namespace decoder_internal {
+
+bool PextIsFast() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2") &&
+         !__builtin_cpu_is("amdfam15h") && !__builtin_cpu_is("amdfam17h");
+#else
+  return false;
+#endif
+}
+
+uint64_t PackVarintGroupsWith(bool pext, uint64_t groups) {
+  return pext ? PackVarintGroups<true>(groups) : PackVarintGroups<false>(groups);
+}
+
+}  // namespace decoder_internal
+
+namespace {
+
 // A varint of a packed column whose varints were counted (Packed::Count), so
 // none runs past `column_end`. Where 8 bytes can be loaded without passing
 // `readable` (the end of the batch, which holds the column), a varint of up to
 // 8 bytes is decoded without a branch per byte: the length comes from the
-// first byte without its top bit, and the 7-bit groups are packed together by
-// shifts. Spans' varints are 1-4 bytes of no predictable length, and the
-// byte loop's mispredicted branches were most of the decoding time.
+// first byte without its top bit, and the 7-bit groups are packed together
+// (PackVarintGroups). Spans' varints are 1-4 bytes of no predictable length,
+// and the byte loop's mispredicted branches were most of the decoding time.
+template <bool kPext>
 [[gnu::always_inline]] inline void ReadColumnVarint(const uint8_t*& p, const uint8_t* column_end, const uint8_t* readable,
                                                     uint64_t& v) {
   if (readable - p >= 8) {
@@ -42,11 +84,7 @@ namespace {
     const uint64_t stops = ~word & 0x8080808080808080ull;
     if (stops != 0) {
       const int bytes = std::countr_zero(stops) / 8 + 1;
-      uint64_t x = word & (stops ^ (stops - 1)) & 0x7f7f7f7f7f7f7f7full;  // this varint's bytes, groups only
-      x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);  // 14 bits per 16
-      x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);  // 28 bits per 32
-      x = ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);  // 56 bits
-      v = x;
+      v = PackVarintGroups<kPext>(word & (stops ^ (stops - 1)) & 0x7f7f7f7f7f7f7f7full);  // this varint's bytes
       p += bytes;
       return;
     }
@@ -56,13 +94,14 @@ namespace {
 
 // A varint of a column of small numbers (string ids, scopes, kinds): one byte
 // but in rare traces, so one well predicted branch instead of the word's bit work.
+template <bool kPext>
 [[gnu::always_inline]] inline void ReadSmallColumnVarint(const uint8_t*& p, const uint8_t* column_end,
                                                          const uint8_t* readable, uint64_t& v) {
   if (*p < 0x80) {
     v = *p++;
     return;
   }
-  ReadColumnVarint(p, column_end, readable, v);
+  ReadColumnVarint<kPext>(p, column_end, readable, v);
 }
 
 // Steps over a varint of a packed column (as ReadColumnVarint, without its value).
@@ -328,10 +367,16 @@ Status TraceDecoder::Footer(const pb::TraceFooter& f) {
   return Status::Ok();
 }
 
+Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
+  static const bool pext_is_fast = decoder_internal::PextIsFast();
+  return pext_is_fast ? SpanBatchOf<true>(p, end) : SpanBatchOf<false>(p, end);
+}
+
 // Decodes a SpanBatch encoding row by row into a block on the stack, handing the sink a
 // block at a time, or adding a span to the sink's folds as its name says
 // (SpanSink::actions; docs/trace-format.md has the column rules).
-Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
+template <bool kPext>
+Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
   uint64_t thread_id = 0, base_ns = 0;
   Packed col[12];
   while (p < end) {
@@ -431,20 +476,20 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
   size_t k = 0;
   for (int64_t i = 0; i < n; ++i) {
     uint64_t z = 0, duration = 0;
-    ReadColumnVarint(q_start, col[kStart].end, end, z);  // counts were verified above
-    ReadColumnVarint(q_dur, col[kDuration].end, end, duration);
+    ReadColumnVarint<kPext>(q_start, col[kStart].end, end, z);  // counts were verified above
+    ReadColumnVarint<kPext>(q_dur, col[kDuration].end, end, duration);
     const uint64_t start = prev_end + ((z >> 1) ^ (~(z & 1) + 1));  // zigzag
     prev_end = start + duration;
     if (i < n_name) {
-      ReadSmallColumnVarint(q_name, col[kName].end, end, name);
+      ReadSmallColumnVarint<kPext>(q_name, col[kName].end, end, name);
       if (name >= strings) return Corrupt(fmt::format("a span names undefined string {}", name));
     }
     if (i < n_scope) {
-      ReadSmallColumnVarint(q_scope, col[kScope].end, end, scope);
+      ReadSmallColumnVarint<kPext>(q_scope, col[kScope].end, end, scope);
       if (scope > UINT16_MAX) return Corrupt(fmt::format("a span scope {} is out of range", scope));
     }
     if (i < n_kind) {
-      ReadSmallColumnVarint(q_kind, col[kKind].end, end, kind);
+      ReadSmallColumnVarint<kPext>(q_kind, col[kKind].end, end, kind);
       if (kind != 1 && kind != 4 && kind != 5) return Corrupt(fmt::format("a span has unknown kind {}", kind));
     }
     if (n_bits && i % 64 == 0) ReadVarint(q_bits, col[kCpuBits].end, bits);
@@ -455,7 +500,7 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
       SkipColumnVarint(q_arg, col[kArg].end, end);
       uint64_t cpu = 0;
       if (has_cpu) {
-        ReadColumnVarint(q_cpu, col[kCpu].end, end, cpu);
+        ReadColumnVarint<kPext>(q_cpu, col[kCpu].end, end, cpu);
         SkipColumnVarint(q_delay, col[kDelay].end, end);
       }
       if (action != SpanAction::kFold || kind != static_cast<uint64_t>(SpanKind::kSpan)) continue;
@@ -484,12 +529,12 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
     DecodedSpan& s = block[k];
     s.start_ns = start;
     s.duration_ns = duration;
-    ReadColumnVarint(q_arg, col[kArg].end, end, s.arg);
+    ReadColumnVarint<kPext>(q_arg, col[kArg].end, end, s.arg);
     s.has_cpu = has_cpu;
     s.cpu_ns = s.delay_ns = 0;
     if (has_cpu) {
-      ReadColumnVarint(q_cpu, col[kCpu].end, end, s.cpu_ns);
-      ReadColumnVarint(q_delay, col[kDelay].end, end, s.delay_ns);
+      ReadColumnVarint<kPext>(q_cpu, col[kCpu].end, end, s.cpu_ns);
+      ReadColumnVarint<kPext>(q_delay, col[kDelay].end, end, s.delay_ns);
     }
     s.thread = thread;
     s.name = static_cast<uint32_t>(name);

@@ -98,6 +98,16 @@ class SpanSink {
   std::vector<SpanTotals> folds;
 };
 
+namespace decoder_internal {
+// Whether pext is a single fast instruction here: BMI2, but not on AMD before
+// Zen 3, where it is microcoded (tens of cycles). The decoder packs varints
+// with it where it is.
+bool PextIsFast();
+// A varint's bytes, top bits cleared, packed into its value: by pext (only
+// where the CPU has BMI2) or by shifts and masks. For the tests.
+uint64_t PackVarintGroupsWith(bool pext, uint64_t groups);
+}  // namespace decoder_internal
+
 // Decodes the chunks of one file into `trace` (which the caller has set up
 // with DecodeChunks, or which starts empty: strings gets its "" at id 0).
 class TraceDecoder {
@@ -122,6 +132,9 @@ class TraceDecoder {
   Status Drops(const pb::LaneDrops& d);
   Status Footer(const pb::TraceFooter& f);
   Status SpanBatch(const uint8_t* p, const uint8_t* end);
+  // SpanBatch's work, with the varints' bits packed by pext or by shifts (decoder.cpp).
+  template <bool kPext>
+  Status SpanBatchOf(const uint8_t* p, const uint8_t* end);
   // The index in sink_.folds of (thread, name, scope), added when new.
   uint32_t FoldOf(uint32_t thread, uint32_t name, uint16_t scope);
 
