@@ -515,7 +515,7 @@ Result<RunSummary> Run(const RunOptions& options) {
       // Come back before the fullest lane could pass an eighth of its
       // capacity at the rate it filled since the last drain, within 1-10 ms:
       // a wake-up is not free (on this VM a thread woken per batch costs
-      // 2.5x the CPU of one kept busy), and a job writing a steady stream
+      // 1.6-3x the CPU of one kept busy), and a job writing a steady stream
       // kept this thread waking every 1 ms for lanes a few percent full.
       // Idle: back off to 10 ms.
       constexpr auto kMinPause = std::chrono::microseconds(1000), kMaxPause = std::chrono::microseconds(10000);

@@ -26,8 +26,9 @@ and both shared-memory figures grow with it.
 --pace S makes the worker take S seconds a batch (a sleep before each), as
 the job's loop did: threads that sleep between batches and are woken for
 each cost more than threads kept busy (on this VM the loop and receive CPU
-of a small batch were 2.5x higher at a 5 ms pace than back to back, the
-same at 30 ms; docs/model.md, input `loop`). The pace is capped at 20 ms and
+of a 288-byte batch were 1.6-1.8x higher at a 20 ms pace than back to back
+on a quiet machine, 2.5-3x while other jobs kept the cores busy; docs/model.md,
+input `loop`). The pace is capped at 20 ms and
 the batches cut so the timing stays within about 2 s.
 """
 import argparse
