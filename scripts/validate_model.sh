@@ -218,7 +218,20 @@ validate_startup() {
     "$SP" run -q -o "$WORK/u2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --persistent >/dev/null
     measured+=("$(measured_whole_of "$WORK/u2.pb")")
   done
-  echo "startup (whole run): predicted ${predicted[*]}; measured ${measured[*]}"
+  echo "startup (whole run): profiled ${profiled[*]}; predicted ${predicted[*]}; measured ${measured[*]}"
+  # Spawned interpreters start as fast as the host lets them, and on this VM
+  # that changed within one series: the same profiled run measured 43.5 and
+  # 56.9 samples/s minutes apart (2026-11-23), so medians compared a slow
+  # prediction with a fast target (-21%) or the reverse (+27%). Repeats of one
+  # configuration that spread by more than the bound test the host, not the
+  # model: skip, with the spread.
+  local spread
+  spread=$("$PY" -c 'import sys; v = [float(x) for x in sys.argv[1:]]; print(max(max(v[:len(v)//2]) / min(v[:len(v)//2]), max(v[len(v)//2:]) / min(v[len(v)//2:])))' \
+    "${profiled[@]}" "${measured[@]}")
+  if "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 1 + float(sys.argv[2]) else 1)' "$spread" "$MAX_ERROR"; then
+    skip startup "repeated runs of one configuration spread by $spread x (more than 1 + $MAX_ERROR): the host's start-up speed changed during the series"
+    return
+  fi
   compare "startup: spawn -> persistent, whole run" "$(median "${predicted[@]}")" "$(median "${measured[@]}")" "$(median "${profiled[@]}")"
 }
 
