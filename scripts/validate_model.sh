@@ -19,6 +19,8 @@
 # decode:  a torchvision ImageFolder of generated JPEGs (1536, decode, crop,
 #          flip) and a small CNN trained on the CPU, profiled at num_workers=0
 #          -> 1 and 2.
+# threads: the decode case's CNN on 2 intra-op threads, profiled without
+#          workers -> 2 workers beside them, and with the step on 1 thread.
 # tail:    long-tailed item costs (1 ms CPU and 2 ms blocked a sample, every
 #          16th sample 12x both), profiled with 1 worker -> 4 workers on 2
 #          cores (in-order delivery waits for the tail; the blocked share lets
@@ -160,37 +162,70 @@ validate_cpustep() {
   compare "cpustep: 0 -> 2 workers, CPU step" "$(median "${p2[@]}")" "$(median "${m2[@]}")" "$unchanged"
 }
 
-validate_decode() {
-  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip decode "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
+# The decode cases' images, flags and malloc thresholds (DATA, FLAGS, TUNED).
+decode_setup() {
   # 96 batches an epoch: each forked worker makes ~48 batches before it is
   # replaced, as on a real dataset. With 24-batch epochs (this case until
   # 2026-11-22) a worker spent most of its 12 batches faulting in copied pages
   # of the parent (19% of its fetch CPU in the kernel against 4% in the
   # profile's main thread, under load), a start-up cost the steady state
   # then carried.
-  local data=$WORK/images flags=(--images 1536 --size 480 --crop 64 --batch-size 16 --epochs 2)
-  "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" "${flags[@]}" --epochs 0 >/dev/null
+  DATA=$WORK/images
+  FLAGS=(--images 1536 --size 480 --crop 64 --batch-size 16 --epochs 2)
+  "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$DATA" "${FLAGS[@]}" --epochs 0 >/dev/null
   # Every run with fixed malloc thresholds: under glibc's dynamic ones a decode
   # worker falls at random into refaulting its freed image buffers (bare runs
   # of one worker measured 147-372 samples/s, 83 K against 500 K page faults
   # in the worker), which no profile can predict; analyze names it instead.
-  local tuned=GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+  TUNED=GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+}
+
+# decode_run <trace> <imagefolder flags...>: one traced run, its steady samples/s
+decode_run() {
+  local trace=$1
+  shift
+  env "$TUNED" "$SP" run -q -o "$trace" -- "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$DATA" "${FLAGS[@]}" "$@" >/dev/null
+  measured_of "$trace"
+}
+
+validate_decode() {
+  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip decode "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
+  decode_setup
   local profiled=() p1=() p2=() m1=() m2=() i
   for i in $(seq "$REPEAT"); do
-    env "$tuned" "$SP" run -q -o "$WORK/d0.pb" -- "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" --workers 0 "${flags[@]}" >/dev/null
-    profiled+=("$(measured_of "$WORK/d0.pb")")
+    profiled+=("$(decode_run "$WORK/d0.pb" --workers 0)")
     p1+=("$(predict "$WORK/d0.pb" samples_per_s --workers 1)")
     p2+=("$(predict "$WORK/d0.pb" samples_per_s --workers 2)")
-    env "$tuned" "$SP" run -q -o "$WORK/d1.pb" -- "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" --workers 1 "${flags[@]}" >/dev/null
-    m1+=("$(measured_of "$WORK/d1.pb")")
-    env "$tuned" "$SP" run -q -o "$WORK/d2.pb" -- "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$data" --workers 2 "${flags[@]}" >/dev/null
-    m2+=("$(measured_of "$WORK/d2.pb")")
+    m1+=("$(decode_run "$WORK/d1.pb" --workers 1)")
+    m2+=("$(decode_run "$WORK/d2.pb" --workers 2)")
   done
   echo "decode: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}"
   # One worker is reported, not held to the "no change" margin: decoding and
   # the CNN share the 2 cores, so it gains less than 2 x the bound.
   compare "decode: 0 -> 1 worker (info)" "$(median "${p1[@]}")" "$(median "${m1[@]}")"
   compare "decode: 0 -> 2 workers" "$(median "${p2[@]}")" "$(median "${m2[@]}")" "$(median "${profiled[@]}")"
+}
+
+# The decode case's CNN on 2 intra-op threads (torch.set_num_threads(2)),
+# profiled without workers -> 2 workers as is (the step's threads and the
+# workers oversubscribe the 2 cores) and with --step-threads 1 (measured with
+# torch.set_num_threads(1)). Reported, not asserted: neither change is 2 x
+# the bound from "no change" on 2 cores.
+validate_threads() {
+  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip threads "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
+  if [ "$(nproc)" -lt 2 ]; then skip threads "needs 2 cores"; return; fi
+  decode_setup
+  local profiled=() p2=() p1=() m2=() m1=() i
+  for i in $(seq "$REPEAT"); do
+    profiled+=("$(decode_run "$WORK/t0.pb" --workers 0 --threads 2)")
+    p2+=("$(predict "$WORK/t0.pb" samples_per_s --workers 2)")
+    p1+=("$(predict "$WORK/t0.pb" samples_per_s --workers 2 --step-threads 1)")
+    m2+=("$(decode_run "$WORK/t2.pb" --workers 2 --threads 2)")
+    m1+=("$(decode_run "$WORK/t1.pb" --workers 2 --threads 1)")
+  done
+  echo "threads: profiled ${profiled[*]}; 2 workers, 2 threads predicted ${p2[*]}, measured ${m2[*]}; 2 workers, 1 thread predicted ${p1[*]}, measured ${m1[*]}"
+  compare "threads: 2 workers, step on 2 (info)" "$(median "${p2[@]}")" "$(median "${m2[@]}")"
+  compare "threads: 2 workers, step on 1 (info)" "$(median "${p1[@]}")" "$(median "${m1[@]}")"
 }
 
 validate_tail() {
@@ -371,7 +406,7 @@ validate_indexed() {
   compare "indexed: cold 400M -> all cached" "$(median "${predicted[@]}")" "$(median "${measured[@]}")" "$(median "${profiled[@]}")"
 }
 
-CASES="cores compute cache cpustep decode tail startup hog indexed"
+CASES="cores compute cache cpustep decode threads tail startup hog indexed"
 case "${1:-all}" in
   all) for c in $CASES; do "validate_$c"; done ;;
   *)

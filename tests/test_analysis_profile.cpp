@@ -87,6 +87,8 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(untimed.receive_source.empty());
   CHECK_FALSE(untimed.shm_collate_cpu_s_per_batch.measured);
   CHECK_FALSE(untimed.batch_touch_cpu_s_per_batch.measured);
+  CHECK(untimed.intra_op_threads == 0);
+  b.Config(100, 1, "intra_op_threads", 2);
   b.Config(100, 1, "batch_tensors", 2);
   b.Config(100, 1, "batch_bytes", 786560);
   b.ConfigDouble(100, 1, "ipc_loop_cpu_s", 0.0016);
@@ -103,6 +105,7 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(timed.shm_collate_cpu_s_per_batch.value == Approx(0.004));
   CHECK(timed.batch_touch_cpu_s_per_batch.value == Approx(0.0007));
   CHECK(timed.batch_bytes == 786560);
+  CHECK(timed.intra_op_threads == 2);
 }
 
 TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {

@@ -270,6 +270,73 @@ TEST_CASE("A step that uses the CPU slows when workers take its cores, and slows
   CHECK(Predict(p, On(1, 1))->step_s == Approx(0.030).epsilon(1e-3));
 }
 
+TEST_CASE("A parallel step beside workers that oversubscribe the cores is held up, and fewer intra-op threads free them") {
+  // Profiled without workers on 2 cores: 30 ms of fetch CPU, and a step of 5 ms
+  // on torch's 2 intra-op threads whose CPU, 13 ms, includes 3 ms of spinning
+  // at barriers: its work is 5 ms x 2 threads = 10 ms.
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.030;
+  p.compute_s_per_batch = 0.005;
+  p.compute_cpu_s_per_batch = {0.013, true, "test"};
+  p.profiled_cores = 2;
+  p.intra_op_threads = 2;
+  REQUIRE(ParallelStep(p));
+  // 2 workers: 4 threads on 2 cores. The step advances as one thread at half a
+  // core, 20 ms, while the workers do 20 ms of their 30; the rest at a core
+  // each, 5 ms: 25 ms a batch of 10, 400 samples/s (tests/test_model_simulate.cpp).
+  auto held = Predict(p, On(2, 2));
+  REQUIRE(held.ok());
+  CHECK(held->samples_per_s == Approx(400).epsilon(0.01));
+  CHECK(held->step_threads == 2);
+  CHECK(held->step_oversubscribed);
+  // torch.set_num_threads(1): 10 ms of CPU on one thread, 40 ms a batch over 2 busy cores.
+  Scenario one = On(2, 2);
+  one.step_threads = 1;
+  auto fewer = Predict(p, one);
+  REQUIRE(fewer.ok());
+  CHECK(fewer->samples_per_s == Approx(500).epsilon(0.01));
+  CHECK_FALSE(fewer->step_oversubscribed);
+  // On 4 cores the 2 workers leave the step its 2: a fetch per 30 ms in each
+  // worker, a batch per 15 ms, the step (5 ms) keeps up.
+  auto roomy = Predict(p, On(4, 2));
+  REQUIRE(roomy.ok());
+  CHECK_FALSE(roomy->step_oversubscribed);
+  CHECK(roomy->samples_per_s == Approx(10 / 0.015).epsilon(0.01));
+  // Without the intra-op threads recorded the step is shared fluidly, as before.
+  p.intra_op_threads = 0;
+  CHECK_FALSE(ParallelStep(p));
+  CHECK(Predict(p, On(2, 2))->step_threads == 0);
+}
+
+TEST_CASE("--step-threads is refused where the profile cannot tell the step's work") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.030;
+  p.compute_s_per_batch = 0.005;
+  p.compute_cpu_s_per_batch = {0.010, true, "test"};
+  p.profiled_cores = 2;
+  Scenario s = On(2, 2);
+  s.step_threads = 1;
+  auto unrecorded = Predict(p, s);  // an older trace: no intra-op threads
+  REQUIRE_FALSE(unrecorded.ok());
+  CHECK(unrecorded.error().message.find("intra-op threads") != std::string::npos);
+  p.intra_op_threads = 2;
+  s.step_threads = 3;  // more than profiled: its scaling is unknown
+  auto more = Predict(p, s);
+  REQUIRE_FALSE(more.ok());
+  CHECK(more.error().message.find("--step-threads 3") != std::string::npos);
+  // Profiled with 2 workers beside its 2 threads on 2 cores: the CPU carries their waiting.
+  p.workers = 2;
+  p.compute_delay_s_per_batch = 0.010;
+  REQUIRE(ParallelStepOversubscribed(p));
+  s.step_threads = 1;
+  auto oversubscribed = Predict(p, s);
+  REQUIRE_FALSE(oversubscribed.ok());
+  CHECK(oversubscribed.error().message.find("num_workers=0") != std::string::npos);
+  CHECK(Predict(p, On(2, 2)).ok());  // as profiled, its measured costs stand
+}
+
 TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the workers persist") {
   LoaderProfile p = BaseProfile();
   p.workers = 2;

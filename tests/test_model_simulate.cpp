@@ -75,6 +75,27 @@ TEST_CASE("A multi-threaded step stretches by the share of the cores a busy work
   CHECK(r.compute_s == Approx(19 * 0.015 + 0.010).epsilon(1e-6));
 }
 
+TEST_CASE("A parallel step whose threads must share the cores progresses as one thread at its share") {
+  // 10 ms of work on 2 threads (5 ms alone on 2 cores) and 2 workers of 30 ms
+  // CPU a batch, always busy. During the step 4 threads share 2 cores, half a
+  // core each. Fluid sharing: the cores are never idle, 40 ms of CPU a batch
+  // over 2 cores, 20 ms. Held up by each other the step advances at half a
+  // thread: 20 ms, in which the workers do 2 x 10 ms of CPU; the last 10 ms of
+  // the batch's 30 they do at a core each while the main loop waits, 5 ms.
+  auto c = Loader(2, 2, {{0.030f, 0}});
+  c.compute_cpu_s = 0.010;
+  c.compute_threads = 2;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.020).epsilon(1e-3));
+  c.compute_parallel = true;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.025).epsilon(1e-3));
+  // With the cores to itself (no workers) it runs on both: 5 ms after each 30 ms fetch.
+  auto alone = Loader(0, 2, {{0.030f, 0}});
+  alone.compute_cpu_s = 0.010;
+  alone.compute_threads = 2;
+  alone.compute_parallel = true;
+  CHECK(SimulateLoader(alone).steady_step_s == Approx(0.035).epsilon(1e-3));
+}
+
 TEST_CASE("Worker start-up delays the first batch once") {
   auto c = Loader(1, 2, {{0, 0.010f}}, 10);
   c.startup_s = 1.0;

@@ -209,7 +209,8 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
                                              "prep_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
-                                             "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s"});
+                                             "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s",
+                                             "step_threads", "step_oversubscribed"});
   CHECK(p.at("background_threads").get<double>() == 0.5);
   CHECK(p.at("whole_run_samples_per_s").get<double>() == 300);
   CHECK(p.at("startup_measured").get<bool>());

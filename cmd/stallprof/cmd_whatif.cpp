@@ -70,6 +70,9 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--persistent-workers", o->flags.persistent_workers,
                   "true or false: predict persistent_workers (workers started once, not every epoch; "
                   "the whole-run column shows the difference)");
+  sub->add_option("--step-threads", o->flags.step_threads,
+                  "the training step's intra-op threads (torch.set_num_threads), at most as profiled: predict a "
+                  "parallel step with fewer (needs a profile whose step had cores of its own)");
   sub->add_option("--background-load", o->flags.background_load,
                   "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
                   "load fitted from the profile's run-queue delay), or a number");

@@ -560,6 +560,25 @@ std::string StepFaultsAdvice(const LoaderAnalysis& l) {
       l.main_faults_per_batch);
 }
 
+// A step parallel over torch's intra-op threads beside workers that want the
+// same cores: whenever one of its threads loses its core the others wait for
+// it at the next operator, so the step stretches far beyond its share
+// (docs/model.md "A parallel step beside workers"). Empty when that is not the case.
+std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, uint32_t cores) {
+  const uint32_t threads = l.config.intra_op_threads, workers = l.config.num_workers;
+  if (threads < 2 || workers == 0 || threads + workers <= cores || l.main_step_compute_s <= 0 || a.batches == 0) return {};
+  if ((l.main_step_cpu_s + l.main_step_delay_s) / l.main_step_compute_s < 1.5) return {};  // not running in parallel
+  if (l.main_step_delay_s < 0.25 * l.main_step_compute_s) return {};  // rarely held up: the workers mostly idle
+  const double compute_per_batch = a.Seconds(Cause::kCompute) / static_cast<double>(a.batches);
+  return fmt::format(
+      "the step runs {} intra-op threads (torch.get_num_threads()) beside {} workers on {} cores, and its "
+      "threads waited {} a step for a core: a parallel step's threads hold each other up when one loses its core; "
+      "try torch.set_num_threads({}) against fewer workers: a profile with num_workers=0 predicts both "
+      "(`stallprof whatif --workers N`, with and without --step-threads)",
+      threads, workers, cores, FormatSeconds(l.main_step_delay_s / l.main_step_compute_s * compute_per_batch),
+      std::max<int>(1, static_cast<int>(cores) - static_cast<int>(workers)));
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
@@ -605,6 +624,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
     case Cause::kCompute: {
       std::string advice = fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
       if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch) advice += "; " + StepFaultsAdvice(l);
+      if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
       return advice;
     }
   }
@@ -772,6 +792,10 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
       loader.advice.push_back(AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)");
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
+    // First: the step waiting for cores its own workers took is the larger lever.
+    if (loader.bottleneck != Cause::kCompute)
+      if (std::string advice = ParallelStepAdvice(loader, a, cores); !advice.empty())
+        loader.advice.insert(loader.advice.begin(), "compute: " + advice);
   }
 
   // The DS-Analyzer split as a view of the steady account.

@@ -91,6 +91,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   else
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no worker sampled over 8 of its fetches, or fetch spans without CPU): taken as 0"};
   p.batch_costs = loader.batch_costs;
+  p.intra_op_threads = c.intra_op_threads;
 
   // The step's own CPU: cores the main process used during compute, times the steady compute.
   if (loader.main_step_compute_s > 0) {

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,6 +19,9 @@ const char* ToString(Bottleneck b) {
   }
   return "?";
 }
+
+bool ParallelStep(const LoaderProfile& p);
+bool ParallelStepOversubscribed(const LoaderProfile& p);
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -36,6 +41,23 @@ Status Validate(const LoaderProfile& p, const Scenario& s) {
     if (!(v >= 0) || std::isinf(v)) return InputError(loader + " has a negative or non-finite time per batch");
   if (p.workers > 0 && p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch <= 0)
     return UnsupportedError(loader + " has no worker fetch spans; record with the Python hook loaded in the workers");
+  if (s.step_threads >= 0) {
+    if (s.step_threads < 1) return UsageError("--step-threads must be >= 1");
+    if (p.intra_op_threads == 0)
+      return UnsupportedError(loader + ": the trace does not record the step's intra-op threads "
+                                       "(torch.get_num_threads()); profile with this version's hook to use --step-threads");
+    if (static_cast<uint32_t>(s.step_threads) > p.intra_op_threads)
+      return UsageError(fmt::format("--step-threads {}: more than the {} intra-op threads the step was profiled with; "
+                                    "the profile cannot tell how it scales beyond them",
+                                    s.step_threads, p.intra_op_threads));
+    if (ParallelStepOversubscribed(p))
+      return UnsupportedError(fmt::format(
+          "{}: --step-threads: the profile's step ran its {} intra-op threads beside {} workers on {:g} cores, so its "
+          "CPU includes their waiting for each other; profile with num_workers=0, or with "
+          "torch.set_num_threads({}), to predict other step threads",
+          loader, p.intra_op_threads, p.workers, p.profiled_cores,
+          std::max(1, static_cast<int>(p.profiled_cores) - static_cast<int>(p.workers))));
+  }
   return Status::Ok();
 }
 
@@ -68,8 +90,16 @@ Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double compute,
 // its threads (at least one); alone it would take w less the delay.
 struct Step {
   double cpu = 0, threads = 1, off = 0;
+  // A parallel step's intra-op threads in the scenario (0: not parallel). Above
+  // one, its threads wait for each other at every operator (SimConfig::compute_parallel).
+  uint32_t parallel_threads = 0;
 };
-Step StepOf(const LoaderProfile& p, double speedup) {
+
+// A step measured on at least this many cores' worth of threads, with torch's
+// intra-op threads above one, is parallel over them.
+constexpr double kParallelStepThreads = 1.5;
+
+Step MeasuredStep(const LoaderProfile& p) {
   const double w = p.compute_s_per_batch;
   Step step;
   if (!p.compute_cpu_s_per_batch.measured) {
@@ -80,6 +110,27 @@ Step StepOf(const LoaderProfile& p, double speedup) {
     step.cpu = c;
     if (runnable <= w) step.off = w - runnable;
     else step.threads = w > 0 ? runnable / w : 1;
+  }
+  return step;
+}
+
+// The step of a scenario with `step_threads` intra-op threads (-1: as profiled).
+// A parallel step profiled with cores to itself does its work, the wall time
+// alone times the threads it ran on (at most k: beyond that its CPU is threads
+// spinning at barriers), over the scenario's threads. With fewer threads this
+// assumes linear scaling, for one thread an upper bound (a parallel step's
+// thread-time only grows with its threads).
+Step StepOf(const LoaderProfile& p, double speedup, int32_t step_threads) {
+  Step step = MeasuredStep(p);
+  if (ParallelStep(p) && !ParallelStepOversubscribed(p)) {
+    const double k = p.intra_op_threads;
+    const double alone = step.cpu / step.threads;
+    const double ran_on = std::min(step.threads, k);
+    const uint32_t threads = step_threads > 0 ? std::min<uint32_t>(static_cast<uint32_t>(step_threads), p.intra_op_threads)
+                                              : p.intra_op_threads;
+    step.cpu = alone * ran_on;
+    step.threads = std::min(ran_on, static_cast<double>(threads));
+    step.parallel_threads = threads;
   }
   step.cpu /= speedup;
   step.off /= speedup;
@@ -107,15 +158,16 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
 // The simulation of `p` with `workers` on `cores`, worker CPU and io scaled
 // (a cache), under a background load.
 SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t workers, double cores,
-                 double speedup, double cpu_scale, double io_scale, double background) {
+                 double speedup, double cpu_scale, double io_scale, double background, int32_t step_threads = -1) {
   SimConfig c;
   c.workers = workers;
   c.prefetch_factor = std::max<uint32_t>(1, p.prefetch_factor);
   c.cores = cores;
   c.background_threads = background;
-  const Step step = StepOf(p, speedup);
+  const Step step = StepOf(p, speedup, step_threads);
   c.compute_cpu_s = step.cpu + BatchTouchSeconds(p, workers);
   c.compute_threads = step.threads;
+  c.compute_parallel = step.parallel_threads > 1;
   c.compute_off_s = step.off;
   c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : 0;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
@@ -128,19 +180,36 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
 }
 }  // namespace
 
+bool ParallelStep(const LoaderProfile& p) {
+  return p.intra_op_threads > 1 && MeasuredStep(p).threads >= kParallelStepThreads;
+}
+
+// The profile's parallel step shared the cores with its workers: its CPU
+// includes its threads' waiting for each other, which no scenario can take out.
+bool ParallelStepOversubscribed(const LoaderProfile& p) {
+  return ParallelStep(p) && p.workers > 0 && p.profiled_cores > 0 && p.intra_op_threads + p.workers > p.profiled_cores;
+}
+
 double UncontendedComputeSeconds(const LoaderProfile& p) {
-  const Step step = StepOf(p, 1);
+  const Step step = StepOf(p, 1, -1);
   return step.cpu / std::max(1.0, step.threads) + step.off;
 }
 
 double MainReceiveSeconds(const LoaderProfile& p) { return std::max(p.handoff_s_per_batch, p.receive_s_per_batch); }
 
+namespace {
+// A cost only batches made by workers pay, timed after a run without them.
+double OnlyFromWorkers(const LoaderProfile& p, uint32_t workers, const Input& cost) {
+  return workers > 0 && p.workers == 0 ? cost.value : 0;
+}
+}  // namespace
+
 double ShmCollateSeconds(const LoaderProfile& p, uint32_t workers) {
-  return workers > 0 && p.workers == 0 ? p.shm_collate_cpu_s_per_batch.value : 0;
+  return OnlyFromWorkers(p, workers, p.shm_collate_cpu_s_per_batch);
 }
 
 double BatchTouchSeconds(const LoaderProfile& p, uint32_t workers) {
-  return workers > 0 && p.workers == 0 ? p.batch_touch_cpu_s_per_batch.value : 0;
+  return OnlyFromWorkers(p, workers, p.batch_touch_cpu_s_per_batch);
 }
 
 double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
@@ -228,7 +297,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   // Steady state: the simulation over the measured per-batch costs.
   const auto costs = SimCosts(p);
-  SimConfig config = SimFor(p, costs, workers, cores, s.accel_speedup, cpu_scale, io_scale, background);
+  SimConfig config = SimFor(p, costs, workers, cores, s.accel_speedup, cpu_scale, io_scale, background, s.step_threads);
+  out.step_threads = StepOf(p, 1, s.step_threads).parallel_threads;
+  out.step_oversubscribed = out.step_threads > 1 && out.step_threads + workers + background > cores;
   if (s.prefetch_factor > 0) config.prefetch_factor = static_cast<uint32_t>(s.prefetch_factor);
   const SimResult sim = SimulateLoader(config);
   if (!(sim.steady_step_s > 0))

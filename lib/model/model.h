@@ -102,6 +102,10 @@ struct LoaderProfile {
   // Not measured: the step is taken as off CPU (it never competes for cores).
   Input compute_cpu_s_per_batch;
   double compute_delay_s_per_batch = 0;
+  // torch's intra-op threads (torch.get_num_threads()) at iterator creation,
+  // 0 = not recorded. A step measured on more than one core with k > 1 of
+  // them is parallel over barrier-synchronised threads (StepOf).
+  uint32_t intra_op_threads = 0;
   // Epochs: the time from iterator creation to the first batch beyond one
   // batch's production (worker start-up: fork or spawn, imports,
   // worker_init_fn), in the first epoch and on average in the later ones.
@@ -122,6 +126,12 @@ double MainReceiveSeconds(const LoaderProfile& profile);
 // received pages. 0 otherwise.
 double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
 double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
+
+// Whether the profile's step is parallel over torch's intra-op threads
+// (intra_op_threads > 1, runnable on 1.5 or more threads), and whether it ran
+// so beside workers that oversubscribed the profiled cores.
+bool ParallelStep(const LoaderProfile& profile);
+bool ParallelStepOversubscribed(const LoaderProfile& profile);
 
 // The step's wall time per batch with the cores to itself: the measured
 // compute less the run-queue delay it waited for them (the simulation's step).
@@ -157,6 +167,9 @@ struct Scenario {
   // delay (BackgroundThreads); 0: a machine to itself.
   double background_threads = kAsProfiled;
   static constexpr double kAsProfiled = -1;
+  // The step's intra-op threads (torch.set_num_threads): -1 as profiled.
+  // Only for a parallel step profiled with its threads on cores of their own.
+  int32_t step_threads = -1;
 };
 
 struct Prediction {
@@ -180,6 +193,11 @@ struct Prediction {
   double delay_s = 0;             // run-queue delay per batch used
   double compute_step_s = 0;      // the step's wall time per batch beside the workers (stretched when it shares cores)
   double background_threads = 0;  // the outside load the prediction assumed (runnable threads)
+  // A parallel step (LoaderProfile::intra_op_threads): its threads in the
+  // scenario, and whether they and the workers want more than the cores
+  // (the step then progresses as one thread: see docs/model.md). 0 = not parallel.
+  uint32_t step_threads = 0;
+  bool step_oversubscribed = false;
   // Whole run: per epoch the start-up, the pipeline filling and the batches,
   // over the profiled epochs and batches per epoch.
   double whole_run_samples_per_s = 0;

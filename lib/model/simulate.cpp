@@ -197,7 +197,8 @@ class Simulation {
 
     // Rates: CPU phases progress at share (x width for the step), off-CPU ones at 1.
     const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished;
-    const double main_rate = main_width > 0 ? main_width * share : 1;
+    const bool held_up = main_ == MainPhase::kComputeCpu && c_.compute_parallel && share < 1;
+    const double main_rate = main_width <= 0 ? 1 : held_up ? share : main_width * share;
     double dt = main_timed ? main_left_ / main_rate : kInf;
     for (const auto& worker : workers_) {
       if (worker.phase == WorkerPhase::kCpu) dt = std::min(dt, worker.left / share);

@@ -38,6 +38,11 @@ struct SimConfig {
   double compute_cpu_s = 0;
   double compute_threads = 1;
   double compute_off_s = 0;
+  // The step's threads wait for each other at every operator (torch's
+  // intra-op threads): a thread that loses its core holds the others up, so
+  // while they share the cores the step progresses as one thread at its share
+  // (docs/model.md "A parallel step beside workers"), not as its width.
+  bool compute_parallel = false;
   double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling)
   // W >= 1: each batch's CPU in its worker process beyond the fetch (pickling,
   // sending), paid by the worker's own sending thread after the fetch, in

@@ -89,6 +89,13 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     s.persistent_workers = 0;
   else if (!f.persistent_workers.empty())
     return UsageError("--persistent-workers '" + f.persistent_workers + "': expected true or false");
+  if (!f.step_threads.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(f.step_threads.c_str(), &end, 10);
+    if (end == f.step_threads.c_str() || *end != '\0' || v < 1 || v > 4096)
+      return UsageError("--step-threads '" + f.step_threads + "': expected the step's intra-op threads, 1 to 4096");
+    s.step_threads = static_cast<int32_t>(v);
+  }
   auto background = ParseBackgroundLoad(f.background_load);
   if (!background.ok()) return background.error();
   s.background_threads = *background;
@@ -130,6 +137,22 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                  p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0,
                                  FormatSeconds(p.compute_delay_s_per_batch), p.compute_cpu_s_per_batch.source)
                    : "the step's own CPU: " + p.compute_cpu_s_per_batch.source);
+  if (p.intra_op_threads > 0) {
+    const double ran_on = p.compute_s_per_batch > 0 && p.compute_cpu_s_per_batch.measured
+                              ? (p.compute_cpu_s_per_batch.value + p.compute_delay_s_per_batch) / p.compute_s_per_batch
+                              : 0;
+    in.push_back(fmt::format(
+        "the step's intra-op threads: {} (measured, torch.get_num_threads() at iterator creation); {}",
+        p.intra_op_threads,
+        !ParallelStep(p) ? "the step is not parallel over them (runnable on "
+                               + fmt::format("{:.2f}", ran_on) + " threads)"
+        : ParallelStepOversubscribed(p)
+            ? fmt::format("the step ran beside {} workers on {:g} cores: its threads waited for each other, which its "
+                          "measured CPU includes (--step-threads needs a profile without workers)",
+                          p.workers, p.profiled_cores)
+            : "parallel: its threads wait for each other at every operator, so beside workers that oversubscribe "
+              "the cores it progresses as one thread (docs/model.md)"));
+  }
   in.push_back(fmt::format("per-batch worker costs: {} fetch spans, p99 {} (measured; the simulation draws from them in order){}",
                            p.batch_costs.size(), FormatSeconds(p.produce_p99_s),
                            p.workers == 0 ? "; measured in the main thread (num_workers=0), taken as a worker's: a worker "
@@ -214,6 +237,7 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
   s.first_epoch = sweep.first_epoch;
   s.background_threads = sweep.background_threads;
   s.persistent_workers = sweep.persistent_workers;
+  s.step_threads = sweep.step_threads;
   return s;
 }
 }  // namespace
@@ -265,12 +289,18 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         s.workers = w == kAutoWorkers ? static_cast<int32_t>(AutoWorkers(profile, s)) : w;
         auto r = Predict(profile, s);
         if (!r.ok()) return r.error();
-        WhatIfRow row{s, *r, std::nullopt, r->samples_per_s / reference - 1};
+        WhatIfRow row{s, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt};
         if (cache >= 0) {  // a cache changes the cold first epoch against the steady state
           Scenario other = s;
           other.first_epoch = !s.first_epoch;
           auto o = Predict(profile, other);
           if (o.ok() && std::abs(o->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.other_epoch = *o;
+        }
+        if (r->step_oversubscribed && sweep.step_threads < 0) {
+          Scenario fewer = s;
+          fewer.step_threads = std::max(1, static_cast<int32_t>(std::floor(c)) - static_cast<int32_t>(r->workers));
+          auto f = Predict(profile, fewer);
+          if (f.ok() && f->step_threads < r->step_threads) row.fewer_step_threads = *f;
         }
         out.rows.push_back(std::move(row));
       }

@@ -24,6 +24,7 @@ struct SweepFlags {
   bool first_epoch = false;
   std::string background_load;  // "0" (default), "profiled", or runnable threads
   std::string persistent_workers;  // "true" | "false"; empty: as profiled
+  std::string step_threads;        // "1"; empty: as profiled
 };
 
 // The most cores a what-if accepts: beyond this the model (one machine, one
@@ -46,6 +47,7 @@ struct Sweep {
   // the profile). The baseline is always predicted as profiled.
   double background_threads = 0;
   int32_t persistent_workers = -1;  // -1: as profiled
+  int32_t step_threads = -1;        // -1: as profiled (Scenario::step_threads)
 };
 
 // --background-load: "profiled" (Scenario::kAsProfiled), or a number of busy
@@ -65,6 +67,10 @@ struct WhatIfRow {
   Prediction prediction;  // steady state, or the first epoch with --first-epoch
   std::optional<Prediction> other_epoch;  // the cold first epoch (or steady state) when the cache makes them differ
   double change = 0;      // samples/s against the measured baseline (or the predicted one), as a fraction
+  // A parallel step whose threads and the workers oversubscribe the cores:
+  // the same scenario with its intra-op threads cut to the cores the workers
+  // leave (torch.set_num_threads), when --step-threads was not given.
+  std::optional<Prediction> fewer_step_threads;
 };
 
 struct WhatIfResult {

@@ -69,6 +69,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
   w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
+  w.Key("intra_op_threads");
+  if (c.intra_op_threads > 0) w.Int(c.intra_op_threads); else w.Null();
   w.Key("ipc_loop_cpu_s");
   if (c.ipc_loop_cpu_s >= 0) w.Number(c.ipc_loop_cpu_s); else w.Null();
   w.Key("ipc_receive_cpu_s");

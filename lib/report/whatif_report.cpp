@@ -30,6 +30,7 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("compute_step_s", p.compute_step_s).Field("whole_run_samples_per_s", p.whole_run_samples_per_s);
   w.Field("startup_s_per_epoch", p.startup_s_per_epoch).Field("startup_measured", p.startup_measured);
   w.Field("analytic_samples_per_s", Rate(p.analytic_samples_per_s));
+  w.Field("step_threads", p.step_threads).Field("step_oversubscribed", p.step_oversubscribed);
   w.EndObject();
 }
 
@@ -73,6 +74,15 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
       out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
+    if (p.step_oversubscribed)
+      out += fmt::format("{:>31} the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads "
+                         "hold each other up, and this figure is an upper bound (docs/model.md){}\n",
+                         "", p.step_threads, p.workers, row.scenario.machine.cores,
+                         row.fewer_step_threads
+                             ? fmt::format("; with torch.set_num_threads({}): {:.1f} samples/s (--step-threads {})",
+                                           row.fewer_step_threads->step_threads, row.fewer_step_threads->samples_per_s,
+                                           row.fewer_step_threads->step_threads)
+                             : "");
   }
   out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
                      "state against the {} baseline.",
@@ -137,6 +147,10 @@ std::string WhatIfJson(const WhatIfReport& report) {
       if (row.other_epoch) {
         w.Key("other_epoch");
         WritePrediction(w, *row.other_epoch);
+      }
+      if (row.fewer_step_threads) {
+        w.Key("fewer_step_threads");
+        WritePrediction(w, *row.fewer_step_threads);
       }
       w.EndObject();
     }

@@ -282,6 +282,12 @@ def _record_config(loader, scope, name):
     else:
         method = context.get_start_method()
     cfg(scope, "multiprocessing_context", method)
+    # The step's intra-op threads: a parallel step beside workers that want
+    # the same cores slows far more than its share (docs/model.md).
+    try:
+        cfg(scope, "intra_op_threads", sys.modules["torch"].get_num_threads())
+    except Exception:
+        pass
     # The rank torch.distributed gave this process, when it was initialized
     # before the loader's first iteration: rank identity without RANK in the
     # environment (mp.spawn + init_process_group(rank=...)). Only read when the
