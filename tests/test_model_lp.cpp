@@ -229,6 +229,31 @@ TEST_CASE("recommend charges a profile without workers the timed collate into sh
   CHECK(Recommend(p, o)->lp_samples_per_s == Approx(150).epsilon(1e-3));
 }
 
+TEST_CASE("recommend cuts a parallel step's intra-op threads when its workers would hold it up") {
+  // Profiled without workers on 2 cores: 30 ms of fetch CPU and a step of 5 ms
+  // on 2 intra-op threads (10 ms of work) a batch of 10.
+  LoaderProfile p = Loader();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.030;
+  p.compute_s_per_batch = 0.005;
+  p.compute_cpu_s_per_batch = {0.010, true, "test"};
+  p.profiled_cores = 2;
+  p.intra_op_threads = 2;
+  RecommendOptions o;
+  o.cores = 2;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  // Any worker beside the step's 2 threads oversubscribes the 2 cores. On one
+  // thread the step's 10 ms run beside the workers: one worker makes a batch
+  // per 30 ms (333 samples/s), two share the cores with the step, 40 ms of CPU
+  // a batch over 2 cores (500 samples/s).
+  CHECK(r->step_threads == 1);
+  CHECK(r->predicted.step_threads == 1);
+  CHECK(r->predicted.samples_per_s == Approx(r->workers >= 2 ? 500 : 1000.0 / 3).epsilon(0.01));
+  p.intra_op_threads = 0;  // not recorded: the threads are left alone
+  CHECK(Recommend(p, o)->step_threads == 0);
+}
+
 TEST_CASE("recommend explains a memory budget below one worker and a machine without spare cores") {
   LoaderProfile p = Loader();
   p.worker_rss_bytes = 2e9;

@@ -130,7 +130,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
-  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "cache",
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s", "measured_samples_per_s",
                                              "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
                                              "constraints", "assumptions"});

@@ -90,6 +90,9 @@ struct Recommendation {
   double prefetch_concurrency = 0;  // batches in flight Little's law asks for (rate x p99)
   double lp_samples_per_s = 0;      // the LP optimum (fractional workers)
   Prediction predicted;             // model::Predict at the recommended integer settings
+  // torch.set_num_threads for a parallel step whose threads the workers would
+  // oversubscribe, when fewer are predicted faster; 0 = leave them as profiled.
+  uint32_t step_threads = 0;
   double measured_samples_per_s = 0;  // 0 = the profile has no measured step
   CachePlan cache;
   LpSolution lp;

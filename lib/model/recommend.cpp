@@ -232,6 +232,20 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   auto predicted = Predict(p, chosen);
   if (!predicted.ok()) return predicted.error();
   rec.predicted = *predicted;
+  if (predicted->step_oversubscribed) {  // the LP sees core time, not a parallel step held up by its own threads
+    Scenario fewer = chosen;
+    fewer.step_threads = std::max(1, static_cast<int32_t>(std::floor(o.cores)) - static_cast<int32_t>(workers));
+    auto f = Predict(p, fewer);
+    if (f.ok() && f->samples_per_s > predicted->samples_per_s) {
+      rec.predicted = *f;
+      rec.step_threads = static_cast<uint32_t>(fewer.step_threads);
+    } else {
+      rec.assumptions.push_back(fmt::format(
+          "the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads hold each other up, "
+          "and the prediction is an upper bound (docs/model.md)",
+          predicted->step_threads, workers, o.cores));
+    }
+  }
   if (rec.cache.point == CachePoint::kDecoded) {  // Predict has no decoded cache: take the LP's rate
     rec.predicted.samples_per_s = rec.lp_samples_per_s;
     rec.predicted.step_s = b / rec.lp_samples_per_s;

@@ -50,7 +50,12 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", TerminalSafe(p.name), options.cores,
                                 options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
                                 trace);
-  out += fmt::format("  {}\n\n", DataLoaderLine(r));
+  out += fmt::format("  {}\n", DataLoaderLine(r));
+  if (r.step_threads > 0)
+    out += fmt::format("  torch.set_num_threads({})  # the step's intra-op threads ({} now): fewer hold each other up less "
+                       "beside the workers\n",
+                       r.step_threads, p.intra_op_threads);
+  out += "\n";
   out += fmt::format("cache plan:   {}\n", CacheLine(r, p));
   out += fmt::format("throughput:   {:.1f} samples/s predicted, steady state (simulated; LP optimum {:.1f} with "
                      "fractional workers), {} bound",
@@ -98,6 +103,8 @@ std::string RecommendJson(const RecommendReport& report) {
     w.BeginObject();
     w.Field("loader", p.name).Field("num_workers", r.workers).Field("prefetch_factor", r.prefetch_factor);
     w.Field("dataloader", DataLoaderLine(r));
+    w.Key("step_threads");
+    if (r.step_threads > 0) w.Int(r.step_threads); else w.Null();
     w.Key("cache").BeginObject();
     w.Field("point", model::ToString(r.cache.point)).Field("policy", model::ToString(r.cache.policy));
     w.Field("bytes", r.cache.bytes).Field("hit_ratio", r.cache.hit_ratio);

@@ -75,7 +75,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
     if (p.step_oversubscribed)
-      out += fmt::format("{:>31} the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads "
+      out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "
                          "hold each other up, and this figure is an upper bound (docs/model.md){}\n",
                          "", p.step_threads, p.workers, row.scenario.machine.cores,
                          row.fewer_step_threads
