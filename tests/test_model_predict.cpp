@@ -309,7 +309,7 @@ TEST_CASE("A parallel step beside workers that oversubscribe the cores is held u
   CHECK(Predict(p, On(2, 2))->step_threads == 0);
 }
 
-TEST_CASE("--step-threads is refused where the profile cannot tell the step's work") {
+TEST_CASE("Predicting the step on other intra-op threads is refused where the profile cannot tell its work") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;
   p.cpu_s_per_batch = 0.030;

@@ -253,7 +253,12 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double cores = s.machine.cores;
   const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : p.workers;
   out.workers = workers;
-  const double compute = p.compute_s_per_batch / s.accel_speedup + BatchTouchSeconds(p, workers);
+  // The step alone: as measured, or on the scenario's fewer intra-op threads.
+  const Step step = StepOf(p, s.accel_speedup, s.step_threads);
+  const double alone = step.parallel_threads > 0 && step.parallel_threads < p.intra_op_threads
+                           ? step.cpu / step.threads + step.off
+                           : p.compute_s_per_batch / s.accel_speedup;
+  const double compute = alone + BatchTouchSeconds(p, workers);
   out.compute_s = compute;
 
   // Hit ratio and the io and CPU it leaves (the misses' share is scaled by the
@@ -298,7 +303,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // Steady state: the simulation over the measured per-batch costs.
   const auto costs = SimCosts(p);
   SimConfig config = SimFor(p, costs, workers, cores, s.accel_speedup, cpu_scale, io_scale, background, s.step_threads);
-  out.step_threads = StepOf(p, 1, s.step_threads).parallel_threads;
+  out.step_threads = step.parallel_threads;
   out.step_oversubscribed = out.step_threads > 1 && out.step_threads + workers + background > cores;
   if (s.prefetch_factor > 0) config.prefetch_factor = static_cast<uint32_t>(s.prefetch_factor);
   const SimResult sim = SimulateLoader(config);
