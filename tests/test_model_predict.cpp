@@ -22,6 +22,18 @@ LoaderProfile BaseProfile() {
   p.profiled_cores = 4;
   return p;
 }
+// Profiled without workers on 2 cores: 30 ms of fetch CPU a batch of 10, and
+// a step of 5 ms on torch's 2 intra-op threads that took `step_cpu_s` of CPU.
+LoaderProfile ParallelStepProfile(double step_cpu_s) {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.030;
+  p.compute_s_per_batch = 0.005;
+  p.compute_cpu_s_per_batch = {step_cpu_s, true, "test"};
+  p.profiled_cores = 2;
+  p.intra_op_threads = 2;
+  return p;
+}
 Scenario On(double cores, int32_t workers = -1) {
   Scenario s;
   s.machine.cores = cores;
@@ -274,13 +286,7 @@ TEST_CASE("A parallel step beside workers that oversubscribe the cores is held u
   // Profiled without workers on 2 cores: 30 ms of fetch CPU, and a step of 5 ms
   // on torch's 2 intra-op threads whose CPU, 13 ms, includes 3 ms of spinning
   // at barriers: its work is 5 ms x 2 threads = 10 ms.
-  LoaderProfile p = BaseProfile();
-  p.workers = 0;
-  p.cpu_s_per_batch = 0.030;
-  p.compute_s_per_batch = 0.005;
-  p.compute_cpu_s_per_batch = {0.013, true, "test"};
-  p.profiled_cores = 2;
-  p.intra_op_threads = 2;
+  LoaderProfile p = ParallelStepProfile(0.013);
   REQUIRE(ParallelStep(p));
   // 2 workers: 4 threads on 2 cores. The step advances as one thread at half a
   // core, 20 ms, while the workers do 20 ms of their 30; the rest at a core
@@ -310,12 +316,8 @@ TEST_CASE("A parallel step beside workers that oversubscribe the cores is held u
 }
 
 TEST_CASE("Predicting the step on other intra-op threads is refused where the profile cannot tell its work") {
-  LoaderProfile p = BaseProfile();
-  p.workers = 0;
-  p.cpu_s_per_batch = 0.030;
-  p.compute_s_per_batch = 0.005;
-  p.compute_cpu_s_per_batch = {0.010, true, "test"};
-  p.profiled_cores = 2;
+  LoaderProfile p = ParallelStepProfile(0.010);
+  p.intra_op_threads = 0;
   Scenario s = On(2, 2);
   s.step_threads = 1;
   auto unrecorded = Predict(p, s);  // an older trace: no intra-op threads
