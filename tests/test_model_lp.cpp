@@ -229,6 +229,27 @@ TEST_CASE("recommend charges a profile without workers the timed collate into sh
   CHECK(Recommend(p, o)->lp_samples_per_s == Approx(150).epsilon(1e-3));
 }
 
+TEST_CASE("recommend charges the step's CPU per sample, not the profile's share of the cores, which held its fetches") {
+  // Profiled without workers: the main process fetched (100 ms of CPU) and ran
+  // a CPU-bound 50 ms step each batch of 10, keeping one core busy.
+  LoaderProfile p = Loader();
+  p.workers = 0;
+  p.compute_s_per_batch = 0.05;
+  p.compute_cpu_s_per_batch = {0.05, true, "test"};
+  p.main_cpu_cores = 1;
+  RecommendOptions o;
+  o.cores = 2;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  // 0.01 CPU s a sample in the workers and 0.005 in the step over 2 cores:
+  // 133.3 samples/s (the profile's core for the main process, fetches and all,
+  // left the workers one: 100).
+  CHECK(r->lp_samples_per_s == Approx(2 / 0.015).epsilon(1e-3));
+  // The simulation agrees: 2 workers and the step, 150 ms of CPU a batch over 2 cores.
+  CHECK(r->workers == 2);
+  CHECK(r->predicted.samples_per_s == Approx(2 / 0.015).epsilon(0.01));
+}
+
 TEST_CASE("recommend cuts a parallel step's intra-op threads when its workers would hold it up") {
   // Profiled without workers on 2 cores: 30 ms of fetch CPU and a step of 5 ms
   // on 2 intra-op threads (10 ms of work) a batch of 10.

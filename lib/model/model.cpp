@@ -190,6 +190,8 @@ bool ParallelStepOversubscribed(const LoaderProfile& p) {
   return ParallelStep(p) && p.workers > 0 && p.profiled_cores > 0 && p.intra_op_threads + p.workers > p.profiled_cores;
 }
 
+double StepWorkSeconds(const LoaderProfile& p, double speedup) { return StepOf(p, speedup, -1).cpu; }
+
 double UncontendedComputeSeconds(const LoaderProfile& p) {
   const Step step = StepOf(p, 1, -1);
   return step.cpu / std::max(1.0, step.threads) + step.off;

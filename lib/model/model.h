@@ -133,6 +133,10 @@ double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
 bool ParallelStep(const LoaderProfile& profile);
 bool ParallelStepOversubscribed(const LoaderProfile& profile);
 
+// The step's CPU work per batch as the simulation runs it (a parallel step's
+// without its threads' spinning), after an accelerator `speedup`.
+double StepWorkSeconds(const LoaderProfile& profile, double speedup);
+
 // The step's wall time per batch with the cores to itself: the measured
 // compute less the run-queue delay it waited for them (the simulation's step).
 double UncontendedComputeSeconds(const LoaderProfile& profile);

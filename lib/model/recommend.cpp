@@ -104,11 +104,22 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
     lp.stages.push_back({"collate to shared memory", shm, 0});
     cpu_per_sample += shm;
   }
+  // The main process's CPU a sample, where measured: the step's work (on any
+  // intra-op threads: core time) and receiving the batch. It grows with the
+  // throughput, where a fixed share of the cores (the profile's) would not,
+  // and a profile without workers counted its fetches in that share too.
+  if (p.compute_cpu_s_per_batch.measured) {
+    const double step = (StepWorkSeconds(p, accel_speedup) + BatchTouchSeconds(p, 1) + p.receive_s_per_batch) / b;
+    lp.pools.push_back({"workers", 0, 0});  // pool 0, filled in below
+    lp.pools.push_back({"main process", 0, 0});
+    lp.stages.push_back({"training step (main process)", step, 1});
+  }
   const double io_per_sample = p.io_s_per_batch * c.io_scale / b;
   // The LP plans for a machine to itself; Predict checks its proposal with
   // the simulation, contention included.
   const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
-  lp.pools.push_back({"workers", cpu_per_sample + io_per_sample, member_memory});
+  if (lp.pools.empty()) lp.pools.push_back({});
+  lp.pools[0] = {"workers", cpu_per_sample + io_per_sample, member_memory};
   if (memory_budget > 0) lp.memory_bytes = static_cast<double>(memory_budget) - static_cast<double>(c.plan.bytes);
   return lp;
 }
@@ -138,7 +149,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   Scenario as_profiled;
   as_profiled.machine.cores = o.cores;
   if (auto check = Predict(p, as_profiled); !check.ok()) return check.error();
-  const double usable = o.cores - p.main_cpu_cores;
+  // Without the step's CPU measured, the main process keeps the share of the
+  // cores it had in the profile.
+  const double usable = p.compute_cpu_s_per_batch.measured ? o.cores : o.cores - p.main_cpu_cores;
   if (usable < kMinUsableCores)
     return UnsupportedError(fmt::format(
         "no cores are left for DataLoader workers: the main process of '{}' keeps {:.2f} of the {:.2f} cores busy; "
