@@ -275,6 +275,8 @@ TEST_CASE("A step that uses the CPU slows when workers take its cores, and slows
   REQUIRE(one_core.ok());
   CHECK(one_core->step_s == Approx(0.050).epsilon(1e-3));
   CHECK(one_core->compute_step_s > 0.020 * 1.2);  // the step waited for the core
+  // The analytic check charges the core both: 10 samples per 50 ms.
+  CHECK(one_core->analytic_samples_per_s == Approx(200).epsilon(1e-3));
   // On two cores they overlap: the worker's 30 ms bind.
   CHECK(Predict(p, On(2, 1))->step_s == Approx(0.030).epsilon(1e-3));
   // The first model held the step fixed: with it off CPU the single core looks free.

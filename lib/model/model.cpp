@@ -69,15 +69,18 @@ struct Terms {
 // (the CPU at the scenario's miss ratio, CpuSecondsAtMiss) and loop CPU (a
 // thread of its own per worker), without run-queue delay: the analytic check
 // of the simulation, which predicts the delay.
-Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double compute, double cores, double workers,
-                double io, double bandwidth, double miss) {
+// `main_cpu`: the main process's CPU per batch (the step's and receiving),
+// < 0 when not measured: then it keeps its profiled share of the cores.
+Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double main_cpu, double compute, double cores,
+                double workers, double io, double bandwidth, double miss) {
   const double b = p.batch_size;
-  const double usable = std::max(kMinUsableCores, cores - p.main_cpu_cores);
   Terms t{};
   t.r_compute = Rate(b, compute);
   t.r_main = Rate(b, compute + MainReceiveSeconds(p));
   // The cores, and each of a worker's two threads at most one core.
-  t.r_prep = std::min({usable * Rate(b, cpu + loop), workers * Rate(b, cpu), workers * Rate(b, loop)});
+  const double r_cores = main_cpu >= 0 ? cores * Rate(b, cpu + loop + main_cpu)
+                                       : std::max(kMinUsableCores, cores - p.main_cpu_cores) * Rate(b, cpu + loop);
+  t.r_prep = std::min({r_cores, workers * Rate(b, cpu), workers * Rate(b, loop)});
   t.r_workers = workers * Rate(b, std::max(cpu + io, loop));
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
@@ -292,7 +295,10 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.background_threads = background;
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
-  const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, compute, cores, std::max(1u, workers), io,
+  const double main_cpu = p.compute_cpu_s_per_batch.measured
+                              ? step.cpu + BatchTouchSeconds(p, workers) + p.receive_s_per_batch
+                              : -1;
+  const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, main_cpu, compute, cores, std::max(1u, workers), io,
                             bandwidth, miss);
   out.r_compute = t.r_compute;
   out.r_main = workers > 0 ? t.r_main : t.r_compute;
