@@ -567,7 +567,7 @@ std::string StepFaultsAdvice(const LoaderAnalysis& l) {
 std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const uint32_t threads = l.config.intra_op_threads, workers = l.config.num_workers;
   if (threads < 2 || workers == 0 || threads + workers <= cores || l.main_step_compute_s <= 0 || a.batches == 0) return {};
-  if ((l.main_step_cpu_s + l.main_step_delay_s) / l.main_step_compute_s < 1.5) return {};  // not running in parallel
+  if ((l.main_step_cpu_s + l.main_step_delay_s) / l.main_step_compute_s < model::kParallelStepThreads) return {};
   if (l.main_step_delay_s < 0.25 * l.main_step_compute_s) return {};  // rarely held up: the workers mostly idle
   const double compute_per_batch = a.Seconds(Cause::kCompute) / static_cast<double>(a.batches);
   return fmt::format(
@@ -576,7 +576,7 @@ std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, uint32
       "try torch.set_num_threads({}) against fewer workers: a profile with num_workers=0 predicts both "
       "(`stallprof whatif --workers N`, with and without --step-threads)",
       threads, workers, cores, FormatSeconds(l.main_step_delay_s / l.main_step_compute_s * compute_per_batch),
-      std::max<int>(1, static_cast<int>(cores) - static_cast<int>(workers)));
+      model::StepThreadsBesideWorkers(cores, workers));
 }
 
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {

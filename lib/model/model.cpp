@@ -55,8 +55,7 @@ Status Validate(const LoaderProfile& p, const Scenario& s) {
           "{}: --step-threads: the profile's step ran its {} intra-op threads beside {} workers on {:g} cores, so its "
           "CPU includes their waiting for each other; profile with num_workers=0, or with "
           "torch.set_num_threads({}), to predict other step threads",
-          loader, p.intra_op_threads, p.workers, p.profiled_cores,
-          std::max(1, static_cast<int>(p.profiled_cores) - static_cast<int>(p.workers))));
+          loader, p.intra_op_threads, p.workers, p.profiled_cores, StepThreadsBesideWorkers(p.profiled_cores, p.workers)));
   }
   return Status::Ok();
 }
@@ -97,10 +96,6 @@ struct Step {
   // one, its threads wait for each other at every operator (SimConfig::compute_parallel).
   uint32_t parallel_threads = 0;
 };
-
-// A step measured on at least this many cores' worth of threads, with torch's
-// intra-op threads above one, is parallel over them.
-constexpr double kParallelStepThreads = 1.5;
 
 Step MeasuredStep(const LoaderProfile& p) {
   const double w = p.compute_s_per_batch;
@@ -382,6 +377,19 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.fetch_stall_fraction = (out.step_s - out.prep_step_s) / out.step_s;
   }
   return out;
+}
+
+int32_t StepThreadsBesideWorkers(double cores, uint32_t workers) {
+  return std::max(1, static_cast<int32_t>(std::floor(cores)) - static_cast<int32_t>(workers));
+}
+
+std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& p, const Scenario& s, const Prediction& r) {
+  if (!r.step_oversubscribed) return std::nullopt;
+  Scenario fewer = s;
+  fewer.step_threads = StepThreadsBesideWorkers(s.machine.cores, r.workers);
+  auto f = Predict(p, fewer);
+  if (!f.ok() || f->step_threads >= r.step_threads) return std::nullopt;
+  return *f;
 }
 
 }  // namespace stallprof::model

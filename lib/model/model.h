@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,9 +128,13 @@ double MainReceiveSeconds(const LoaderProfile& profile);
 double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
 double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
 
+// A step runnable on at least this many threads, with torch's intra-op
+// threads above one, is parallel over them.
+inline constexpr double kParallelStepThreads = 1.5;
+
 // Whether the profile's step is parallel over torch's intra-op threads
-// (intra_op_threads > 1, runnable on 1.5 or more threads), and whether it ran
-// so beside workers that oversubscribed the profiled cores.
+// (intra_op_threads > 1, runnable on kParallelStepThreads or more), and
+// whether it ran so beside workers that oversubscribed the profiled cores.
 bool ParallelStep(const LoaderProfile& profile);
 bool ParallelStepOversubscribed(const LoaderProfile& profile);
 
@@ -220,5 +225,15 @@ double BackgroundThreads(const LoaderProfile& profile);
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a
 // needed measurement is missing (the message names it and how to record it).
 Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& scenario);
+
+// The intra-op threads that leave `workers` a core each: torch.set_num_threads(max(1, cores - workers)).
+int32_t StepThreadsBesideWorkers(double cores, uint32_t workers);
+
+// `scenario` (predicted as `prediction`) with a parallel step whose threads and
+// the workers oversubscribe the cores, predicted again with the step on
+// StepThreadsBesideWorkers; nullopt when it is not oversubscribed, that is no
+// fewer threads, or Predict fails.
+std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& profile, const Scenario& scenario,
+                                                      const Prediction& prediction);
 
 }  // namespace stallprof::model

@@ -70,6 +70,7 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   const double b = p.batch_size;
   PipelineLp lp;
   lp.cores = usable_cores;
+  lp.pools.push_back({"workers", 0, 0});  // pool 0; its latency and memory are set below
   // As the simulation runs the step; with workers, whose batches the step
   // first reads in shared memory (timed for a profile without workers).
   const double compute = UncontendedComputeSeconds(p) / accel_speedup + BatchTouchSeconds(p, 1);
@@ -110,7 +111,6 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   // and a profile without workers counted its fetches in that share too.
   if (p.compute_cpu_s_per_batch.measured) {
     const double step = (StepWorkSeconds(p, accel_speedup) + BatchTouchSeconds(p, 1) + p.receive_s_per_batch) / b;
-    lp.pools.push_back({"workers", 0, 0});  // pool 0, filled in below
     lp.pools.push_back({"main process", 0, 0});
     lp.stages.push_back({"training step (main process)", step, 1});
   }
@@ -118,8 +118,8 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   // The LP plans for a machine to itself; Predict checks its proposal with
   // the simulation, contention included.
   const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
-  if (lp.pools.empty()) lp.pools.push_back({});
-  lp.pools[0] = {"workers", cpu_per_sample + io_per_sample, member_memory};
+  lp.pools[0].latency_s_per_sample = cpu_per_sample + io_per_sample;
+  lp.pools[0].memory_bytes_per_member = member_memory;
   if (memory_budget > 0) lp.memory_bytes = static_cast<double>(memory_budget) - static_cast<double>(c.plan.bytes);
   return lp;
 }
@@ -246,12 +246,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   if (!predicted.ok()) return predicted.error();
   rec.predicted = *predicted;
   if (predicted->step_oversubscribed) {  // the LP sees core time, not a parallel step held up by its own threads
-    Scenario fewer = chosen;
-    fewer.step_threads = std::max(1, static_cast<int32_t>(std::floor(o.cores)) - static_cast<int32_t>(workers));
-    auto f = Predict(p, fewer);
-    if (f.ok() && f->samples_per_s > predicted->samples_per_s) {
+    if (auto f = PredictWithFewerStepThreads(p, chosen, *predicted); f && f->samples_per_s > predicted->samples_per_s) {
       rec.predicted = *f;
-      rec.step_threads = static_cast<uint32_t>(fewer.step_threads);
+      rec.step_threads = f->step_threads;
     } else {
       rec.assumptions.push_back(fmt::format(
           "the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads hold each other up, "

@@ -296,12 +296,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
           auto o = Predict(profile, other);
           if (o.ok() && std::abs(o->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.other_epoch = *o;
         }
-        if (r->step_oversubscribed && sweep.step_threads < 0) {
-          Scenario fewer = s;
-          fewer.step_threads = std::max(1, static_cast<int32_t>(std::floor(c)) - static_cast<int32_t>(r->workers));
-          auto f = Predict(profile, fewer);
-          if (f.ok() && f->step_threads < r->step_threads) row.fewer_step_threads = *f;
-        }
+        if (sweep.step_threads < 0) row.fewer_step_threads = PredictWithFewerStepThreads(profile, s, *r);
         out.rows.push_back(std::move(row));
       }
   return out;
