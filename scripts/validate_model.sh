@@ -16,11 +16,12 @@
 # cpustep: a CPU-burning training step (16 ms) and 32 ms of prep CPU a batch,
 #          profiled with num_workers=0 -> predict 1 and 2 workers on the same
 #          2 cores, where workers and step share them.
-# decode:  a torchvision ImageFolder of generated JPEGs (1536, decode, crop,
-#          flip) and a small CNN trained on the CPU, profiled at num_workers=0
-#          -> 1 and 2.
-# threads: the decode case's CNN on 2 intra-op threads, profiled without
-#          workers -> 2 workers beside them, and with the step on 1 thread.
+# decode:  a torchvision ImageFolder of generated JPEGs (1536 of 640 px;
+#          decode, crop, flip) and a small CNN trained on the CPU, decoding
+#          and step balanced, profiled at num_workers=0 -> 1 and 2.
+# threads: a narrower CNN on 480 px images, on 2 intra-op threads, profiled
+#          without workers -> 2 workers beside them, and with the step on 1
+#          thread.
 # tail:    long-tailed item costs (1 ms CPU and 2 ms blocked a sample, every
 #          16th sample 12x both), profiled with 1 worker -> 4 workers on 2
 #          cores (in-order delivery waits for the tail; the blocked share lets
@@ -104,6 +105,20 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# within_spread <case> <REPEAT values of one configuration>...: repeats of one
+# configuration that spread by more than the bound test the host, not the
+# model (this VM's vCPUs run ~1.7x slower at times, spawned interpreters start
+# as fast as the host lets them): skip the case with the spread, return 1.
+within_spread() {
+  local case=$1 spread
+  shift
+  spread=$("$PY" -c 'import sys; n = int(sys.argv[1]); v = [float(x) for x in sys.argv[2:]]; print(round(max(max(v[i:i + n]) / min(v[i:i + n]) for i in range(0, len(v), n)), 3))' "$REPEAT" "$@")
+  if "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 1 + float(sys.argv[2]) else 1)' "$spread" "$MAX_ERROR"; then
+    skip "$case" "repeated runs of one configuration spread by $spread x (more than 1 + $MAX_ERROR): the host's speed changed during the series"
+    return 1
+  fi
+}
+
 median() { "$PY" -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 # The machine may be shared: each case alternates profile and target runs
@@ -163,6 +178,7 @@ validate_cpustep() {
 }
 
 # The decode cases' images, flags and malloc thresholds (DATA, FLAGS, TUNED).
+# decode_setup <image side, px> <the CNN's width>
 decode_setup() {
   # 96 batches an epoch: each forked worker makes ~48 batches before it is
   # replaced, as on a real dataset. With 24-batch epochs (this case until
@@ -170,8 +186,8 @@ decode_setup() {
   # of the parent (19% of its fetch CPU in the kernel against 4% in the
   # profile's main thread, under load), a start-up cost the steady state
   # then carried.
-  DATA=$WORK/images
-  FLAGS=(--images 1536 --size 480 --crop 64 --batch-size 16 --epochs 2)
+  DATA=$WORK/images-$1
+  FLAGS=(--images 1536 --size "$1" --crop 64 --width "$2" --batch-size 16 --epochs 2)
   "$PY" "$ROOT/scripts/workloads/imagefolder.py" --data "$DATA" "${FLAGS[@]}" --epochs 0 >/dev/null
   # Every run with fixed malloc thresholds: under glibc's dynamic ones a decode
   # worker falls at random into refaulting its freed image buffers (bare runs
@@ -190,7 +206,15 @@ decode_run() {
 
 validate_decode() {
   "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip decode "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
-  decode_setup
+  if [ "$(nproc)" -lt 2 ]; then skip decode "needs 2 cores"; return; fi
+  # 640 px images and a CNN 3x as wide as the threads case's: decoding a batch
+  # (about 57 ms of CPU here) and the step (about 59 ms) balance, so one worker
+  # nearly doubles the throughput on 2 cores. Nearly: 2 cores cap the gain at
+  # 2x ("no change" -50%), and handing batches over and co-running take some
+  # of it, so "no change" missed by 39-45% in two series (2026-11-23): more
+  # than 2 x a 15% bound, not always 2 x 20%. Its test asserts 15%. (With
+  # 480 px and the narrow CNN, until 2026-11-23, "no change" missed by 34%.)
+  decode_setup 640 3
   local profiled=() p1=() p2=() m1=() m2=() i
   for i in $(seq "$REPEAT"); do
     profiled+=("$(decode_run "$WORK/d0.pb" --workers 0)")
@@ -200,9 +224,10 @@ validate_decode() {
     m2+=("$(decode_run "$WORK/d2.pb" --workers 2)")
   done
   echo "decode: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}"
-  # One worker is reported, not held to the "no change" margin: decoding and
-  # the CNN share the 2 cores, so it gains less than 2 x the bound.
-  compare "decode: 0 -> 1 worker (info)" "$(median "${p1[@]}")" "$(median "${m1[@]}")"
+  within_spread decode "${profiled[@]}" "${m1[@]}" "${m2[@]}" || return 0
+  compare "decode: 0 -> 1 worker" "$(median "${p1[@]}")" "$(median "${m1[@]}")" "$(median "${profiled[@]}")"
+  # One worker already fills the 2 cores; a second adds the time-slicing of
+  # three busy threads on two, which costs CPU the model does not see.
   compare "decode: 0 -> 2 workers" "$(median "${p2[@]}")" "$(median "${m2[@]}")" "$(median "${profiled[@]}")"
 }
 
@@ -214,7 +239,7 @@ validate_decode() {
 validate_threads() {
   "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip threads "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
   if [ "$(nproc)" -lt 2 ]; then skip threads "needs 2 cores"; return; fi
-  decode_setup
+  decode_setup 480 1
   local profiled=() p2=() p1=() m2=() m1=() i
   for i in $(seq "$REPEAT"); do
     profiled+=("$(decode_run "$WORK/t0.pb" --workers 0 --threads 2)")
@@ -259,15 +284,7 @@ validate_startup() {
   # 56.9 samples/s minutes apart (2026-11-23), so medians compared a slow
   # prediction with a fast target (-21%) or the reverse (+27%); a persistent
   # run measured 39-43 in one series and 56 bare and traced minutes later.
-  # Repeats of one configuration (profiled, predicted or measured) that spread
-  # by more than the bound test the host, not the model: skip, with the spread.
-  local spread
-  spread=$("$PY" -c 'import sys; n = int(sys.argv[1]); v = [float(x) for x in sys.argv[2:]]; print(round(max(max(v[i:i + n]) / min(v[i:i + n]) for i in range(0, len(v), n)), 3))' \
-    "$REPEAT" "${profiled[@]}" "${predicted[@]}" "${measured[@]}")
-  if "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 1 + float(sys.argv[2]) else 1)' "$spread" "$MAX_ERROR"; then
-    skip startup "repeated runs of one configuration spread by $spread x (more than 1 + $MAX_ERROR): the host's start-up speed changed during the series"
-    return
-  fi
+  within_spread startup "${profiled[@]}" "${predicted[@]}" "${measured[@]}" || return 0
   compare "startup: spawn -> persistent, whole run" "$(median "${predicted[@]}")" "$(median "${measured[@]}")" "$(median "${profiled[@]}")"
 }
 
@@ -398,11 +415,16 @@ validate_indexed() {
     profiled+=("$(measured_of "$WORK/x1.pb")")
     predicted+=("$(predict "$WORK/x1.pb" samples_per_s --cache 1G)")
     cat "$files"/* >/dev/null
-    in_slow_storage "$SP" run -q -o "$WORK/x2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
+    # 8 epochs: one cached epoch lasts 0.3 s, too short a steady state to time.
+    in_slow_storage "$SP" run -q -o "$WORK/x2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --epochs 8 >/dev/null
     measured+=("$(measured_of "$WORK/x2.pb")")
   done
   echo "indexed: dataset size $(json_get "$WORK/x1.pb.predicted.json" '[l for l in d["loaders"][0]["inputs"] if l.startswith("dataset")][0]')"
   echo "indexed: profiled cold ${profiled[*]}; predicted all cached ${predicted[*]}; measured ${measured[*]}"
+  # The cached runs are bound by the CPU of a Python loop, and this host's
+  # vCPUs slow by up to ~1.7x at times: between series they measured 4243-6555
+  # samples/s (2026-11-22/23), within one 5982-6065.
+  within_spread indexed "${profiled[@]}" "${predicted[@]}" "${measured[@]}" || return 0
   compare "indexed: cold 400M -> all cached" "$(median "${predicted[@]}")" "$(median "${measured[@]}")" "$(median "${profiled[@]}")"
 }
 

@@ -51,6 +51,7 @@ def main():
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--width", type=int, default=1, help="the CNN's channels x this (the step's cost without the batch's bytes)")
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = p.parse_args()
     if args.threads > 0:
@@ -61,11 +62,12 @@ def main():
     dataset = torchvision.datasets.ImageFolder(args.data, transform=transform)
     train_loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                                                num_workers=args.workers)
+    c1, c2 = 16 * args.width, 32 * args.width
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(32, len(dataset.classes)))
+        nn.Conv2d(3, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c2, c2, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(c2, len(dataset.classes)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     counts = []
