@@ -224,7 +224,9 @@ validate_decode() {
     m2+=("$(decode_run "$WORK/d2.pb" --workers 2)")
   done
   echo "decode: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}"
-  within_spread decode "${profiled[@]}" "${m1[@]}" "${m2[@]}" || return 0
+  # The gate looks at the profile and one worker: two workers on 2 cores spread
+  # by themselves (205-252 samples/s in one series), which the median absorbs.
+  within_spread decode "${profiled[@]}" "${m1[@]}" || return 0
   compare "decode: 0 -> 1 worker" "$(median "${p1[@]}")" "$(median "${m1[@]}")" "$(median "${profiled[@]}")"
   # One worker already fills the 2 cores; a second adds the time-slicing of
   # three busy threads on two, which costs CPU the model does not see.
@@ -410,7 +412,12 @@ validate_indexed() {
   for i in $(seq "$REPEAT"); do
     sync
     echo 1 >/proc/sys/vm/drop_caches
-    run_in_cgroup $((400 << 20)) "$SP" run -q -o "$WORK/x1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
+    # 2 epochs (both cold: 2% hits): twice the fetches for the estimate of the
+    # CPU a miss costs, from system time, which this kernel samples at 4 ms
+    # ticks (CONFIG_TICK_CPU_ACCOUNTING, HZ=250). Predictions from three
+    # one-epoch profiles spread 6200-7412 samples/s, from two-epoch ones
+    # 6520-7053.
+    run_in_cgroup $((400 << 20)) "$SP" run -q -o "$WORK/x1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --epochs 2 >/dev/null
     drop_cgroup
     profiled+=("$(measured_of "$WORK/x1.pb")")
     predicted+=("$(predict "$WORK/x1.pb" samples_per_s --cache 1G)")
