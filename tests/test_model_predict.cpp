@@ -260,6 +260,13 @@ TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted
   CHECK(over->delay_s == Approx(0.1).epsilon(1e-3));  // 4 busy workers on 2 cores: each gets half a core
   CHECK(over->samples_per_s == Approx(2 * 10 / 0.1).epsilon(1e-3));  // 2 cores / 0.1 CPU-s a batch
   CHECK(over->bottleneck == Bottleneck::kPrep);
+  // 4 busy threads on 2 cores: 2 of them wait for a core but while the last
+  // batches drain, which whatif reports as time-slicing (an upper bound).
+  CHECK(over->waiting_threads == Approx(2).epsilon(0.05));
+  CHECK(over->waiting_threads < 2);
+  auto fits = Predict(p, On(2, 2));
+  REQUIRE(fits.ok());
+  CHECK(fits->waiting_threads == Approx(0).margin(1e-9));
 }
 
 TEST_CASE("A step that uses the CPU slows when workers take its cores, and slows them") {

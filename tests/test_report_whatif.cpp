@@ -151,6 +151,17 @@ TEST_CASE("A scenario whose other epoch differs gets a second line naming that e
   CHECK_THAT(text, Catch::Contains("\n                                steady state: 123.5 samples/s, hit 10%, storage\n"));
 }
 
+TEST_CASE("A scenario whose threads wait for a core a tenth of the time or more is called an upper bound") {
+  auto r = Swept();
+  r.rows[0].prediction.waiting_threads = 0.35;
+  r.rows[1].prediction.waiting_threads = 0.09;
+  const std::string text = WhatIfText(OneLoader(r));
+  CHECK_THAT(text, Catch::Contains("\n                                0.35 of the job's threads wait for a core on average: "
+                                   "time-slicing them costs CPU"));
+  CHECK_THAT(text, !Catch::Contains("0.09 of the job's threads"));
+  CHECK_THAT(text, Catch::Contains("so this figure is an upper bound (docs/model.md)\n     2       2"));
+}
+
 TEST_CASE("Several loaders are separated by a blank line, then the CPU fit and the plot file follow") {
   WhatIfReport report = OneLoader(Swept());
   auto val = Swept();
@@ -210,7 +221,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
                                              "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s",
-                                             "step_threads", "step_oversubscribed"});
+                                             "step_threads", "step_oversubscribed", "waiting_threads"});
   CHECK(p.at("background_threads").get<double>() == 0.5);
   CHECK(p.at("whole_run_samples_per_s").get<double>() == 300);
   CHECK(p.at("startup_measured").get<bool>());

@@ -207,6 +207,11 @@ struct Prediction {
   // (the step then progresses as one thread: see docs/model.md). 0 = not parallel.
   uint32_t step_threads = 0;
   bool step_oversubscribed = false;
+  // The job's threads that were runnable without a core, on average over the
+  // simulation: processor sharing lets them progress at their share, but
+  // time-slicing them costs CPU it does not count (each switch refills the
+  // caches), so from kTimeSlicedThreads on the figure is an upper bound.
+  double waiting_threads = 0;
   // Whole run: per epoch the start-up, the pipeline filling and the batches,
   // over the profiled epochs and batches per epoch.
   double whole_run_samples_per_s = 0;
@@ -214,6 +219,10 @@ struct Prediction {
   bool startup_measured = false;   // false: no workers in the profile to measure it from (taken as 0)
   double analytic_samples_per_s = 0;  // min(R_main, R_prep, R_workers, R_fetch): the sanity check of the simulation
 };
+
+// Threads waiting for a core on average from which whatif calls a figure an
+// upper bound: 0.1 is a tenth of the run with one thread time-sliced.
+inline constexpr double kTimeSlicedThreads = 0.1;
 
 // Runnable threads from outside the job in the profiled run: the background
 // load with which the simulation of the profiled configuration shows the

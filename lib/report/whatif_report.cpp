@@ -31,6 +31,7 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("startup_s_per_epoch", p.startup_s_per_epoch).Field("startup_measured", p.startup_measured);
   w.Field("analytic_samples_per_s", Rate(p.analytic_samples_per_s));
   w.Field("step_threads", p.step_threads).Field("step_oversubscribed", p.step_oversubscribed);
+  w.Field("waiting_threads", p.waiting_threads);
   w.EndObject();
 }
 
@@ -83,6 +84,11 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                                            row.fewer_step_threads->step_threads, row.fewer_step_threads->samples_per_s,
                                            row.fewer_step_threads->step_threads)
                              : "");
+    else if (p.waiting_threads >= model::kTimeSlicedThreads)
+      out += fmt::format("{:>31} {:.2f} of the job's threads wait for a core on average: time-slicing them costs CPU "
+                         "(cache refills at each switch) that sharing the cores does not count, so this figure is an "
+                         "upper bound (docs/model.md)\n",
+                         "", p.waiting_threads);
   }
   out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
                      "state against the {} baseline.",
