@@ -212,7 +212,7 @@ validate_decode() {
   # (about 57 ms of CPU here) and the step (about 59 ms) balance, so one worker
   # nearly doubles the throughput on 2 cores. Nearly: 2 cores cap the gain at
   # 2x ("no change" -50%), and handing batches over and co-running take some
-  # of it, so "no change" missed by 39-45% in two series (2026-11-23): more
+  # of it, so "no change" missed by 39-45% in four series (2026-11-23): more
   # than 2 x a 15% bound, not always 2 x 20%. Its test asserts 15%. (With
   # 480 px and the narrow CNN, until 2026-11-23, "no change" missed by 34%.)
   decode_setup 640 3
