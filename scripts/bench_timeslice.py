@@ -41,10 +41,12 @@ def main():
     if os.cpu_count() < 2:
         sys.exit("bench_timeslice: needs 2 cores")
     with tempfile.TemporaryDirectory() as tmp:
-        images = args.images or os.path.join(tmp, "images")
-        workload = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads", "imagefolder.py")
-        subprocess.run([sys.executable, workload, "--data", images, "--images", "256", "--size", "640", "--epochs", "0"],
-                       check=True, stdout=subprocess.DEVNULL)
+        images = args.images
+        if not images:  # generate only into our own folder, never into the caller's
+            images = os.path.join(tmp, "images")
+            workload = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads", "imagefolder.py")
+            subprocess.run([sys.executable, workload, "--data", images, "--images", "256", "--size", "640", "--epochs", "0"],
+                           check=True, stdout=subprocess.DEVNULL)
         print(f"load average {open('/proc/loadavg').read().split()[0]}; ms of CPU an image (decode, crop, flip)")
         alone, sliced, paired = [], [], []
         for _ in range(args.rounds):  # alternated, so a change in the host's speed hits all three
