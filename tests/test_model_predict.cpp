@@ -261,7 +261,7 @@ TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted
   CHECK(over->samples_per_s == Approx(2 * 10 / 0.1).epsilon(1e-3));  // 2 cores / 0.1 CPU-s a batch
   CHECK(over->bottleneck == Bottleneck::kPrep);
   // 4 busy threads on 2 cores: 2 of them wait for a core but while the last
-  // batches drain, which whatif reports as time-slicing (an upper bound).
+  // batches drain, which whatif reports as scheduling it does not model.
   CHECK(over->waiting_threads == Approx(2).epsilon(0.05));
   CHECK(over->waiting_threads < 2);
   auto fits = Predict(p, On(2, 2));

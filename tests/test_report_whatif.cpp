@@ -151,15 +151,15 @@ TEST_CASE("A scenario whose other epoch differs gets a second line naming that e
   CHECK_THAT(text, Catch::Contains("\n                                steady state: 123.5 samples/s, hit 10%, storage\n"));
 }
 
-TEST_CASE("A scenario whose threads wait for a core a tenth of the time or more is called an upper bound") {
+TEST_CASE("A scenario whose threads wait for a core a tenth of the time or more says the kernel's scheduling may move it") {
   auto r = Swept();
   r.rows[0].prediction.waiting_threads = 0.35;
   r.rows[1].prediction.waiting_threads = 0.09;
   const std::string text = WhatIfText(OneLoader(r));
   CHECK_THAT(text, Catch::Contains("\n                                0.35 of the job's threads wait for a core on average: "
-                                   "time-slicing them costs CPU"));
+                                   "the kernel's scheduling of them is not modelled"));
   CHECK_THAT(text, !Catch::Contains("0.09 of the job's threads"));
-  CHECK_THAT(text, Catch::Contains("so this figure is an upper bound (docs/model.md)\n     2       2"));
+  CHECK_THAT(text, Catch::Contains("may be off by about 10% either way (docs/model.md)\n     2       2"));
 }
 
 TEST_CASE("Several loaders are separated by a blank line, then the CPU fit and the plot file follow") {

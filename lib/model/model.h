@@ -208,9 +208,12 @@ struct Prediction {
   uint32_t step_threads = 0;
   bool step_oversubscribed = false;
   // The job's threads that were runnable without a core, on average over the
-  // simulation: processor sharing lets them progress at their share, but
-  // time-slicing them costs CPU it does not count (each switch refills the
-  // caches), so from kTimeSlicedThreads on the figure is an upper bound.
+  // simulation: processor sharing lets them progress at their share, but the
+  // kernel schedules them in slices and per-CPU queues (a core left idle
+  // while a thread waits on the other, a woken step run first), which it
+  // does not model: from kTimeSlicedThreads on, whatif says the figure may be
+  // off either way (scripts/bench_sched_idle.sh: +9% to +11% with 2 busy
+  // workers beside a busy step on 2 cores, -7% with 3).
   double waiting_threads = 0;
   // Whole run: per epoch the start-up, the pipeline filling and the batches,
   // over the profiled epochs and batches per epoch.
@@ -220,8 +223,9 @@ struct Prediction {
   double analytic_samples_per_s = 0;  // min(R_main, R_prep, R_workers, R_fetch): the sanity check of the simulation
 };
 
-// Threads waiting for a core on average from which whatif calls a figure an
-// upper bound: 0.1 is a tenth of the run with one thread time-sliced.
+// Threads waiting for a core on average from which whatif says how far the
+// kernel's scheduling may move a figure: 0.1 is a tenth of the run with one
+// thread time-sliced.
 inline constexpr double kTimeSlicedThreads = 0.1;
 
 // Runnable threads from outside the job in the profiled run: the background

@@ -85,9 +85,9 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                                            row.fewer_step_threads->step_threads)
                              : "");
     else if (p.waiting_threads >= model::kTimeSlicedThreads)
-      out += fmt::format("{:>31} {:.2f} of the job's threads wait for a core on average: time-slicing them costs CPU "
-                         "(cache refills at each switch) that sharing the cores does not count, so this figure is an "
-                         "upper bound (docs/model.md)\n",
+      out += fmt::format("{:>31} {:.2f} of the job's threads wait for a core on average: the kernel's scheduling of "
+                         "them is not modelled (it leaves a core idle while a thread waits, or favours the step), so "
+                         "this figure may be off by about 10% either way (docs/model.md)\n",
                          "", p.waiting_threads);
   }
   out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
