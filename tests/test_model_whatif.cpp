@@ -133,3 +133,30 @@ TEST_CASE("A cache sweep reports the cold first epoch beside the steady state") 
   CHECK(r->rows[1].prediction.samples_per_s == Approx(200));  // compute bound once cached
   CHECK(r->rows[1].other_epoch->samples_per_s == Approx(50));  // the first epoch still reads everything
 }
+
+TEST_CASE("A cache scenario on an estimated miss cost also gives the figure with misses costing no CPU") {
+  LoaderProfile p = Loader();
+  p.cpu_s_per_batch = 0.1;  // of which the estimate takes 0.08 s as miss CPU
+  p.io_s_per_batch = 0.19;
+  p.storage_bytes_per_batch = 1e6;
+  p.cpu_s_per_storage_byte = {0.08 / 1e6, false, "estimated from system time"};
+  Sweep sweep;
+  sweep.cache_bytes = {1ll << 30};
+  auto r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  REQUIRE(r->rows.size() == 1);
+  CHECK(r->rows[0].prediction.samples_per_s == Approx(200).epsilon(0.02));  // 0.02 s of CPU a batch: the 50 ms step binds
+  REQUIRE(r->rows[0].without_miss_cpu.has_value());
+  CHECK(r->rows[0].without_miss_cpu->samples_per_s == Approx(100).epsilon(0.02));  // 0.1 s of worker CPU a batch of 10
+  CHECK(r->rows[0].without_miss_cpu->hit_ratio == 1);
+
+  p.cpu_s_per_storage_byte.measured = true;  // fitted: no floor to give
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->rows[0].without_miss_cpu.has_value());
+  sweep.cache_bytes = {};  // no cache scenario: the misses stay as profiled
+  p.cpu_s_per_storage_byte.measured = false;
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->rows[0].without_miss_cpu.has_value());
+}

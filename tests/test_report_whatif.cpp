@@ -162,6 +162,19 @@ TEST_CASE("A scenario whose threads wait for a core a tenth of the time or more 
   CHECK_THAT(text, Catch::Contains("may be off by about 10% either way (docs/model.md)\n     2       2"));
 }
 
+TEST_CASE("A cache row on an estimated miss cost prints the figure with misses costing no CPU under it, and in JSON") {
+  auto r = Swept();
+  r.rows[1].without_miss_cpu = r.rows[1].prediction;
+  r.rows[1].without_miss_cpu->samples_per_s = 61.5;
+  const std::string text = WhatIfText(OneLoader(r));
+  CHECK_THAT(text, Catch::Contains("the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with "
+                                   "misses costing no CPU beyond their I/O: 61.5 samples/s; the truth lies between"));
+  CHECK(text.find("upper estimate") > text.find("\n     2       2"));  // under the second row, not the first
+  const Json scenarios = ParseJson(WhatIfJson(OneLoader(r))).at("loaders").at(0).at("scenarios");
+  CHECK_FALSE(scenarios.at(0).contains("without_miss_cpu"));
+  CHECK(scenarios.at(1).at("without_miss_cpu").at("samples_per_s").get<double>() == 61.5);
+}
+
 TEST_CASE("Several loaders are separated by a blank line, then the CPU fit and the plot file follow") {
   WhatIfReport report = OneLoader(Swept());
   auto val = Swept();

@@ -289,7 +289,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         s.workers = w == kAutoWorkers ? static_cast<int32_t>(AutoWorkers(profile, s)) : w;
         auto r = Predict(profile, s);
         if (!r.ok()) return r.error();
-        WhatIfRow row{s, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt};
+        WhatIfRow row{s, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt, std::nullopt};
         if (cache >= 0) {  // a cache changes the cold first epoch against the steady state
           Scenario other = s;
           other.first_epoch = !s.first_epoch;
@@ -297,6 +297,13 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
           if (o.ok() && std::abs(o->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.other_epoch = *o;
         }
         if (sweep.step_threads < 0) row.fewer_step_threads = PredictWithFewerStepThreads(profile, s, *r);
+        if (cache >= 0 && !profile.cpu_s_per_storage_byte.measured && profile.cpu_s_per_storage_byte.value > 0) {
+          const double estimate = profile.cpu_s_per_storage_byte.value;
+          profile.cpu_s_per_storage_byte.value = 0;  // in place: the batch costs are large to copy
+          auto f = Predict(profile, s);
+          profile.cpu_s_per_storage_byte.value = estimate;
+          if (f.ok() && std::abs(f->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.without_miss_cpu = *f;
+        }
         out.rows.push_back(std::move(row));
       }
   return out;

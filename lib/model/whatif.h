@@ -71,6 +71,12 @@ struct WhatIfRow {
   // the same scenario with its intra-op threads cut to the cores the workers
   // leave (torch.set_num_threads), when --step-threads was not given.
   std::optional<Prediction> fewer_step_threads;
+  // A cache scenario whose miss CPU rests on an estimate, not a fit (a cold
+  // profile: EstimateReadCostFromSystemTime takes every fetch's system CPU
+  // beyond a page-cache copy as miss CPU, an upper estimate): the same
+  // scenario with misses costing no CPU, the estimate's floor. The truth lies
+  // between the two figures. Set when they differ by more than 1%.
+  std::optional<Prediction> without_miss_cpu;
 };
 
 struct WhatIfResult {

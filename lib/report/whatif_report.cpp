@@ -75,6 +75,10 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
       out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
+    if (row.without_miss_cpu)
+      out += fmt::format("{:>31} the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with "
+                         "misses costing no CPU beyond their I/O: {:.1f} samples/s; the truth lies between (docs/model.md)\n",
+                         "", row.without_miss_cpu->samples_per_s);
     if (p.step_oversubscribed)
       out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "
                          "hold each other up, and this figure is an upper bound (docs/model.md){}\n",
@@ -157,6 +161,10 @@ std::string WhatIfJson(const WhatIfReport& report) {
       if (row.fewer_step_threads) {
         w.Key("fewer_step_threads");
         WritePrediction(w, *row.fewer_step_threads);
+      }
+      if (row.without_miss_cpu) {
+        w.Key("without_miss_cpu");
+        WritePrediction(w, *row.without_miss_cpu);
       }
       w.EndObject();
     }
