@@ -202,6 +202,38 @@ TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache sav
   CHECK(r->predicted.samples_per_s == Approx(10 / (0.05 + 0.0125 * 1.5)).epsilon(1e-3));
 }
 
+TEST_CASE("recommend gives a cache plan's floor when the miss CPU it saves is an estimate, not a fit") {
+  LoaderProfile p = Loader();  // compute 0.05 s a batch of 10
+  p.cpu_s_per_batch = 0.2;     // 0.15 of it estimated as miss CPU
+  p.dataset_bytes = 1ull << 30;
+  p.dataset_items = 1024;
+  p.bytes_per_sample = {1 << 20, true, "dataset"};
+  p.storage_bytes_per_batch = 10 << 20;
+  p.cpu_s_per_storage_byte = {0.15 / (10 << 20), true, "fit"};
+  RecommendOptions o;
+  o.cores = 2;
+  o.memory_bytes = 4ull << 30;
+  const auto floor_line = [](const Recommendation& r) {
+    for (const auto& a : r.assumptions)
+      if (a.find("upper estimate") != std::string::npos) return a;
+    return std::string();
+  };
+  auto fitted = Recommend(p, o);
+  REQUIRE(fitted.ok());
+  REQUIRE(fitted->cache.point == CachePoint::kRawFiles);
+  CHECK(floor_line(*fitted).empty());
+  p.cpu_s_per_storage_byte.measured = false;  // estimated from system time
+  auto estimated = Recommend(p, o);
+  REQUIRE(estimated.ok());
+  REQUIRE(estimated->cache.point == CachePoint::kRawFiles);
+  const std::string line = floor_line(*estimated);
+  // Misses costing no CPU: the 2 workers keep 0.2 CPU s a batch on 2 cores, 10 / 0.1 = 100 samples/s at most.
+  CHECK_THAT(line, Catch::Contains("with misses costing no CPU beyond their I/O the plan predicts"));
+  const double floor = std::stod(line.substr(line.find("predicts ") + 9));
+  CHECK(floor <= 100 * 1.001);
+  CHECK(floor < estimated->predicted.samples_per_s);
+}
+
 TEST_CASE("recommend charges each batch its worker loop CPU, which no cache saves") {
   LoaderProfile p = Loader();  // 0.1 CPU s a batch of 10 in the fetch, compute ingests 200 samples/s
   p.worker_loop_cpu_s_per_batch = {0.025, true, "sampler"};  // + 0.0025 CPU s a sample pickling and sending

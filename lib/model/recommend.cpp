@@ -256,6 +256,16 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
           predicted->step_threads, workers, o.cores));
     }
   }
+  if (rec.cache.point == CachePoint::kRawFiles && !p.cpu_s_per_storage_byte.measured &&
+      p.cpu_s_per_storage_byte.value > 0) {  // an upper estimate of the miss CPU the cache saves: give its floor
+    LoaderProfile floor = p;
+    floor.cpu_s_per_storage_byte.value = 0;
+    if (auto f = Predict(floor, chosen); f.ok() && f->samples_per_s < 0.99 * rec.predicted.samples_per_s)
+      rec.assumptions.push_back(fmt::format(
+          "the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with misses costing no CPU "
+          "beyond their I/O the plan predicts {:.1f} samples/s; the truth lies between (docs/model.md)",
+          f->samples_per_s));
+  }
   if (rec.cache.point == CachePoint::kDecoded) {  // Predict has no decoded cache: take the LP's rate
     rec.predicted.samples_per_s = rec.lp_samples_per_s;
     rec.predicted.step_s = b / rec.lp_samples_per_s;
