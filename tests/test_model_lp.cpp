@@ -175,19 +175,31 @@ TEST_CASE("recommend caches the dataset when storage bandwidth binds and memory 
   CHECK(half->binding.kind == RowKind::kBandwidth);
 }
 
-TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache saves on storage misses") {
-  LoaderProfile p = Loader();  // compute 0.05 s a batch of 10
-  p.receive_s_per_batch = 0.0125;  // the main thread unpickles each batch: it ingests 10 / 0.0625 = 160 samples/s
-  p.cpu_s_per_batch = 0.2;         // 0.02 CPU s a sample, of which 0.015 for storage misses (cold: hit 0)
+// A cold profile of 1 GiB of files, 1 MiB a sample: 0.2 CPU s a batch of 10
+// (compute 0.05 s), of which 0.15 the storage misses cost (fitted); 2 cores, 4 GiB.
+namespace {
+LoaderProfile ColdFilesLoader() {
+  LoaderProfile p = Loader();
+  p.cpu_s_per_batch = 0.2;
   p.dataset_bytes = 1ull << 30;
   p.dataset_items = 1024;
   p.bytes_per_sample = {1 << 20, true, "dataset"};
   p.storage_bytes_per_batch = 10 << 20;
   p.cpu_s_per_storage_byte = {0.15 / (10 << 20), true, "fit"};
+  return p;
+}
+RecommendOptions TwoCores() {
   RecommendOptions o;
   o.cores = 2;
   o.memory_bytes = 4ull << 30;
-  auto r = Recommend(p, o);
+  return o;
+}
+}  // namespace
+
+TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache saves on storage misses") {
+  LoaderProfile p = ColdFilesLoader();  // 0.02 CPU s a sample, of which 0.015 for storage misses (cold: hit 0)
+  p.receive_s_per_batch = 0.0125;  // the main thread unpickles each batch: it ingests 10 / 0.0625 = 160 samples/s
+  auto r = Recommend(p, TwoCores());
   REQUIRE(r.ok());
   // Without a cache 2 cores give 100 samples/s; a static full cache leaves 0.005 CPU s a sample (400 samples/s),
   // so the main loop's 160 samples/s binds, not compute's 200.
@@ -203,16 +215,8 @@ TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache sav
 }
 
 TEST_CASE("recommend gives a cache plan's floor when the miss CPU it saves is an estimate, not a fit") {
-  LoaderProfile p = Loader();  // compute 0.05 s a batch of 10
-  p.cpu_s_per_batch = 0.2;     // 0.15 of it estimated as miss CPU
-  p.dataset_bytes = 1ull << 30;
-  p.dataset_items = 1024;
-  p.bytes_per_sample = {1 << 20, true, "dataset"};
-  p.storage_bytes_per_batch = 10 << 20;
-  p.cpu_s_per_storage_byte = {0.15 / (10 << 20), true, "fit"};
-  RecommendOptions o;
-  o.cores = 2;
-  o.memory_bytes = 4ull << 30;
+  LoaderProfile p = ColdFilesLoader();
+  const RecommendOptions o = TwoCores();
   const auto floor_line = [](const Recommendation& r) {
     for (const auto& a : r.assumptions)
       if (a.find("upper estimate") != std::string::npos) return a;

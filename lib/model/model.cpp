@@ -393,4 +393,14 @@ std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& p, co
   return *f;
 }
 
+std::optional<Prediction> PredictMissCpuFloor(LoaderProfile& p, const Scenario& s, const Prediction& r) {
+  if (p.cpu_s_per_storage_byte.measured || !(p.cpu_s_per_storage_byte.value > 0)) return std::nullopt;
+  const double estimate = p.cpu_s_per_storage_byte.value;
+  p.cpu_s_per_storage_byte.value = 0;
+  auto floor = Predict(p, s);
+  p.cpu_s_per_storage_byte.value = estimate;
+  if (!floor.ok() || std::abs(floor->samples_per_s - r.samples_per_s) <= 0.01 * r.samples_per_s) return std::nullopt;
+  return *floor;
+}
+
 }  // namespace stallprof::model

@@ -258,9 +258,8 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   }
   if (rec.cache.point == CachePoint::kRawFiles && !p.cpu_s_per_storage_byte.measured &&
       p.cpu_s_per_storage_byte.value > 0) {  // an upper estimate of the miss CPU the cache saves: give its floor
-    LoaderProfile floor = p;
-    floor.cpu_s_per_storage_byte.value = 0;
-    if (auto f = Predict(floor, chosen); f.ok() && f->samples_per_s < 0.99 * rec.predicted.samples_per_s)
+    LoaderProfile copy = p;
+    if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))
       rec.assumptions.push_back(fmt::format(
           "the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with misses costing no CPU "
           "beyond their I/O the plan predicts {:.1f} samples/s; the truth lies between (docs/model.md)",

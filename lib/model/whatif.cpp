@@ -297,13 +297,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
           if (o.ok() && std::abs(o->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.other_epoch = *o;
         }
         if (sweep.step_threads < 0) row.fewer_step_threads = PredictWithFewerStepThreads(profile, s, *r);
-        if (cache >= 0 && !profile.cpu_s_per_storage_byte.measured && profile.cpu_s_per_storage_byte.value > 0) {
-          const double estimate = profile.cpu_s_per_storage_byte.value;
-          profile.cpu_s_per_storage_byte.value = 0;  // in place: the batch costs are large to copy
-          auto f = Predict(profile, s);
-          profile.cpu_s_per_storage_byte.value = estimate;
-          if (f.ok() && std::abs(f->samples_per_s - r->samples_per_s) > 0.01 * r->samples_per_s) row.without_miss_cpu = *f;
-        }
+        if (cache >= 0) row.without_miss_cpu = PredictMissCpuFloor(profile, s, *r);
         out.rows.push_back(std::move(row));
       }
   return out;
