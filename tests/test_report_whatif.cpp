@@ -287,4 +287,15 @@ TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the meas
   CHECK(svg.find(">cores</text>") != std::string::npos);  // the swept variable names the x axis
   CHECK(svg.find("train&lt;&amp;&gt;") != std::string::npos);
   CHECK(svg.find("train<&>") == std::string::npos);
+  CHECK(svg.find("misses costing no CPU") == std::string::npos);  // no estimated miss cost: no range
+}
+
+TEST_CASE("The SVG draws a cache point's range down to its floor when its miss CPU is an upper estimate") {
+  model::WhatIfResult r = Swept(400);
+  r.rows[2].without_miss_cpu = r.rows[2].prediction;
+  r.rows[2].without_miss_cpu->samples_per_s = 123.4;
+  const std::string svg = WhatIfSvg(r);
+  CHECK(svg.find("<title>with misses costing no CPU: 123.4 samples/s</title>") != std::string::npos);
+  CHECK(svg.find("dotted: down to misses costing no CPU") != std::string::npos);
+  CHECK(svg.find("with misses costing no CPU:") == svg.rfind("with misses costing no CPU:"));  // one range, one row
 }

@@ -1,5 +1,7 @@
 // The whatif plot: samples/s against the swept variable on bands coloured by
-// the bottleneck, with the measured throughput as a dashed line.
+// the bottleneck, with the measured throughput as a dashed line, and under a
+// cache point whose miss CPU is an upper estimate a dotted range down to its
+// floor (misses costing no CPU): the truth lies between.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -61,6 +63,21 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
                        label(r.rows[i]));
   }
   svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#1f4e79\" stroke-width=\"2\"/>\n", points);
+  bool ranges = false;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& floor = r.rows[i].without_miss_cpu;
+    if (!floor) continue;
+    ranges = true;
+    const double x = x_of(i), top = y_of(r.rows[i].prediction.samples_per_s), bottom = y_of(floor->samples_per_s);
+    svg += fmt::format("<g stroke=\"#1f4e79\"><title>with misses costing no CPU: {:.1f} samples/s</title>"
+                       "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke-dasharray=\"2 3\"/>"
+                       "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/></g>\n",
+                       floor->samples_per_s, x, top, x, bottom, x - 6, bottom, x + 6, bottom);
+  }
+  if (ranges)
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f4e79\">dotted: down to misses costing "
+                       "no CPU (the miss CPU is an upper estimate)</text>\n",
+                       kLeft + plot_w, kTop - 6.0);
   for (size_t i = 0; i < n; ++i)
     svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#1f4e79\"><title>{:.1f} samples/s</title></circle>\n",
                        x_of(i), y_of(r.rows[i].prediction.samples_per_s), r.rows[i].prediction.samples_per_s);
