@@ -26,15 +26,15 @@ cpu_times() { awk '/^cpu / {print $2+$3+$4+$5+$6+$7+$8+$9, $5}' /proc/stat; }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$REPEATS"); do
-  taskset -c 0 "$SP" run -q -o "$TMP/one0.pb" -- "$PY" $W --workers 0 --batches 60 "${FLAGS[@]}" >/dev/null
+  taskset -c 0 "$SP" run -q -o "$TMP/one0.pb" -- "$PY" "$W" --workers 0 --batches 60 "${FLAGS[@]}" >/dev/null
   "$SP" whatif "$TMP/one0.pb" --workers 1 --json >"$TMP/one0.json"
-  taskset -c 0 "$SP" run -q -o "$TMP/one1.pb" -- "$PY" $W --workers 1 --batches 60 "${FLAGS[@]}" >/dev/null
+  taskset -c 0 "$SP" run -q -o "$TMP/one1.pb" -- "$PY" "$W" --workers 1 --batches 60 "${FLAGS[@]}" >/dev/null
   "$SP" whatif "$TMP/one1.pb" --json >"$TMP/one1.json"
   predicted=$(json "$TMP/one0.json" "d['scenarios'][0]['prediction']['samples_per_s']")
   measured=$(json "$TMP/one1.json" "d['measured_samples_per_s']")
   "$PY" -c "import sys; p, m = map(float, sys.argv[1:]); print(f'1 core, 0 -> 1 worker: predicted {p:.1f}, measured {m:.1f} samples/s, error {p / m - 1:+.1%}')" "$predicted" "$measured"
   for workers in 2 3; do
-    "$SP" run -q -o "$TMP/two.pb" -- "$PY" $W --workers "$workers" --batches 400 "${FLAGS[@]}" >"$TMP/out" 2>/dev/null &
+    "$SP" run -q -o "$TMP/two.pb" -- "$PY" "$W" --workers "$workers" --batches 400 "${FLAGS[@]}" >"$TMP/out" 2>/dev/null &
     pid=$!
     sleep 2.5
     read -r total0 idle0 < <(cpu_times)
