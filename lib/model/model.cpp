@@ -393,8 +393,12 @@ std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& p, co
   return *f;
 }
 
+bool MissCpuIsEstimated(const LoaderProfile& p) {
+  return !p.cpu_s_per_storage_byte.measured && p.cpu_s_per_storage_byte.value > 0;
+}
+
 std::optional<Prediction> PredictMissCpuFloor(LoaderProfile& p, const Scenario& s, const Prediction& r) {
-  if (p.cpu_s_per_storage_byte.measured || !(p.cpu_s_per_storage_byte.value > 0)) return std::nullopt;
+  if (!MissCpuIsEstimated(p)) return std::nullopt;
   const double estimate = p.cpu_s_per_storage_byte.value;
   p.cpu_s_per_storage_byte.value = 0;
   auto floor = Predict(p, s);

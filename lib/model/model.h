@@ -249,11 +249,15 @@ int32_t StepThreadsBesideWorkers(double cores, uint32_t workers);
 std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& profile, const Scenario& scenario,
                                                       const Prediction& prediction);
 
+// Whether the CPU a storage miss costs was estimated from system time (an
+// upper estimate), not fitted over the fetch spans, and is not 0.
+bool MissCpuIsEstimated(const LoaderProfile& profile);
+
 // `scenario` (predicted as `prediction`) with storage misses costing no CPU
 // beyond their I/O: the floor of a miss cost estimated from system time
 // (EstimateReadCostFromSystemTime counts all other kernel work of the fetches
 // as miss CPU: an upper estimate), so the truth lies between the two. nullopt
-// when the miss cost was fitted or is 0, or the floor is within 1% of
+// when !MissCpuIsEstimated, or the floor is within 1% of
 // `prediction`. Sets the profile's miss cost to 0 for the call and restores
 // it: its batch costs are large to copy.
 std::optional<Prediction> PredictMissCpuFloor(LoaderProfile& profile, const Scenario& scenario,

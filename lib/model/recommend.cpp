@@ -256,9 +256,8 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
           predicted->step_threads, workers, o.cores));
     }
   }
-  if (rec.cache.point == CachePoint::kRawFiles && !p.cpu_s_per_storage_byte.measured &&
-      p.cpu_s_per_storage_byte.value > 0) {  // an upper estimate of the miss CPU the cache saves: give its floor
-    LoaderProfile copy = p;
+  if (rec.cache.point == CachePoint::kRawFiles && MissCpuIsEstimated(p)) {  // give the cache plan's floor
+    LoaderProfile copy = p;  // only then: the batch costs are large to copy
     if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))
       rec.assumptions.push_back(fmt::format(
           "the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with misses costing no CPU "
