@@ -28,15 +28,22 @@ the job's loop did: threads that sleep between batches and are woken for
 each cost more than threads kept busy (on this VM the loop and receive CPU
 of a 288-byte batch were 1.6-1.8x higher at a 20 ms pace than back to back
 on a quiet machine, 2.5-3x while other jobs kept the cores busy; docs/model.md,
-input `loop`). The pace is capped at 20 ms and
-the batches cut so the timing stays within about 2 s.
+input `loop`). The pace is capped at 20 ms.
+
+The timing holds the user up after their job, so it is cut by time as well as
+by count: the warm-up ends after --warmup batches or 0.5 s (at least 3), the
+timed batches after --batches or 2 s (at least 20). A 9.4 MiB batch took 11 s
+for 200 batches on this VM; small batches still run all 200.
 """
 import argparse
-import os
 import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+WARMUP_S = 0.5    # the warm-up ends after this long (and at least 3 batches)
+TIMED_S = 2.0     # the timed batches end after this long (and at least MIN_BATCHES)
+MIN_BATCHES = 20
 
 
 class Batches(Dataset):
@@ -51,6 +58,10 @@ class Batches(Dataset):
     def __getitem__(self, index):
         if self.pace_s > 0:
             time.sleep(self.pace_s)
+        # The worker process's CPU (all its threads: the loop, the queue
+        # feeder pickling, the fd sharer) as this batch starts: stamps at batch
+        # boundaries, so a timing cut short counts no part-done batch.
+        entered_cpu_ns = time.process_time_ns()
         start = time.thread_time_ns()
         heap = tuple(torch.empty(size, dtype=torch.uint8).fill_(1) for size in self.sizes)
         heap_ns = time.thread_time_ns() - start
@@ -58,18 +69,7 @@ class Batches(Dataset):
         start = time.thread_time_ns()
         tensors = tuple(torch.empty(size, dtype=torch.uint8).share_memory_().fill_(1) for size in self.sizes)
         shared_ns = time.thread_time_ns() - start
-        return tensors, heap_ns, shared_ns
-
-
-def process_cpu_ns(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass  # a thread that ended
-    return total
+        return tensors, heap_ns, shared_ns, entered_cpu_ns
 
 
 def main():
@@ -80,22 +80,23 @@ def main():
     p.add_argument("--pace", type=float, default=0, help="seconds a batch in the job's loop (0: back to back)")
     args = p.parse_args()
     pace = min(max(args.pace, 0), 0.02)
-    if pace > 0:
-        args.batches = max(20, min(args.batches, int(2 / pace)))
-        args.warmup = min(args.warmup, 10)
     torch.set_num_threads(1)
     loader = DataLoader(Batches(args.bytes, args.warmup + args.batches, pace), batch_size=None, num_workers=1,
                         persistent_workers=True)
     it = iter(loader)
-    for _ in range(args.warmup):
+    start = time.monotonic()
+    for done in range(args.warmup):
+        if done >= 3 and time.monotonic() - start > WARMUP_S:
+            break
         next(it)
-    worker = it._workers[0].pid
-    worker_from = process_cpu_ns(worker)
     resident = [torch.ones(size, dtype=torch.uint8) for size in args.bytes]  # the same read without faults
-    receive = fetch = shared_extra = touch = 0
-    for _ in range(args.batches):
+    receive = shared_extra = touch = 0
+    batches = 0
+    worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
+    timed_from = time.monotonic()
+    while batches < args.batches and (batches < MIN_BATCHES or time.monotonic() - timed_from < TIMED_S):
         start = time.thread_time_ns()
-        tensors, heap_ns, shared_ns = next(it)
+        tensors, heap_ns, shared_ns, entered_cpu_ns = next(it)
         received = time.thread_time_ns()
         for t in tensors:
             t[::4096].sum()  # a byte a page, as the step's first read of the batch
@@ -104,12 +105,18 @@ def main():
             t[::4096].sum()
         touch += 2 * touched - received - time.thread_time_ns()
         receive += received - start
-        fetch += heap_ns + shared_ns
         shared_extra += shared_ns - heap_ns
-    loop = process_cpu_ns(worker) - worker_from - fetch
-    n = args.batches * 1e9
+        if batches == 0:
+            worker_from = entered_cpu_ns
+        else:
+            fetch += previous_fetch  # the previous batch lies between the two stamps, this one does not
+        worker_to = entered_cpu_ns
+        previous_fetch = heap_ns + shared_ns
+        batches += 1
+    loop = (worker_to - worker_from - fetch) / max(1, batches - 1)  # over the batches between the two stamps
+    n = batches * 1e9
     print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d pace_s %.6f"
-          % (max(0, loop) / n, receive / n, max(0, shared_extra) / n, max(0, touch) / n, args.batches, pace))
+          % (max(0, loop) / 1e9, receive / n, max(0, shared_extra) / n, max(0, touch) / n, batches, pace))
 
 
 if __name__ == "__main__":
