@@ -7,9 +7,15 @@
 #     run: on one core nothing can idle, so this isolates the rest of the
 #     model (GIL, pickling, handoff);
 #   - on 2 cores with 2 and 3 workers: the share of both CPUs idle in the
-#     steady state (/proc/stat, 3 s from 2.5 s after the start), samples/s,
-#     and whatif's baseline on the run's own trace (its own measured costs):
-#     the sum of those costs over the 2 cores, against what they delivered.
+#     steady state (/proc/stat, 3 s from 2.5 s after the start), how many of
+#     the job's threads were runnable but waiting for a CPU meanwhile, on
+#     average (their run-queue delay, /proc/PID/task/TID/schedstat), the
+#     main thread's share of a core, samples/s, and whatif's baseline on the
+#     run's own trace (its own measured costs): the sum of those costs over
+#     the 2 cores, against what they delivered.
+#     Idle cores while threads wait is what fluid sharing cannot produce.
+#   SWITCH_INTERVAL=S sets Python's GIL switch interval in the job and its
+#   workers (default: Python's 5 ms).
 #   scripts/bench_sched_idle.sh [repeats]     (default 2; about 40 s each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,32 +28,80 @@ TMP=$(mktemp -d /tmp/stallprof-schedidle.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 FLAGS=(--batch-size 4 --prep-cpu-ms 8 --compute-ms 16 --compute-mode cpu)
 json() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1]))['loaders'][0]; print($2)" "$1"; }
-cpu_times() { awk '/^cpu / {print $2+$3+$4+$5+$6+$7+$8+$9, $5}' /proc/stat; }
+# snapshot PID: CPUs 0 and 1's total and idle ticks, then per thread of the
+# job (PID, its main thread first, and its descendants) "tid run_ns wait_ns".
+snapshot() {
+  "$PY" - "$1" <<'PY'
+import os, sys
+root = int(sys.argv[1])
+cpus = [[int(v) for v in l.split()[1:9]] for l in open("/proc/stat") if l.startswith(("cpu0 ", "cpu1 "))]
+print(sum(map(sum, cpus)), sum(c[3] for c in cpus))
+children = {}
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        children.setdefault(int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1]), []).append(int(p))
+    except (OSError, IndexError, ValueError):
+        pass
+todo = [root]
+while todo:
+    pid = todo.pop()
+    todo += children.get(pid, [])
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            run, wait, _ = open(f"/proc/{pid}/task/{tid}/schedstat").read().split()
+            print(tid, run, wait)
+    except OSError:
+        pass
+PY
+}
+JOB=("$PY" "$W")
+if [ -n "${SWITCH_INTERVAL:-}" ]; then
+  # Forked workers inherit the interval from the main process.
+  printf 'import runpy, sys\nsys.setswitchinterval(float(sys.argv[1]))\nsys.argv = sys.argv[2:]\nrunpy.run_path(sys.argv[0], run_name="__main__")\n' \
+    >"$TMP/interval.py"
+  JOB=("$PY" "$TMP/interval.py" "$SWITCH_INTERVAL" "$W")
+  echo "GIL switch interval: $SWITCH_INTERVAL s"
+fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$REPEATS"); do
-  taskset -c 0 "$SP" run -q -o "$TMP/one0.pb" -- "$PY" "$W" --workers 0 --batches 60 "${FLAGS[@]}" >/dev/null
+  taskset -c 0 "$SP" run -q -o "$TMP/one0.pb" -- "${JOB[@]}" --workers 0 --batches 60 "${FLAGS[@]}" >/dev/null
   "$SP" whatif "$TMP/one0.pb" --workers 1 --json >"$TMP/one0.json"
-  taskset -c 0 "$SP" run -q -o "$TMP/one1.pb" -- "$PY" "$W" --workers 1 --batches 60 "${FLAGS[@]}" >/dev/null
+  taskset -c 0 "$SP" run -q -o "$TMP/one1.pb" -- "${JOB[@]}" --workers 1 --batches 60 "${FLAGS[@]}" >/dev/null
   "$SP" whatif "$TMP/one1.pb" --json >"$TMP/one1.json"
   predicted=$(json "$TMP/one0.json" "d['scenarios'][0]['prediction']['samples_per_s']")
   measured=$(json "$TMP/one1.json" "d['measured_samples_per_s']")
   "$PY" -c "import sys; p, m = map(float, sys.argv[1:]); print(f'1 core, 0 -> 1 worker: predicted {p:.1f}, measured {m:.1f} samples/s, error {p / m - 1:+.1%}')" "$predicted" "$measured"
   for workers in 2 3; do
-    "$SP" run -q -o "$TMP/two.pb" -- "$PY" "$W" --workers "$workers" --batches 400 "${FLAGS[@]}" >"$TMP/out" 2>/dev/null &
-    pid=$!
+    taskset -c 0,1 "$SP" run -q -o "$TMP/two.pb" -- "${JOB[@]}" --workers "$workers" --batches 400 "${FLAGS[@]}" >"$TMP/out" 2>/dev/null &
+    launcher=$!
     sleep 2.5
-    read -r total0 idle0 < <(cpu_times)
+    job=$(pgrep -o -P "$launcher")  # the job, not the launcher
+    snapshot "$job" >"$TMP/before"
     sleep 3
-    read -r total1 idle1 < <(cpu_times)
-    wait "$pid"
+    snapshot "$job" >"$TMP/after"
+    wait "$launcher"
     "$SP" whatif "$TMP/two.pb" --json >"$TMP/two.json"
-    "$PY" - "$workers" "$((idle1 - idle0))" "$((total1 - total0))" "$TMP/two.json" <<'PY'
+    "$PY" - "$workers" "$TMP/before" "$TMP/after" "$TMP/two.json" <<'PY'
 import json, sys
-workers, idle, total = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+workers = int(sys.argv[1])
+def read(path):
+    lines = open(path).read().split("\n")
+    total, idle = map(int, lines[0].split())
+    threads = {f[0]: (int(f[1]), int(f[2])) for f in (l.split() for l in lines[1:] if l)}
+    return total, idle, threads
+total0, idle0, before = read(sys.argv[2])
+total1, idle1, after = read(sys.argv[3])
+idle = (idle1 - idle0) / (total1 - total0)
+wall_ns = (total1 - total0) / 2 / 100 * 1e9  # 2 CPUs, USER_HZ 100
+waiting = sum(after[t][1] - before[t][1] for t in after if t in before) / wall_ns
+main = open(sys.argv[3]).read().split("\n")[1].split()[0]  # the job's main thread, listed first
+step_share = (after[main][0] - before[main][0]) / wall_ns
 d = json.load(open(sys.argv[4]))["loaders"][0]
 measured, baseline = d["measured_samples_per_s"], d["baseline"]["samples_per_s"]
-print(f"2 cores, {workers} workers: both CPUs {idle / total:.0%} idle in the steady state; {measured:.1f} samples/s measured, "
+print(f"2 cores, {workers} workers: both CPUs {idle:.0%} idle in the steady state while {waiting:.2f} of the job's threads "
+      f"waited for a CPU on average; main thread {step_share:.2f} of a core (fluid sharing: 2/{workers + 1} = "
+      f"{2 / (workers + 1):.2f}); {measured:.1f} samples/s measured, "
       f"{baseline:.1f} predicted from the run's own costs ({baseline / measured - 1:+.1%})")
 PY
   done
