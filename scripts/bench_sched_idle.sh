@@ -13,7 +13,8 @@
 #     main thread's share of a core, samples/s, and whatif's baseline on the
 #     run's own trace (its own measured costs): the sum of those costs over
 #     the 2 cores, against what they delivered.
-#     Idle cores while threads wait is what fluid sharing cannot produce.
+#     These are averages over the 3 s: they do not show that a CPU idled at
+#     the same moment as a thread waited.
 #   SWITCH_INTERVAL=S sets Python's GIL switch interval in the job and its
 #   workers (default: Python's 5 ms).
 #   scripts/bench_sched_idle.sh [repeats]     (default 2; about 40 s each)
@@ -28,14 +29,16 @@ TMP=$(mktemp -d /tmp/stallprof-schedidle.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 FLAGS=(--batch-size 4 --prep-cpu-ms 8 --compute-ms 16 --compute-mode cpu)
 json() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1]))['loaders'][0]; print($2)" "$1"; }
-# snapshot PID: CPUs 0 and 1's total and idle ticks, then per thread of the
-# job (PID, its main thread first, and its descendants) "tid run_ns wait_ns".
+# snapshot PID: "monotonic_ns total_ticks idle_ticks" of CPUs 0 and 1, then per
+# thread of the job (PID, its main thread first, and its descendants)
+# "tid run_ns wait_ns".
 snapshot() {
   "$PY" - "$1" <<'PY'
 import os, sys
 root = int(sys.argv[1])
+import time
 cpus = [[int(v) for v in l.split()[1:9]] for l in open("/proc/stat") if l.startswith(("cpu0 ", "cpu1 "))]
-print(sum(map(sum, cpus)), sum(c[3] for c in cpus))
+print(time.monotonic_ns(), sum(map(sum, cpus)), sum(c[3] for c in cpus))
 children = {}
 for p in filter(str.isdigit, os.listdir("/proc")):
     try:
@@ -86,16 +89,14 @@ for r in $(seq "$REPEATS"); do
 import json, sys
 workers = int(sys.argv[1])
 def read(path):
-    lines = open(path).read().split("\n")
-    total, idle = map(int, lines[0].split())
-    threads = {f[0]: (int(f[1]), int(f[2])) for f in (l.split() for l in lines[1:] if l)}
-    return total, idle, threads
-total0, idle0, before = read(sys.argv[2])
-total1, idle1, after = read(sys.argv[3])
+    lines = [l.split() for l in open(path) if l.strip()]
+    now, total, idle = map(int, lines[0])
+    return now, total, idle, {f[0]: (int(f[1]), int(f[2])) for f in lines[1:]}, lines[1][0]
+now0, total0, idle0, before, main = read(sys.argv[2])  # main: the job's main thread, listed first
+now1, total1, idle1, after, _ = read(sys.argv[3])
 idle = (idle1 - idle0) / (total1 - total0)
-wall_ns = (total1 - total0) / 2 / 100 * 1e9  # 2 CPUs, USER_HZ 100
+wall_ns = now1 - now0
 waiting = sum(after[t][1] - before[t][1] for t in after if t in before) / wall_ns
-main = open(sys.argv[3]).read().split("\n")[1].split()[0]  # the job's main thread, listed first
 step_share = (after[main][0] - before[main][0]) / wall_ns
 d = json.load(open(sys.argv[4]))["loaders"][0]
 measured, baseline = d["measured_samples_per_s"], d["baseline"]["samples_per_s"]
