@@ -101,8 +101,9 @@ predict() {
 # repetitions' own errors disagree by more than 2 x MAX_ERROR, the host's
 # drift within a pair exceeded the bound: the case is skipped with the errors.
 # With "<floors>" (whatif's figure with misses costing no CPU, where the miss
-# cost is an upper estimate) the range [floor, predicted] must hold the
-# measured, each end within MAX_ERROR, and the figure's error is reported.
+# cost is estimated, not fitted) the floor must not exceed the measured by
+# more than MAX_ERROR (it is a bound), and the figure, which whatif says may
+# be off by about 25% either way, must be within 1.5 x MAX_ERROR.
 compare() {
   local status=0
   "$PY" - "$1" "$2" "$3" "${4:-}" "${5:-}" "$MAX_ERROR" <<'PY' || status=$?
@@ -116,10 +117,10 @@ series = statistics.median(predicted) / statistics.median(measured) - 1
 if floors:
     low = statistics.median(paired(floors))
     line = (f"{case:<38} predicted {statistics.median(floors):8.1f} to {statistics.median(predicted):8.1f} samples/s  "
-            f"measured {statistics.median(measured):8.1f} samples/s  floor {low:+6.1%}, figure {error:+6.1%} (reported)")
-    ok = low <= limit and error >= -limit
+            f"measured {statistics.median(measured):8.1f} samples/s  floor {low:+6.1%}, figure {error:+6.1%}")
+    ok = low <= limit and abs(error) <= 1.5 * limit
     if not ok:
-        line += "  OUTSIDE THE RANGE"
+        line += f"  FLOOR ABOVE THE MEASURED" if low > limit else f"  FIGURE OFF BY MORE THAN {1.5 * limit:.0%}"
 else:
     line = (f"{case:<38} predicted {statistics.median(predicted):8.1f} samples/s  measured {statistics.median(measured):8.1f} "
             f"samples/s  error {error:+6.1%} (medians {series:+6.1%})")
@@ -450,10 +451,12 @@ validate_indexed() {
   # The cached runs are bound by the CPU of a Python loop, and this host's
   # vCPUs slow by up to ~1.7x at times: between series they measured 4243-6555
   # samples/s (2026-11-22/23), within one series 5982-6065 or 4725-6673.
-  # The miss cost here is estimated from system time, an upper estimate (its
-  # figure ran +3% to +26% high), so whatif gives its floor too and says the
-  # truth lies between: that is what the case asserts, each bound paired and
-  # within the bound's tolerance; the point figure is reported.
+  # The miss cost here is estimated from system time, not fitted, and the
+  # figure erred both ways: +3% to +26% (2026-11-22/23, cached runs at
+  # 4243-6555 samples/s) and -20% to -22% (2026-11-23 17:40, cached runs at
+  # 12061-14003, the profile's CPU inflated: docs/model.md). whatif says
+  # "about 25% either way" and gives the floor (misses costing no CPU): the
+  # case asserts the floor as a bound and the figure at 1.5 x MAX_ERROR.
   compare "indexed: cold 400M -> all cached" "${predicted[*]}" "${measured[*]}" "${profiled[*]}" "${floors[*]}"
 }
 

@@ -219,7 +219,7 @@ TEST_CASE("recommend gives a cache plan's floor when the miss CPU it saves is an
   const RecommendOptions o = TwoCores();
   const auto floor_line = [](const Recommendation& r) {
     for (const auto& a : r.assumptions)
-      if (a.find("upper estimate") != std::string::npos) return a;
+      if (a.find("(the floor)") != std::string::npos) return a;
     return std::string();
   };
   auto fitted = Recommend(p, o);

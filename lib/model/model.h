@@ -249,14 +249,16 @@ int32_t StepThreadsBesideWorkers(double cores, uint32_t workers);
 std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& profile, const Scenario& scenario,
                                                       const Prediction& prediction);
 
-// Whether the CPU a storage miss costs was estimated from system time (an
-// upper estimate), not fitted over the fetch spans, and is not 0.
+// Whether the CPU a storage miss costs was estimated from system time, not
+// fitted over the fetch spans, and is not 0.
 bool MissCpuIsEstimated(const LoaderProfile& profile);
 
 // `scenario` (predicted as `prediction`) with storage misses costing no CPU
 // beyond their I/O: the floor of a miss cost estimated from system time
-// (EstimateReadCostFromSystemTime counts all other kernel work of the fetches
-// as miss CPU: an upper estimate), so the truth lies between the two. nullopt
+// (EstimateReadCostFromSystemTime: it counts the fetches' other kernel work
+// as miss CPU, but not how much slower their other CPU ran while they waited
+// on storage, so it errs either way; a cached fetch never costs more CPU than
+// a cold one, so the floor is a bound). nullopt
 // when !MissCpuIsEstimated, or the floor is within 1% of
 // `prediction`. Sets the profile's miss cost to 0 for the call and restores
 // it: its batch costs are large to copy.

@@ -260,8 +260,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     LoaderProfile copy = p;  // only then: the batch costs are large to copy
     if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))
       rec.assumptions.push_back(fmt::format(
-          "the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with misses costing no CPU "
-          "beyond their I/O the plan predicts {:.1f} samples/s; the truth lies between (docs/model.md)",
+          "the CPU a storage miss costs is estimated from a cold profile (not fitted), so the plan's figure may be off "
+          "by about 25% either way; with misses costing no CPU beyond their I/O (the floor) the plan predicts {:.1f} "
+          "samples/s (docs/model.md)",
           f->samples_per_s));
   }
   if (rec.cache.point == CachePoint::kDecoded) {  // Predict has no decoded cache: take the LP's rate

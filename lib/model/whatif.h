@@ -72,10 +72,10 @@ struct WhatIfRow {
   // leave (torch.set_num_threads), when --step-threads was not given.
   std::optional<Prediction> fewer_step_threads;
   // A cache scenario whose miss CPU rests on an estimate, not a fit (a cold
-  // profile: EstimateReadCostFromSystemTime takes every fetch's system CPU
-  // beyond a page-cache copy as miss CPU, an upper estimate): the same
-  // scenario with misses costing no CPU, the estimate's floor. The truth lies
-  // between the two figures. Set when they differ by more than 1%.
+  // profile: EstimateReadCostFromSystemTime): the same scenario with misses
+  // costing no CPU, a floor (a cached fetch never costs more CPU than a cold
+  // one). The estimate itself can err either way (docs/model.md). Set when
+  // the two differ by more than 1%.
   std::optional<Prediction> without_miss_cpu;
 };
 

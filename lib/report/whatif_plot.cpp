@@ -1,7 +1,7 @@
 // The whatif plot: samples/s against the swept variable on bands coloured by
 // the bottleneck, with the measured throughput as a dashed line, and under a
-// cache point whose miss CPU is an upper estimate a dotted range down to its
-// floor (misses costing no CPU): the truth lies between.
+// cache point whose miss CPU is estimated (not fitted) a dotted range down
+// to its floor (misses costing no CPU).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -76,7 +76,7 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   }
   if (ranges)
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f4e79\">dotted: down to misses costing "
-                       "no CPU (the miss CPU is an upper estimate)</text>\n",
+                       "no CPU (the miss CPU is estimated)</text>\n",
                        kLeft + plot_w, kTop - 6.0);
   for (size_t i = 0; i < n; ++i)
     svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#1f4e79\"><title>{:.1f} samples/s</title></circle>\n",

@@ -76,8 +76,10 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
                          row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
     if (row.without_miss_cpu)
-      out += fmt::format("{:>31} the CPU a storage miss costs is an upper estimate (a cold profile: not fitted); with "
-                         "misses costing no CPU beyond their I/O: {:.1f} samples/s; the truth lies between (docs/model.md)\n",
+      out += fmt::format("{:>31} the CPU a storage miss costs is estimated from a cold profile (not fitted), and CPU "
+                         "measured while workers wait on storage runs slower than on a warm cache, so this figure may be "
+                         "off by about 25% either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
+                         "samples/s (docs/model.md)\n",
                          "", row.without_miss_cpu->samples_per_s);
     if (p.step_oversubscribed)
       out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "

@@ -2,12 +2,12 @@
 # Model validation against real runs, case 'indexed' (scripts/validate_model.sh):
 # a custom dataset that opens its files by index (lists none, so its size is
 # estimated), profiled cold in a 400M memory cgroup on storage throttled to
-# 200 MiB/s, predicted and run fully cached. The CPU a miss costs comes from
-# the fetches' system time there, an upper estimate (its figure ran +3% to
-# +26% high), so whatif gives its floor too (misses costing no CPU) and says
-# the truth lies between: the test requires the measured samples/s inside
-# that range, each end within 20% (paired medians), and "no change" to miss
-# by more than 40%. The point figure is reported, not asserted.
+# 200 MiB/s, predicted and run fully cached. The CPU a miss costs is
+# estimated from the fetches' system time there (not fitted), and the figure
+# has erred both ways (+26% and -22% between host phases), so whatif says
+# "about 25% either way" and gives its floor (misses costing no CPU): the test
+# requires the floor not above the measured by more than 20%, the figure
+# within 30% (paired medians), and "no change" to miss by more than 40%.
 # Skips (77) with the reason when cgroups, blkio throttling or drop_caches are
 # not permitted.
 source "$(dirname "$0")/lib.sh"
