@@ -124,10 +124,22 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
     stallprof_span span;
     const uint32_t fast = stallprof_name("fast"), slow = stallprof_name("slow"), forced = stallprof_name("forced");
+    // What one span's counter reads cost here (they vary with the host), then
+    // the budget back to its start: a fresh thread's credit.
+    const uint32_t probe = stallprof_name("probe");
+    uint64_t start = stallprof_now_ns();
+    for (int i = 0; i < 200; ++i) {
+      stallprof_span_begin(&span, probe, 0, STALLPROF_SPAN_CPU_ALWAYS);
+      stallprof_span_end(&span, 0);
+    }
+    stallprof_counter(stallprof_name("read_cost_ns"), (stallprof_now_ns() - start) / 200);
+    stallprof_counter_budget_reset();
+    start = stallprof_now_ns();
     for (int i = 0; i < 2000; ++i) {
       stallprof_span_begin(&span, fast, 0, STALLPROF_SPAN_CPU);
       stallprof_span_end(&span, 0);
     }
+    stallprof_counter(stallprof_name("fast_loop_ns"), stallprof_now_ns() - start);
     // A span of 30 ms outlasts the pause any counter read earns at 0.5%
     // (30 ms / 200 = 150 us of reads), even on a loaded machine.
     for (int i = 0; i < 4; ++i) {
@@ -144,8 +156,10 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   });
   REQUIRE(result.exit_code == 0);
   std::map<std::string, std::pair<int, int>> spans_and_measured;
+  std::map<std::string, uint64_t> counters;
   int share_configs = 0;
   for (const auto& e : visitor.events) {
+    if (e.record.kind == SP_KIND_COUNTER) counters[e.name] = e.record.arg;
     if (e.record.kind == SP_KIND_CONFIG_F64 && e.name == "counter_share") {
       share_configs++;
       double share = 0;
@@ -160,7 +174,18 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   for (const auto& [name, counts] : spans_and_measured) UNSCOPED_INFO(name << ": " << counts.first << " spans, " << counts.second << " measured");
   CHECK(spans_and_measured["fast"].first == 2000);
   CHECK(spans_and_measured["fast"].second >= 1);
-  CHECK(spans_and_measured["fast"].second <= 20);
+  // The budget's bound: a fresh thread's credit (20 ms of wall time) and the
+  // loop's own wall time, at the default share, over what one span's reads
+  // cost; 1.5x and 2 spans of slack for the probe's noise. Reading on every
+  // span would measure all 2000.
+  REQUIRE(counters.count("read_cost_ns"));
+  REQUIRE(counters.count("fast_loop_ns"));
+  const double read_cost_ns = std::max<double>(1, static_cast<double>(counters["read_cost_ns"]));
+  const double allowed = (20e6 + static_cast<double>(counters["fast_loop_ns"])) * STALLPROF_DEFAULT_COUNTER_SHARE / read_cost_ns;
+  INFO("one span's counter reads " << read_cost_ns << " ns, loop " << counters["fast_loop_ns"] << " ns: at most "
+                                   << allowed << " measured");
+  CHECK(spans_and_measured["fast"].second <= 1.5 * allowed + 2);
+  CHECK(allowed < 200);  // the check above still tells a budget from none
   CHECK(spans_and_measured["slow"] == std::make_pair(4, 4));
   CHECK(spans_and_measured["forced"] == std::make_pair(3, 3));
   CHECK(share_configs == 1);  // the trace says spans were skipped, once

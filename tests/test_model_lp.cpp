@@ -232,7 +232,7 @@ TEST_CASE("recommend gives a cache plan's floor when the miss CPU it saves is an
   REQUIRE(estimated->cache.point == CachePoint::kRawFiles);
   const std::string line = floor_line(*estimated);
   // Misses costing no CPU: the 2 workers keep 0.2 CPU s a batch on 2 cores, 10 / 0.1 = 100 samples/s at most.
-  CHECK_THAT(line, Catch::Contains("with misses costing no CPU beyond their I/O the plan predicts"));
+  CHECK_THAT(line, Catch::Contains("with misses costing no CPU beyond their I/O (the floor) the plan predicts"));
   const double floor = std::stod(line.substr(line.find("predicts ") + 9));
   CHECK(floor <= 100 * 1.001);
   CHECK(floor < estimated->predicted.samples_per_s);

@@ -391,7 +391,8 @@ TEST_CASE("Receiving batches in the main process is serial with compute and is n
   CHECK(r->r_main == Approx(10 / 0.005));
   CHECK(r->samples_per_s == Approx(2000));
   CHECK(r->bottleneck == Bottleneck::kHandoff);
-  CHECK(r->prep_stall_fraction == Approx(0.6));  // caching cannot remove it
+  CHECK(r->handoff_stall_fraction == Approx(0.6));  // caching cannot remove it, nor faster workers
+  CHECK(r->prep_stall_fraction == Approx(0).margin(1e-12));
   CHECK(r->fetch_stall_fraction == Approx(0).margin(1e-12));
   Scenario faster = On(4);
   faster.accel_speedup = 2;  // only the compute part shrinks

@@ -81,7 +81,7 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 const std::string kHeader =
-    " cores workers      cache    hit   samples/s  whole run       step  stall  fetch   prep  bottleneck   change";
+    " cores workers      cache    hit   samples/s  whole run       step  stall  fetch   prep handoff  bottleneck   change";
 
 }  // namespace
 
@@ -97,9 +97,9 @@ TEST_CASE("The what-if text has the baseline, the table header, a row per scenar
   CHECK(lines[3] == "scenario: cache policy lru, steady state");
   CHECK(lines[4].empty());
   CHECK(lines[5] == kHeader);
-  CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%    10%  cpu prep     -50.0%");
-  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%    10%  cpu prep      +0.0%");
-  CHECK(lines[8] == "     4       2     as run    50%       800.0      300.0    5.00 ms    25%    15%    10%  compute     +100.0%");
+  CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%    10%      0%  cpu prep     -50.0%");
+  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%    10%      0%  cpu prep      +0.0%");
+  CHECK(lines[8] == "     4       2     as run    50%       800.0      300.0    5.00 ms    25%    15%    10%      0%  compute     +100.0%");
   CHECK(lines[9] == "");
   CHECK(lines[10] == "samples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
                      "state against the measured baseline. Inputs:");
@@ -231,7 +231,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   CHECK(l.at("scenarios").at(0).at("change").get<double>() == -0.5);
   const Json& p = l.at("scenarios").at(0).at("prediction");
   CHECK(Keys(p) == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
-                                             "prep_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
+                                             "prep_stall_fraction", "handoff_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
                                              "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s",

@@ -15,7 +15,7 @@ const char* ToString(Bottleneck b) {
     case Bottleneck::kCompute: return "compute";
     case Bottleneck::kPrep: return "cpu prep";
     case Bottleneck::kFetch: return "storage";
-    case Bottleneck::kHandoff: return "main-process handoff";
+    case Bottleneck::kHandoff: return "handoff";  // analyze's name for the cause
   }
   return "?";
 }
@@ -335,13 +335,6 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const SimResult cached_sim = SimulateLoader(cached);
   out.prep_step_s = cached_sim.steady_step_s > 0 ? cached_sim.steady_step_s : out.step_s;
 
-  // The bottleneck, as analyze names it: the main loop unless it waits for
-  // input; else storage bandwidth, else what the workers spend most on.
-  const double stall = std::max(0.0, 1 - (sim.compute_s + sim.receive_s) / std::max(sim.seconds, 1e-12));
-  if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
-  else if (stall < kModeratelyInputBound)
-    out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
-  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
 
   // The whole run: per epoch the start-up, the pipeline filling from empty,
   // and the epoch's batches. Workers start in parallel, each start a fixed
@@ -370,13 +363,30 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later) / epochs;
   out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
 
-  // The DS-Analyzer split of the predicted step: ingest (compute) | prep | fetch.
+  // The DS-Analyzer split of the predicted step, as analyze's account splits
+  // the measured one: ingest (compute) | handoff | prep | fetch. The main
+  // loop pays the handoff after each batch is ready, so it is stall even when
+  // the batch was (analyze: "handoff"); what else caching would not remove is prep.
   out.prep_step_s = std::clamp(out.prep_step_s, std::min(out.compute_step_s, out.step_s), out.step_s);
   if (out.step_s > 0) {
     out.stall_fraction = std::max(0.0, 1 - out.compute_step_s / out.step_s);
-    out.prep_stall_fraction = std::max(0.0, out.prep_step_s - out.compute_step_s) / out.step_s;
+    const double cached_stall = std::max(0.0, out.prep_step_s - out.compute_step_s);
+    const double handoff = std::min(out.handoff_s, cached_stall);
+    out.handoff_stall_fraction = handoff / out.step_s;
+    out.prep_stall_fraction = (cached_stall - handoff) / out.step_s;
     out.fetch_stall_fraction = (out.step_s - out.prep_step_s) / out.step_s;
   }
+
+  // The bottleneck, as analyze names it: storage bandwidth when it caps the
+  // rate; else the main loop's compute unless the step is input-bound by
+  // analyze's measure (the stall above, handoff included); else the largest
+  // part of the stall: the handoff, or what the workers spend most on.
+  if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
+  else if (out.stall_fraction < kModeratelyInputBound)
+    out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
+  else if (out.handoff_stall_fraction >= std::max(out.prep_stall_fraction, out.fetch_stall_fraction))
+    out.bottleneck = Bottleneck::kHandoff;
+  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
   return out;
 }
 

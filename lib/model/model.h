@@ -187,6 +187,7 @@ struct Prediction {
   double stall_fraction = 0;      // predicted wait / step
   double fetch_stall_fraction = 0;
   double prep_stall_fraction = 0;
+  double handoff_stall_fraction = 0;  // the main loop receiving ready batches (analyze's handoff)
   double r_compute = 0, r_prep = 0, r_fetch = 0;  // samples/s
   double hit_ratio = 0;
   Bottleneck bottleneck = Bottleneck::kCompute;

@@ -23,6 +23,7 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.BeginObject();
   w.Field("samples_per_s", p.samples_per_s).Field("step_s", p.step_s).Field("stall_fraction", p.stall_fraction);
   w.Field("fetch_stall_fraction", p.fetch_stall_fraction).Field("prep_stall_fraction", p.prep_stall_fraction);
+  w.Field("handoff_stall_fraction", p.handoff_stall_fraction);
   w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers).Field("hit_ratio", p.hit_ratio);
   w.Field("r_compute", Rate(p.r_compute)).Field("r_prep", Rate(p.r_prep)).Field("r_workers", Rate(p.r_workers));
   w.Field("r_fetch", Rate(p.r_fetch)).Field("delay_s", p.delay_s).Field("background_threads", p.background_threads);
@@ -62,14 +63,16 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                      sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
                      sweep.storage_bandwidth > 0 ? ", storage " + FormatBytes(sweep.storage_bandwidth) + "/s" : "",
                      sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state");
-  out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>10} {:>6} {:>6} {:>6}  {:<10} {:>8}\n", "cores", "workers",
-                     "cache", "hit", "samples/s", "whole run", "step", "stall", "fetch", "prep", "bottleneck", "change");
+  out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>10} {:>6} {:>6} {:>6} {:>7}  {:<10} {:>8}\n", "cores",
+                     "workers", "cache", "hit", "samples/s", "whole run", "step", "stall", "fetch", "prep", "handoff",
+                     "bottleneck", "change");
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
-    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}%  {:<10} {:>+7.1f}%\n",
+    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}% {:>6.0f}%  {:<10} {:>+7.1f}%\n",
                        row.scenario.machine.cores, p.workers, CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
                        p.whole_run_samples_per_s, FormatSeconds(p.step_s), p.stall_fraction * 100,
-                       p.fetch_stall_fraction * 100, p.prep_stall_fraction * 100, model::ToString(p.bottleneck),
+                       p.fetch_stall_fraction * 100, p.prep_stall_fraction * 100, p.handoff_stall_fraction * 100,
+                       model::ToString(p.bottleneck),
                        row.change * 100);
     if (row.other_epoch)
       out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
