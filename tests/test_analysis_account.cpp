@@ -213,6 +213,31 @@ TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
   CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(0.005));
   CHECK(l.split.handoff_s == Approx(5 * 0.005));
   CHECK(l.bottleneck == Cause::kHandoff);
+  // The sharing strategy was not recorded: no advice about it.
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::StartsWith("handoff ("));
+  CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
+}
+
+TEST_CASE("A handoff through file descriptors gets the file_system sharing strategy advice, other strategies do not") {
+  for (const std::string strategy : {"file_descriptor", "file_system"}) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.iterations = 10;
+    spec.wait = 5 * kMs;
+    spec.compute = 20 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    b.Config(100, 1, "sharing_strategy", strategy);
+    for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, kMs / 20, i, kMs / 20, 0);
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    CHECK(l.config.sharing_strategy == strategy);
+    REQUIRE_FALSE(l.advice.empty());
+    if (strategy == "file_descriptor")
+      CHECK_THAT(l.advice.front(), Catch::Contains("torch.multiprocessing.set_sharing_strategy('file_system')"));
+    else
+      CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
+  }
 }
 
 TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of the wait is handoff") {

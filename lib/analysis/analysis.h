@@ -203,6 +203,9 @@ struct LoaderConfig {
   uint64_t dataset_len = 0;
   uint64_t dataset_bytes = 0;
   std::string multiprocessing_context;
+  // torch.multiprocessing's sharing strategy at iterator creation:
+  // "file_descriptor" (Linux's default), "file_system"; empty = not recorded.
+  std::string sharing_strategy;
   // The first batch's tensors (loaders without workers; 0 = unknown).
   uint32_t batch_tensors = 0;
   uint64_t batch_bytes = 0;

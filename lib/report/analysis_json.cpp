@@ -68,6 +68,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
   w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
+  w.Field("sharing_strategy", c.sharing_strategy);
   w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
   w.Key("intra_op_threads");
   if (c.intra_op_threads > 0) w.Int(c.intra_op_threads); else w.Null();

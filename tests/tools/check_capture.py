@@ -133,6 +133,9 @@ def main():
         for key in ("prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last", "dataset_len",
                     "multiprocessing_context"):
             expect(key in cfg, "%s: config %s recorded" % (loader, key))
+        # torch.multiprocessing's, Linux's default unless the script chose another.
+        expect(cfg.get("sharing_strategy") in ("file_descriptor", "file_system"),
+               "%s: sharing_strategy config %r" % (loader, cfg.get("sharing_strategy")))
         waits = by[("dataloader.wait", scope)]
         expect(len(waits) == iterations, "%s: %d wait spans, script counted %d" % (loader, len(waits), iterations))
         expect(measured(w["has_cpu"] for w in waits),

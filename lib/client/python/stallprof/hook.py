@@ -282,6 +282,12 @@ def _record_config(loader, scope, name):
     else:
         method = context.get_start_method()
     cfg(scope, "multiprocessing_context", method)
+    # How workers hand tensors over: "file_descriptor" (Linux's default) costs
+    # the main process a connection to the worker per tensor (the handoff advice).
+    try:
+        cfg(scope, "sharing_strategy", sys.modules["torch"].multiprocessing.get_sharing_strategy())
+    except Exception:
+        pass
     # The step's intra-op threads: a parallel step beside workers that want
     # the same cores slows far more than its share (docs/model.md).
     try:
