@@ -197,15 +197,25 @@ TEST_CASE("Fetches without read spans are not called storage") {
   CHECK_THAT(l.account_steady.Line(Cause::kStorage).evidence, Catch::Contains("not recorded"));
 }
 
-TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
+namespace {
+// One worker whose 10 batches are each produced long before next() asks for
+// them: every wait (5 ms) is the main process receiving a ready batch. With a
+// `sharing_strategy` config when not empty.
+Trace ReadyBatches(const std::string& sharing_strategy) {
   TraceBuilder b;
   LoopSpec spec;
   spec.iterations = 10;
   spec.wait = 5 * kMs;
   spec.compute = 20 * kMs;
   const uint32_t w = AddOneWorkerLoader(b, spec);
+  if (!sharing_strategy.empty()) b.Config(100, 1, "sharing_strategy", sharing_strategy);
   for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, kMs / 20, i, kMs / 20, 0);
-  const auto result = Analyze(b.trace, {});
+  return std::move(b.trace);
+}
+}  // namespace
+
+TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
+  const auto result = Analyze(ReadyBatches(""), {});
   const auto& l = OnlyLoader(result);
   // Steady: 5 iterations of 5 ms handoff (the first wait of the epoch is start-up only in the whole run).
   CHECK(l.account_steady.Seconds(Cause::kHandoff) == Approx(5 * 0.005));
@@ -221,15 +231,7 @@ TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
 
 TEST_CASE("A handoff through file descriptors gets the file_system sharing strategy advice, other strategies do not") {
   for (const std::string strategy : {"file_descriptor", "file_system"}) {
-    TraceBuilder b;
-    LoopSpec spec;
-    spec.iterations = 10;
-    spec.wait = 5 * kMs;
-    spec.compute = 20 * kMs;
-    const uint32_t w = AddOneWorkerLoader(b, spec);
-    b.Config(100, 1, "sharing_strategy", strategy);
-    for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, kMs / 20, i, kMs / 20, 0);
-    const auto result = Analyze(b.trace, {});
+    const auto result = Analyze(ReadyBatches(strategy), {});
     const auto& l = OnlyLoader(result);
     CHECK(l.config.sharing_strategy == strategy);
     REQUIRE_FALSE(l.advice.empty());
