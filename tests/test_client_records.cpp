@@ -124,17 +124,27 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   auto result = RunInChild(segment.get(), &visitor, segment->EnvValue(), [] {
     stallprof_span span;
     const uint32_t fast = stallprof_name("fast"), slow = stallprof_name("slow"), forced = stallprof_name("forced");
-    // What one span's counter reads cost here (they vary with the host), then
-    // the budget back to its start: a fresh thread's credit.
+    // What one span's counter reads cost here (they vary with the host; a
+    // sanitizer slows the spans around them too): 200 spans that read them
+    // less 200 that do not, the fastest of 5 rounds each (a preemption only
+    // adds). Then the budget back to its start: a fresh thread's credit.
     const uint32_t probe = stallprof_name("probe");
-    uint64_t start = stallprof_now_ns();
-    for (int i = 0; i < 200; ++i) {
-      stallprof_span_begin(&span, probe, 0, STALLPROF_SPAN_CPU_ALWAYS);
-      stallprof_span_end(&span, 0);
-    }
-    stallprof_counter(stallprof_name("read_cost_ns"), (stallprof_now_ns() - start) / 200);
+    const auto time_spans = [&](uint32_t flags) {
+      uint64_t fastest = UINT64_MAX;
+      for (int round = 0; round < 5; ++round) {
+        const uint64_t from = stallprof_now_ns();
+        for (int i = 0; i < 200; ++i) {
+          stallprof_span_begin(&span, probe, 0, flags);
+          stallprof_span_end(&span, 0);
+        }
+        fastest = std::min(fastest, stallprof_now_ns() - from);
+      }
+      return fastest;
+    };
+    const uint64_t without = time_spans(0), with = time_spans(STALLPROF_SPAN_CPU_ALWAYS);
+    stallprof_counter(stallprof_name("read_cost_ns"), with > without ? (with - without) / 200 : 0);
     stallprof_counter_budget_reset();
-    start = stallprof_now_ns();
+    uint64_t start = stallprof_now_ns();
     for (int i = 0; i < 2000; ++i) {
       stallprof_span_begin(&span, fast, 0, STALLPROF_SPAN_CPU);
       stallprof_span_end(&span, 0);
@@ -176,15 +186,17 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   CHECK(spans_and_measured["fast"].second >= 1);
   // The budget's bound: a fresh thread's credit (20 ms of wall time) and the
   // loop's own wall time, at the default share, over what one span's reads
-  // cost; 1.5x and 2 spans of slack for the probe's noise. Reading on every
-  // span would measure all 2000.
+  // cost. The probe's difference holds a little more than the reads the
+  // budget charges (measured 0.95-1.1x the bound here, up to 1.6x under
+  // TSan), so 2x and 4 spans of slack; a budget with 4x the credit measured
+  // 3x the bound, and reading on every span would measure all 2000.
   REQUIRE(counters.count("read_cost_ns"));
   REQUIRE(counters.count("fast_loop_ns"));
   const double read_cost_ns = std::max<double>(1, static_cast<double>(counters["read_cost_ns"]));
   const double allowed = (20e6 + static_cast<double>(counters["fast_loop_ns"])) * STALLPROF_DEFAULT_COUNTER_SHARE / read_cost_ns;
   INFO("one span's counter reads " << read_cost_ns << " ns, loop " << counters["fast_loop_ns"] << " ns: at most "
                                    << allowed << " measured");
-  CHECK(spans_and_measured["fast"].second <= 1.5 * allowed + 2);
+  CHECK(spans_and_measured["fast"].second <= 2 * allowed + 4);
   CHECK(allowed < 200);  // the check above still tells a budget from none
   CHECK(spans_and_measured["slow"] == std::make_pair(4, 4));
   CHECK(spans_and_measured["forced"] == std::make_pair(3, 3));
