@@ -377,15 +377,15 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.fetch_stall_fraction = (out.step_s - out.prep_step_s) / out.step_s;
   }
 
-  // The bottleneck, as analyze names it: storage bandwidth when it caps the
-  // rate; else the main loop's compute unless the step is input-bound by
-  // analyze's measure (the stall above, handoff included); else the largest
-  // part of the stall: the handoff, or what the workers spend most on.
+  // What bounds the predicted step: storage bandwidth when it caps the rate;
+  // else the main loop when it never waits for a batch (compute, or the
+  // handoff when receiving costs more than computing: recommend's "model
+  // ingest" binds then, and the handoff column says how much of the step it
+  // takes); else what the workers spend most on.
+  const double waiting = std::max(0.0, 1 - (sim.compute_s + sim.receive_s) / std::max(sim.seconds, 1e-12));
   if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
-  else if (out.stall_fraction < kModeratelyInputBound)
+  else if (waiting < kModeratelyInputBound)
     out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
-  else if (out.handoff_stall_fraction >= std::max(out.prep_stall_fraction, out.fetch_stall_fraction))
-    out.bottleneck = Bottleneck::kHandoff;
   else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
   return out;
 }
