@@ -168,7 +168,7 @@ TEST_CASE("A cache row on an estimated miss cost prints the figure with misses c
   r.rows[1].without_miss_cpu->samples_per_s = 61.5;
   const std::string text = WhatIfText(OneLoader(r));
   CHECK_THAT(text, Catch::Contains("the CPU a storage miss costs is estimated from a cold profile (not fitted)"));
-  CHECK_THAT(text, Catch::Contains("may be off by about 25% either way; with misses costing no CPU beyond their I/O (the "
+  CHECK_THAT(text, Catch::Contains("may be off by up to a third either way; with misses costing no CPU beyond their I/O (the "
                                    "floor): 61.5 samples/s"));
   CHECK(text.find("estimated from a cold") > text.find("\n     2       2"));  // under the second row, not the first
   const Json scenarios = ParseJson(WhatIfJson(OneLoader(r))).at("loaders").at(0).at("scenarios");

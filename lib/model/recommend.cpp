@@ -261,7 +261,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))
       rec.assumptions.push_back(fmt::format(
           "the CPU a storage miss costs is estimated from a cold profile (not fitted), so the plan's figure may be off "
-          "by about 25% either way; with misses costing no CPU beyond their I/O (the floor) the plan predicts {:.1f} "
+          "by up to a third either way; with misses costing no CPU beyond their I/O (the floor) the plan predicts {:.1f} "
           "samples/s (docs/model.md)",
           f->samples_per_s));
   }

@@ -81,7 +81,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     if (row.without_miss_cpu)
       out += fmt::format("{:>31} the CPU a storage miss costs is estimated from a cold profile (not fitted), and CPU "
                          "measured while workers wait on storage runs slower than on a warm cache, so this figure may be "
-                         "off by about 25% either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
+                         "off by up to a third either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
                          "samples/s (docs/model.md)\n",
                          "", row.without_miss_cpu->samples_per_s);
     if (p.step_oversubscribed)
