@@ -35,11 +35,10 @@ def sleep_only_us(count, sleep_s):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     with tempfile.TemporaryDirectory(prefix="stallprof-sleep-") as root:
-        paths = []
-        for i in range(FILES):
-            paths.append(os.path.join(root, f"{i:03d}.bin"))
-            with open(paths[-1], "wb") as f:
-                f.write(os.urandom(SIZE) if i < 8 else open(paths[i % 8], "rb").read())
+        block, paths = os.urandom(SIZE), [os.path.join(root, f"{i:03d}.bin") for i in range(FILES)]
+        for path in paths:
+            with open(path, "wb") as f:
+                f.write(block)
         per_read_us(paths * 2, 0)  # warm the page cache and the code
         print(f"CPU per read of a cached {SIZE >> 10} KiB file, {FILES} files a pass (us)")
         for r in range(rounds):

@@ -5,9 +5,11 @@ workers and the launcher, bare against `stallprof run`, alternated.
 Each run executes the script through a small wrapper (runpy, as `python3
 script.py` would) that prints, at exit, the training process's own CPU and
 that of the children it reaped (the DataLoader workers), user and system
-apart. The launcher's own CPU is what the whole `stallprof run` took beyond
-that. Prints the medians per side and the traced/bare differences; asserts
-nothing. Usage:
+apart. "after_exit" is what the whole command took beyond that: the
+interpreter's teardown after the report and workers reaped after it, on both
+sides, and the launcher's own CPU when traced, so its traced - bare
+difference is the launcher's. Prints the medians per side and the
+traced - bare differences; asserts nothing. Usage:
   bench_job_cpu.py [pairs] [stallprof binary] -- script.py [args...]
 (default: 5 pairs, build/stallprof, scripts/workloads/train_demo.py --epochs 2)
 """
@@ -44,7 +46,7 @@ def run(cmd, out):
     with open(out) as f:
         row = json.load(f)
     total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    row["launcher"] = total - (row["main_user"] + row["main_sys"] + row["workers_user"] + row["workers_sys"])
+    row["after_exit"] = total - (row["main_user"] + row["main_sys"] + row["workers_user"] + row["workers_sys"])
     return row
 
 
@@ -71,7 +73,7 @@ def main():
             for side in order:
                 rows[side].append(run(sides[side], out))
         print(f"load average after: {os.getloadavg()[0]:.2f}")
-        keys = ["wall", "main_user", "main_sys", "workers_user", "workers_sys", "launcher", "main_minflt", "workers_minflt"]
+        keys = ["wall", "main_user", "main_sys", "workers_user", "workers_sys", "after_exit", "main_minflt", "workers_minflt"]
         med = {s: {k: statistics.median(r[k] for r in rows[s]) for k in keys} for s in rows}
         print(f"{'median':<16}" + "".join(f"{k:>15}" for k in keys))
         for s in rows:

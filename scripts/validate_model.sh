@@ -120,7 +120,7 @@ if floors:
             f"measured {statistics.median(measured):8.1f} samples/s  floor {low:+6.1%}, figure {error:+6.1%}")
     ok = low <= limit and abs(error) <= 2 * limit
     if not ok:
-        line += f"  FLOOR ABOVE THE MEASURED" if low > limit else f"  FIGURE OFF BY MORE THAN {2 * limit:.0%}"
+        line += "  FLOOR ABOVE THE MEASURED" if low > limit else f"  FIGURE OFF BY MORE THAN {2 * limit:.0%}"
 else:
     line = (f"{case:<38} predicted {statistics.median(predicted):8.1f} samples/s  measured {statistics.median(measured):8.1f} "
             f"samples/s  error {error:+6.1%} (medians {series:+6.1%})")

@@ -23,7 +23,8 @@ model::Prediction Predicted(double samples_per_s, model::Bottleneck bottleneck, 
   p.step_s = 4 / samples_per_s;
   p.stall_fraction = 0.25;
   p.fetch_stall_fraction = 0.15;
-  p.prep_stall_fraction = 0.10;
+  p.prep_stall_fraction = 0.07;
+  p.handoff_stall_fraction = 0.03;
   p.hit_ratio = 0.5;
   p.bottleneck = bottleneck;
   p.workers = workers;
@@ -97,9 +98,9 @@ TEST_CASE("The what-if text has the baseline, the table header, a row per scenar
   CHECK(lines[3] == "scenario: cache policy lru, steady state");
   CHECK(lines[4].empty());
   CHECK(lines[5] == kHeader);
-  CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%    10%      0%  cpu prep     -50.0%");
-  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%    10%      0%  cpu prep      +0.0%");
-  CHECK(lines[8] == "     4       2     as run    50%       800.0      300.0    5.00 ms    25%    15%    10%      0%  compute     +100.0%");
+  CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%     7%      3%  cpu prep     -50.0%");
+  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%     7%      3%  cpu prep      +0.0%");
+  CHECK(lines[8] == "     4       2     as run    50%       800.0      300.0    5.00 ms    25%    15%     7%      3%  compute     +100.0%");
   CHECK(lines[9] == "");
   CHECK(lines[10] == "samples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
                      "state against the measured baseline. Inputs:");

@@ -335,6 +335,16 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const SimResult cached_sim = SimulateLoader(cached);
   out.prep_step_s = cached_sim.steady_step_s > 0 ? cached_sim.steady_step_s : out.step_s;
 
+  // What bounds the predicted step: storage bandwidth when it caps the rate;
+  // else the main loop when it never waits for a batch (compute, or the
+  // handoff when receiving costs more than computing: recommend's "model
+  // ingest" binds then, and the handoff column says how much of the step it
+  // takes); else what the workers spend most on.
+  const double waiting = std::max(0.0, 1 - (sim.compute_s + sim.receive_s) / std::max(sim.seconds, 1e-12));
+  if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
+  else if (waiting < kModeratelyInputBound)
+    out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
+  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
 
   // The whole run: per epoch the start-up, the pipeline filling from empty,
   // and the epoch's batches. Workers start in parallel, each start a fixed
@@ -376,17 +386,6 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     out.prep_stall_fraction = (cached_stall - handoff) / out.step_s;
     out.fetch_stall_fraction = (out.step_s - out.prep_step_s) / out.step_s;
   }
-
-  // What bounds the predicted step: storage bandwidth when it caps the rate;
-  // else the main loop when it never waits for a batch (compute, or the
-  // handoff when receiving costs more than computing: recommend's "model
-  // ingest" binds then, and the handoff column says how much of the step it
-  // takes); else what the workers spend most on.
-  const double waiting = std::max(0.0, 1 - (sim.compute_s + sim.receive_s) / std::max(sim.seconds, 1e-12));
-  if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
-  else if (waiting < kModeratelyInputBound)
-    out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
-  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
   return out;
 }
 
