@@ -120,6 +120,23 @@ TEST_CASE("A profile without workers warns that the whole run with workers leave
   CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains("leaves out their start-up"));
 }
 
+TEST_CASE("A profile that ran one thread at a time warns that threads on busy vCPUs may run slower than it measured") {
+  model::WhatIfResult r = Swept();
+  r.baseline.workers = 0;
+  const std::string warning = "The profile ran one thread at a time, and the model takes each core as a full one";
+  CHECK_THAT(WhatIfText(OneLoader(r)), Catch::Contains(warning) && Catch::Contains("profile with workers to measure it"));
+  // A step on 2 intra-op threads kept 2 cores busy in the profile: no warning.
+  r.baseline.step_threads = 2;
+  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains(warning));
+  // Profiled with 2 workers on 2 cores, co-running was measured: no warning.
+  CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains(warning));
+  // Every scenario on one core: nothing co-runs.
+  r = Swept();
+  r.baseline.workers = 0;
+  for (auto& row : r.rows) row.scenario.machine.cores = 1;
+  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains(warning));
+}
+
 TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
   const std::string text = WhatIfText(OneLoader(Swept(0)));
   CHECK_THAT(text, Catch::Contains("predicted 420.0 samples/s, step 9.52 ms; measured throughput unknown\n"));

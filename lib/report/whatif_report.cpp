@@ -103,6 +103,20 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                      "state against the {} baseline.",
                      r.measured_samples_per_s > 0 ? "measured" : "predicted");
   const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) { return row.prediction.workers > 0; });
+  // The threads a configuration keeps busy at once, at most one a core.
+  const auto busy = [](double cores, const model::Prediction& p) {
+    return std::min(cores, p.workers + std::max(1.0, static_cast<double>(p.step_threads)));
+  };
+  const bool co_runs = busy(r.profiled.cores, r.baseline) <= 1 &&
+                       std::any_of(r.rows.begin(), r.rows.end(), [&](const auto& row) {
+                         return busy(row.scenario.machine.cores, row.prediction) > 1;
+                       });
+  if (co_runs)
+    out += " The profile ran one thread at a time, and the model takes each core as a full one: a thread runs as "
+           "fast with the other cores busy as the profile measured it alone. A host whose vCPUs share physical cores "
+           "(hyperthreads, another tenant) runs busy threads slower when all are busy (a decode step and its worker "
+           "took 23-28% more CPU a batch on this project's 2-vCPU host at times), and the figures above would be "
+           "high by as much; profile with workers to measure it.";
   if (r.baseline.workers == 0 && adds_workers)
     out += " Whole run with workers leaves out their start-up at each epoch (fork or spawn, the first batch), which a "
            "profile without workers cannot measure: with short epochs it can cost more than workers save; profile "
