@@ -214,6 +214,31 @@ TEST_CASE("recommend counts the main loop's receive cost and the CPU a cache sav
   CHECK(r->predicted.samples_per_s == Approx(10 / (0.05 + 0.0125 * 1.5)).epsilon(1e-3));
 }
 
+TEST_CASE("recommend keeps the main process fetching when receiving a batch from a worker costs more than making it") {
+  LoaderProfile p = Loader();  // a 50 ms step, batches of 10
+  p.workers = 2;
+  p.profiled_cores = 2;
+  p.cpu_s_per_batch = 0.01;       // 10 ms of CPU to fetch a batch
+  p.produce_s_per_batch = 0.01;
+  p.produce_p99_s = 0.01;
+  p.receive_s_per_batch = 0.03;   // 30 ms for the main thread to receive one from a worker
+  auto r = Recommend(p, TwoCores());
+  REQUIRE(r.ok());
+  // With workers the main loop pays the step and the receive: 10 / 0.08 = 125 samples/s.
+  // Without, the step and the fetch: 10 / 0.06 = 166.7 samples/s.
+  CHECK(r->workers == 0);
+  CHECK(r->predicted.samples_per_s == Approx(10 / 0.06).epsilon(0.01));
+  CHECK(r->lp_workers >= 1);
+  CHECK(r->lp_workers_samples_per_s == Approx(10 / 0.08).epsilon(0.01));
+  // A cheap receive (1 ms): workers overlap the fetch with the step, 10 / 0.051.
+  p.receive_s_per_batch = 0.001;
+  r = Recommend(p, TwoCores());
+  REQUIRE(r.ok());
+  CHECK(r->workers >= 1);
+  CHECK(r->lp_workers == 0);
+  CHECK(r->predicted.samples_per_s == Approx(10 / 0.051).epsilon(0.01));
+}
+
 TEST_CASE("recommend gives a cache plan's floor when the miss CPU it saves is an estimate, not a fit") {
   LoaderProfile p = ColdFilesLoader();
   const RecommendOptions o = TwoCores();

@@ -106,6 +106,31 @@ TEST_CASE("Without a measured run, a binding row, a shadow price or known memory
   CHECK_THAT(text, Catch::Contains("\nshadow prices: none\n"));
 }
 
+TEST_CASE("A plan without workers drops prefetch_factor and persistent_workers, and names the LP's workers it beat") {
+  RecommendedLoader l = Planned();
+  l.profile.cpu_s_per_batch = 0.0005;
+  l.profile.receive_s_per_batch = 0.0007;
+  l.plan.workers = 0;
+  l.plan.lp_workers = 1;
+  l.plan.lp_workers_samples_per_s = 26600;
+  l.plan.predicted.samples_per_s = 29200;
+  const std::string text = RecommendText(Report({l}));
+  // torch raises ValueError for either option with num_workers=0.
+  CHECK_THAT(text, Catch::Contains("  DataLoader(..., num_workers=0, pin_memory=torch.cuda.is_available())\n"));
+  CHECK_THAT(text, Catch::Contains("workers:      none: fetching in the main process is predicted at 29200.0 samples/s, "
+                                   "the LP's 1 worker(s) at 26600.0: a batch costs 500.0 us of CPU to fetch and "
+                                   "700.0 us to receive from a worker"));
+  CHECK_THAT(text, Catch::Contains("binding:      in the LP's plan with workers, cores (cores)"));
+  CHECK_THAT(text, Catch::Contains("prefetch:     none without workers"));
+  const Json j = ParseJson(RecommendJson(Report({l})));
+  const Json& loader = j.at("loaders").at(0);
+  CHECK(loader.at("num_workers") == 0);
+  CHECK(loader.at("prefetch_factor").is_null());
+  CHECK(loader.at("lp_workers").at("num_workers") == 1);
+  // With workers, no such object.
+  CHECK(ParseJson(RecommendJson(Report({Planned()}))).at("loaders").at(0).at("lp_workers").is_null());
+}
+
 TEST_CASE("Several loaders' plans are separated by a blank line") {
   auto val = Planned();
   val.profile.name = "val";
@@ -130,7 +155,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
-  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "dataloader", "step_threads", "cache",
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_workers", "dataloader", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s", "measured_samples_per_s",
                                              "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
                                              "constraints", "assumptions"});

@@ -94,6 +94,11 @@ struct Recommendation {
   // oversubscribe, when fewer are predicted faster; 0 = leave them as profiled.
   uint32_t step_threads = 0;
   double measured_samples_per_s = 0;  // 0 = the profile has no measured step
+  // workers = 0: the main process fetching its own batches was predicted
+  // faster than the LP's workers (their handoff costs more than the fetch);
+  // these are the LP's plan, predicted, for the text.
+  uint32_t lp_workers = 0;
+  double lp_workers_samples_per_s = 0;
   CachePlan cache;
   LpSolution lp;
   LpRow binding;                    // the limiting row (kind kIngest when compute binds)

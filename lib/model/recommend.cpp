@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "common/units.h"
 #include "model/cache.h"
@@ -245,17 +246,35 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   auto predicted = Predict(p, chosen);
   if (!predicted.ok()) return predicted.error();
   rec.predicted = *predicted;
-  if (predicted->step_oversubscribed) {  // the LP sees core time, not a parallel step held up by its own threads
-    if (auto f = PredictWithFewerStepThreads(p, chosen, *predicted); f && f->samples_per_s > predicted->samples_per_s) {
-      rec.predicted = *f;
-      rec.step_threads = f->step_threads;
-    } else {
-      rec.assumptions.push_back(fmt::format(
-          "the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads hold each other up, "
-          "and the prediction is an upper bound (docs/model.md)",
-          predicted->step_threads, workers, o.cores));
+  std::optional<Prediction> fewer;
+  if (predicted->step_oversubscribed) fewer = PredictWithFewerStepThreads(p, chosen, *predicted);
+  if (fewer && fewer->samples_per_s > predicted->samples_per_s) {  // the LP sees core time, not a parallel step held up by its own threads
+    rec.predicted = *fewer;
+    rec.step_threads = fewer->step_threads;
+  }
+  // Workers are not always worth their handoff: on a fast loader the main
+  // process fetching each batch itself can beat receiving it from a worker
+  // (unpickling, file descriptors), which the LP, a model of worker pools,
+  // cannot propose. The simulation predicts it on the same scenario; a 2%
+  // margin keeps a tie with workers.
+  if (rec.cache.point != CachePoint::kDecoded) {
+    Scenario in_process = chosen;
+    in_process.workers = 0;
+    in_process.prefetch_factor = -1;
+    if (auto w0 = Predict(p, in_process); w0.ok() && w0->samples_per_s > rec.predicted.samples_per_s * 1.02) {
+      rec.lp_workers = workers;
+      rec.lp_workers_samples_per_s = rec.predicted.samples_per_s;
+      rec.workers = 0;
+      rec.step_threads = 0;
+      rec.predicted = *w0;
+      chosen = in_process;
     }
   }
+  if (predicted->step_oversubscribed && rec.workers > 0 && rec.step_threads == 0)
+    rec.assumptions.push_back(fmt::format(
+        "the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads hold each other up, "
+        "and the prediction is an upper bound (docs/model.md)",
+        predicted->step_threads, workers, o.cores));
   if (rec.cache.point == CachePoint::kRawFiles && MissCpuIsEstimated(p)) {  // give the cache plan's floor
     LoaderProfile copy = p;  // only then: the batch costs are large to copy
     if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))

@@ -18,6 +18,8 @@ double Speedup(const model::Recommendation& r) {
 }  // namespace
 
 std::string DataLoaderLine(const model::Recommendation& r) {
+  // torch refuses prefetch_factor and persistent_workers without workers.
+  if (r.workers == 0) return "DataLoader(..., num_workers=0, pin_memory=torch.cuda.is_available())";
   return fmt::format(
       "DataLoader(..., num_workers={}, prefetch_factor={}, pin_memory=torch.cuda.is_available(), persistent_workers=True)",
       r.workers, r.prefetch_factor);
@@ -64,13 +66,22 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += fmt::format("; measured {:.1f} samples/s steady state: {:.2f}x\n", r.measured_samples_per_s, speedup);
   else
     out += "\n";
-  out += fmt::format("binding:      {} ({}): {}\n", r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name),
+  if (r.workers == 0)
+    out += fmt::format("workers:      none: fetching in the main process is predicted at {:.1f} samples/s, the LP's {} "
+                       "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
+                       "main loop pays one or the other\n",
+                       r.predicted.samples_per_s, r.lp_workers, r.lp_workers_samples_per_s,
+                       FormatSeconds(p.cpu_s_per_batch), FormatSeconds(model::MainReceiveSeconds(p)));
+  out += fmt::format("binding:      {}{} ({}): {}\n", r.workers == 0 ? "in the LP's plan with workers, " : "", r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name),
                      model::ToString(r.binding.kind), TerminalSafe(r.advice));
   const double rate_b = r.lp_samples_per_s / p.batch_size;
-  out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
-                     "workers -> prefetch_factor={}\n",
-                     rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
-                     r.prefetch_concurrency, r.workers, r.prefetch_factor);
+  if (r.workers == 0)
+    out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
+  else
+    out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
+                       "workers -> prefetch_factor={}\n",
+                       rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
+                       r.prefetch_concurrency, r.workers, r.prefetch_factor);
   out += "shadow prices: ";
   bool first = true;
   for (const auto& row : r.lp.rows) {
@@ -101,7 +112,12 @@ std::string RecommendJson(const RecommendReport& report) {
   for (const auto& [p, r] : report.loaders) {
     const double speedup = Speedup(r);
     w.BeginObject();
-    w.Field("loader", p.name).Field("num_workers", r.workers).Field("prefetch_factor", r.prefetch_factor);
+    w.Field("loader", p.name).Field("num_workers", r.workers);
+    w.Key("prefetch_factor");
+    if (r.workers > 0) w.Int(r.prefetch_factor); else w.Null();
+    w.Key("lp_workers");  // the LP's plan, when fetching without workers was predicted faster
+    if (r.workers == 0) w.BeginObject().Field("num_workers", r.lp_workers).Field("predicted_samples_per_s", r.lp_workers_samples_per_s).EndObject();
+    else w.Null();
     w.Field("dataloader", DataLoaderLine(r));
     w.Key("step_threads");
     if (r.step_threads > 0) w.Int(r.step_threads); else w.Null();
