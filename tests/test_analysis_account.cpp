@@ -201,7 +201,7 @@ namespace {
 // One worker whose 10 batches are each produced long before next() asks for
 // them: every wait (5 ms) is the main process receiving a ready batch. With a
 // `sharing_strategy` config when not empty.
-Trace ReadyBatches(const std::string& sharing_strategy) {
+Trace ReadyBatches(const std::string& sharing_strategy, uint64_t produce = kMs / 20) {
   TraceBuilder b;
   LoopSpec spec;
   spec.iterations = 10;
@@ -209,7 +209,7 @@ Trace ReadyBatches(const std::string& sharing_strategy) {
   spec.compute = 20 * kMs;
   const uint32_t w = AddOneWorkerLoader(b, spec);
   if (!sharing_strategy.empty()) b.Config(100, 1, "sharing_strategy", sharing_strategy);
-  for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, kMs / 20, i, kMs / 20, 0);
+  for (uint64_t i = 0; i < 10; ++i) AddFetch(b, w, spec.start + i * kMs / 10, produce, i, produce, 0);
   return std::move(b.trace);
 }
 }  // namespace
@@ -240,6 +240,22 @@ TEST_CASE("A handoff through file descriptors gets the file_system sharing strat
     else
       CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
   }
+}
+
+TEST_CASE("A handoff that takes longer than making the batch suggests fetching without workers") {
+  // Batches made in 50 us and received in 5 ms (every one of the 5 steady waits).
+  const auto fast_result = Analyze(ReadyBatches(""), {});
+  const auto& fast = OnlyLoader(fast_result);
+  REQUIRE_FALSE(fast.advice.empty());
+  CHECK_THAT(fast.advice.front(), Catch::Contains("or no workers: a worker makes a batch in 50.0 us and the main "
+                                                  "process takes 5.00 ms to receive it") &&
+                                      Catch::Contains("`stallprof whatif --workers 0`"));
+  // Batches made in 6 ms: the workers save more than the 5 ms handoff costs.
+  const auto result = Analyze(ReadyBatches("", 6 * kMs), {});
+  const auto& slow = OnlyLoader(result);
+  REQUIRE(slow.bottleneck == Cause::kHandoff);
+  REQUIRE_FALSE(slow.advice.empty());
+  CHECK_THAT(slow.advice.front(), !Catch::Contains("or no workers"));
 }
 
 TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of the wait is handoff") {

@@ -619,6 +619,21 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                   "(torch.multiprocessing's file_descriptor strategy): torch.multiprocessing.set_sharing_strategy("
                   "'file_system') passes them by name (call it before the loader's first iteration, and in "
                   "worker_init_fn with spawn; its shared-memory files can outlive a killed job)";
+      // A batch made faster than it is received: the main process fetching it
+      // itself may beat the workers (a fast loader ran 4832 samples/s without
+      // workers, 1586 with 2: docs/model.md "recommend").
+      double produce_s = 0;
+      uint64_t produced = 0;
+      for (const auto& worker : l.workers) {
+        produce_s += worker.produce_s;
+        produced += worker.batches;
+      }
+      const double handoff_per_batch = a.batches ? line.seconds / static_cast<double>(a.batches) : 0;
+      if (l.config.num_workers > 0 && produced > 0 && produce_s / static_cast<double>(produced) < handoff_per_batch)
+        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to receive "
+                              "it, so fetching in the main process (num_workers=0) may be faster; predict it with "
+                              "`stallprof whatif --workers 0` or `stallprof recommend`",
+                              FormatSeconds(produce_s / static_cast<double>(produced)), FormatSeconds(handoff_per_batch));
       return advice;
     }
     case Cause::kStartup:
