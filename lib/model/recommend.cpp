@@ -248,7 +248,8 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   rec.predicted = *predicted;
   std::optional<Prediction> fewer;
   if (predicted->step_oversubscribed) fewer = PredictWithFewerStepThreads(p, chosen, *predicted);
-  if (fewer && fewer->samples_per_s > predicted->samples_per_s) {  // the LP sees core time, not a parallel step held up by its own threads
+  // The LP sees core time, not a parallel step held up by its own threads.
+  if (fewer && fewer->samples_per_s > predicted->samples_per_s) {
     rec.predicted = *fewer;
     rec.step_threads = fewer->step_threads;
   }

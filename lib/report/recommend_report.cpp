@@ -72,8 +72,9 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        "main loop pays one or the other\n",
                        r.predicted.samples_per_s, r.lp_workers, r.lp_workers_samples_per_s,
                        FormatSeconds(p.cpu_s_per_batch), FormatSeconds(model::MainReceiveSeconds(p)));
-  out += fmt::format("binding:      {}{} ({}): {}\n", r.workers == 0 ? "in the LP's plan with workers, " : "", r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name),
-                     model::ToString(r.binding.kind), TerminalSafe(r.advice));
+  out += fmt::format("binding:      {}{} ({}): {}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
+                     r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name), model::ToString(r.binding.kind),
+                     TerminalSafe(r.advice));
   const double rate_b = r.lp_samples_per_s / p.batch_size;
   if (r.workers == 0)
     out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
