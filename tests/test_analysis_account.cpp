@@ -278,6 +278,35 @@ TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of
   CHECK(a.Seconds(Cause::kStorage) >= Approx(5 * 0.004));
 }
 
+TEST_CASE("Without workers, prep advice says workers would not help when receiving a batch would cost more than making it") {
+  // num_workers = 0: each 10 ms wait is a 10 ms fetch on CPU, beside a 10 ms step.
+  const auto advice_with_receive = [](double receive_s) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", 0);
+    if (receive_s > 0) b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive_s);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    spec.iterations = 10;
+    spec.wait = 10 * kMs;
+    spec.compute = 10 * kMs;
+    AddLoop(b, spec);
+    for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs, 10 * kMs, i, 10 * kMs, 0);
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.bottleneck == Cause::kPrep);
+    REQUIRE_FALSE(l.advice.empty());
+    return l.advice.front();
+  };
+  // A worker's batch would take 12 ms to receive: more than the 10 ms fetch.
+  CHECK_THAT(advice_with_receive(0.012), Catch::Contains("workers would not help: the main process would take 12.00 ms "
+                                                         "to receive each batch from a worker (timed after the run) "
+                                                         "against 10.00 ms to make it here"));
+  // 1 ms to receive, or not timed: more workers.
+  CHECK_THAT(advice_with_receive(0.001), Catch::Contains("more workers or cores"));
+  CHECK_THAT(advice_with_receive(0), Catch::Contains("more workers or cores"));
+}
+
 TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not called a stall") {
   // num_workers = 0, a 100 us step and a 20 us next() of which the hook is
   // 17 us (half the 4 us wrapper + a 15 us fetch event); the other 2 us of

@@ -579,11 +579,33 @@ std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, uint32
       model::StepThreadsBesideWorkers(cores, workers));
 }
 
+// The fetch spans' mean wall time per batch (what making a batch takes), 0 without any.
+double MeanProduceSeconds(const LoaderAnalysis& l) {
+  double produce_s = 0;
+  uint64_t batches = 0;
+  for (const auto& worker : l.workers) {
+    produce_s += worker.produce_s;
+    batches += worker.batches;
+  }
+  return batches ? produce_s / static_cast<double>(batches) : 0;
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
+  const double produce = MeanProduceSeconds(l);
   switch (cause) {
     case Cause::kPrep: {
+      // Without workers, a batch made faster than a worker's would be received
+      // (timed after the run): workers would slow it down (a TensorDataset
+      // MLP: 148 us to fetch, 364 us to receive; 38945 samples/s without
+      // workers, 24418 with 2).
+      const double receive = l.config.ipc_receive_cpu_s;
+      if (l.config.num_workers == 0 && receive > 0 && produce > 0 && produce <= receive)
+        return fmt::format("worker CPU ({}): workers would not help: the main process would take {} to receive each "
+                           "batch from a worker (timed after the run) against {} to make it here; make __getitem__ or "
+                           "collate cheaper; predict with `stallprof whatif --workers N`",
+                           share, FormatSeconds(receive), FormatSeconds(produce));
       std::string advice = fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
                                        "with `stallprof whatif --workers N`",
                                        share, l.config.num_workers, cores);
@@ -622,18 +644,12 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // A batch made faster than it is received: the main process fetching it
       // itself may beat the workers (a fast loader ran 4832 samples/s without
       // workers, 1586 with 2: docs/model.md "recommend").
-      double produce_s = 0;
-      uint64_t produced = 0;
-      for (const auto& worker : l.workers) {
-        produce_s += worker.produce_s;
-        produced += worker.batches;
-      }
       const double handoff_per_batch = a.batches ? line.seconds / static_cast<double>(a.batches) : 0;
-      if (l.config.num_workers > 0 && produced > 0 && produce_s / static_cast<double>(produced) < handoff_per_batch)
+      if (l.config.num_workers > 0 && produce > 0 && produce < handoff_per_batch)
         advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to receive "
                               "it, so fetching in the main process (num_workers=0) may be faster; predict it with "
                               "`stallprof whatif --workers 0` or `stallprof recommend`",
-                              FormatSeconds(produce_s / static_cast<double>(produced)), FormatSeconds(handoff_per_batch));
+                              FormatSeconds(produce), FormatSeconds(handoff_per_batch));
       return advice;
     }
     case Cause::kStartup:
