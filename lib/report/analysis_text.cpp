@@ -65,8 +65,10 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   Heading(out, style, "  Step time (ms)");
   out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
   if (l.steady_fallback)
-    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch; all iterations used\n", warmup);
-  out += fmt::format("    steady state ({} iterations, first {} of each epoch skipped)\n", l.step_steady.count, warmup);
+    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch; all {} iterations used\n",
+                       warmup, l.step_steady.count);
+  else
+    out += fmt::format("    steady state ({} iterations, first {} of each epoch skipped)\n", l.step_steady.count, warmup);
   SummaryRow(out, "step", l.step_steady);
   SummaryRow(out, "wait", l.wait_steady);
   SummaryRow(out, "compute", l.compute_steady);
@@ -176,9 +178,19 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
 
 std::string VerdictLine(const LoaderAnalysis& l) {
   std::string split;
-  if (l.split.available && l.split.step_s > 0)
-    split = fmt::format(" (fetch {}, prep {}{})", Pct(l.split.fetch_stall_s / l.split.step_s), Pct(l.split.prep_stall_s / l.split.step_s),
-                        l.split.handoff_s >= 0.005 * l.split.step_s ? ", handoff " + Pct(l.split.handoff_s / l.split.step_s) : "");
+  if (l.split.available && l.split.step_s > 0) {
+    const double step = l.split.step_s;
+    // The stall's other parts, so that the parts add up to it: the DS-Analyzer
+    // split has no line for blocking without device reads or for start-up
+    // (in the steady account only when no iteration is past the warm-up).
+    const auto part = [&](const char* name, double seconds) {
+      return seconds >= 0.005 * step ? fmt::format(", {} {}", name, Pct(seconds / step)) : std::string();
+    };
+    const auto& a = l.account_steady;
+    split = fmt::format(" (fetch {}, prep {}{}{}{})", Pct(l.split.fetch_stall_s / step), Pct(l.split.prep_stall_s / step),
+                        part("handoff", l.split.handoff_s), part("other blocking", a.Seconds(Cause::kOtherBlocking)),
+                        part("start-up", a.Seconds(Cause::kStartup)));
+  }
   return fmt::format("{}: {}: {} of step time waiting for data{}; bottleneck: {}", l.config.name, ToString(l.verdict),
                      Pct(l.stall_fraction), split, ToString(l.bottleneck));
 }

@@ -41,7 +41,9 @@ assert abs(s["handoff_fraction"] - got["handoff"]) <= 1e-9
 }
 # train: the main process sleeps 4 x 5 ms per batch in next() (no device reads:
 # other blocking), then 10 ms of compute: set costs imply a stall of 20/30 = 0.667.
-golden input_bound_serial.pb train highly_input_bound other_blocking "HIGHLY input-bound" 0.676 \
+# The verdict line's parts add up to the stall: the sleeps are named in it.
+golden input_bound_serial.pb train highly_input_bound other_blocking \
+  "HIGHLY input-bound: 68% of step time waiting for data (fetch 0%, prep 2%, handoff 1%, other blocking 64%)" 0.676 \
   "compute=0.324,other_blocking=0.644,storage=0,handoff=0.008" "fetch_stall_fraction=0,prep_stall_fraction=0.024,handoff_fraction=0.008"
 # val: the same sleeps and no compute at all.
 golden input_bound_serial.pb val highly_input_bound other_blocking "HIGHLY input-bound" 1.0 \
