@@ -122,6 +122,40 @@ TEST_CASE("Epochs report samples per second and exclude the time between epochs"
   CHECK(loader.epochs[1].index == 1);
 }
 
+TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of three one slower than 1.5x the others' median") {
+  const auto stragglers = [](std::vector<uint64_t> produce_ms) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", static_cast<int64_t>(produce_ms.size()));
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    spec.iterations = 12;
+    spec.wait = 0;
+    spec.compute = 100 * kMs;
+    AddLoop(b, spec);
+    std::vector<uint32_t> threads;
+    for (uint32_t k = 0; k < produce_ms.size(); ++k) {
+      b.Process(201 + k, 100);
+      threads.push_back(b.Thread(201 + k, 201 + k));
+    }
+    for (uint64_t i = 0; i < 12; ++i) {
+      const size_t k = i % produce_ms.size();
+      b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
+    }
+    const auto result = Analyze(b.trace, {});
+    std::vector<uint32_t> out;
+    for (const auto& w : OnlyLoader(result).workers)
+      if (w.straggler) out.push_back(w.pid);
+    return out;
+  };
+  // A skewed shard: 41 against 24 ms (the median of both, 32.5 ms, would hide it).
+  CHECK(stragglers({24, 41}) == std::vector<uint32_t>{202});
+  CHECK(stragglers({24, 30}).empty());
+  // Three: 41 > 1.5 x 24; 30 is not over 1.5 x the others' median (32.5).
+  CHECK(stragglers({24, 24, 41}) == std::vector<uint32_t>{203});
+  CHECK(stragglers({24, 30, 35}).empty());
+}
+
 TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {
   TraceBuilder b;
   b.Process(100, 1);
@@ -154,7 +188,7 @@ TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a
   CHECK(fast.delay_fraction == Approx(0.01 / 1.0));
   CHECK(fast.io_fraction == Approx(0.04 / 1.0));
   CHECK_FALSE(fast.straggler);
-  CHECK(slow.straggler);  // 80 ms > 1.5 x median (50 ms)
+  CHECK(slow.straggler);  // 80 ms > 1.5 x the other worker's 20 ms
   CHECK(loader.worker_imbalance == Approx(0.0));
   CHECK(loader.produce.count == 10);
 }

@@ -68,7 +68,7 @@ TEST_CASE("Only well-formed .req files in the folder are requests") {
   CHECK(ReadHandoffRequests((dir.path / "missing").string()).empty());
 }
 
-TEST_CASE("The calibration's last result line is read; one without every figure is refused") {
+TEST_CASE("The calibration's last result line is read, and one without every figure is refused") {
   auto t = ParseHandoffTiming(
       "warning: something\nloop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
       "batches 200 pace_s 0.005\n");

@@ -132,7 +132,7 @@ TEST_CASE("a sink sees every span of a written trace exactly once, after the str
   std::remove(path.c_str());
 }
 
-TEST_CASE("spans a sink folds are summed per thread, name and scope; dropped and folded ones never reach it") {
+TEST_CASE("spans a sink folds are summed per thread, name and scope, and dropped and folded ones never reach it") {
   const std::string path = TempPath("fold");
   enum : uint32_t { kKeep = 1, kFold, kDrop, kLate };
   std::vector<std::pair<uint32_t, SpanRow>> written;  // (thread, row)

@@ -271,7 +271,7 @@ TEST_CASE("a batch whose spans share name, scope and kind stores those columns o
   CHECK(b.empty());
 }
 
-TEST_CASE("the clock source, TSC rate and drift round trip; a trace without them reads as CLOCK_MONOTONIC") {
+TEST_CASE("the clock source, TSC rate and drift round trip, and a trace without them reads as CLOCK_MONOTONIC") {
   const std::string path = TempPath("clock");
   auto write = [&](bool tsc) {
     pb::TraceHeader h = TestHeader();

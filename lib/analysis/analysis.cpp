@@ -465,16 +465,23 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
     loader.workers.push_back(w);
   }
   if (loader.workers.size() >= 2) {
-    std::vector<double> means;
     uint64_t min_batches = std::numeric_limits<uint64_t>::max(), max_batches = 0;
     for (const auto& w : loader.workers) {
-      means.push_back(w.mean_produce_s);
       min_batches = std::min(min_batches, w.batches);
       max_batches = std::max(max_batches, w.batches);
     }
-    std::sort(means.begin(), means.end());
-    double median = Quantile(means, 0.5);
-    for (auto& w : loader.workers) w.straggler = median > 0 && w.mean_produce_s > 1.5 * median;
+    // Against the median of the other workers: with two, the median of both
+    // would hide a worker 1.7x slower than the other (a skewed shard of an
+    // IterableDataset: 40.9 against 24.0 ms a batch).
+    std::vector<double> others;
+    for (auto& w : loader.workers) {
+      others.clear();
+      for (const auto& o : loader.workers)
+        if (&o != &w) others.push_back(o.mean_produce_s);
+      std::sort(others.begin(), others.end());
+      const double median = Quantile(others, 0.5);
+      w.straggler = median > 0 && w.mean_produce_s > 1.5 * median;
+    }
     loader.worker_imbalance = min_batches > 0 ? static_cast<double>(max_batches) / min_batches - 1 : 0;
   }
 }
