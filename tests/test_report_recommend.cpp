@@ -121,6 +121,9 @@ TEST_CASE("A plan without workers drops prefetch_factor and persistent_workers, 
                                    "the LP's 1 worker(s) at 26600.0: a batch costs 500.0 us of CPU to fetch and "
                                    "700.0 us to receive from a worker"));
   CHECK_THAT(text, Catch::Contains("binding:      in the LP's plan with workers, cores (cores)"));
+  CHECK_THAT(text, !Catch::Contains("the first figure is low"));
+  l.profile.workers = 2;  // profiled with workers: the fetch cost was measured in a worker
+  CHECK_THAT(RecommendText(Report({l})), Catch::Contains("; profiled with workers, the first figure is low"));
   CHECK_THAT(text, Catch::Contains("prefetch:     none without workers"));
   const Json j = ParseJson(RecommendJson(Report({l})));
   const Json& loader = j.at("loaders").at(0);

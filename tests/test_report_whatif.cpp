@@ -120,6 +120,19 @@ TEST_CASE("A profile without workers warns that the whole run with workers leave
   CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains("leaves out their start-up"));
 }
 
+TEST_CASE("A scenario without workers from a profile with workers says its figure is low") {
+  model::WhatIfResult r = Swept();  // profiled with 2 workers
+  r.rows[0].prediction.workers = 0;
+  const std::string text = WhatIfText(OneLoader(r));
+  const auto lines = Lines(text);
+  REQUIRE(lines.size() == 14);
+  CHECK_THAT(lines[7], Catch::Contains("profiled with workers: its fetches include collating into shared memory") &&
+                           Catch::Contains("so this figure is low"));
+  // Profiled without workers, the same row measured its costs: no such line.
+  r.baseline.workers = 0;
+  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("profiled with workers:"));
+}
+
 TEST_CASE("A profile that ran one thread at a time warns that threads on busy vCPUs may run slower than it measured") {
   model::WhatIfResult r = Swept();
   r.baseline.workers = 0;

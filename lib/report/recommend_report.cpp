@@ -69,9 +69,12 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   if (r.workers == 0)
     out += fmt::format("workers:      none: fetching in the main process is predicted at {:.1f} samples/s, the LP's {} "
                        "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
-                       "main loop pays one or the other\n",
+                       "main loop pays one or the other{}\n",
                        r.predicted.samples_per_s, r.lp_workers, r.lp_workers_samples_per_s,
-                       FormatSeconds(p.cpu_s_per_batch), FormatSeconds(model::MainReceiveSeconds(p)));
+                       FormatSeconds(p.cpu_s_per_batch), FormatSeconds(model::MainReceiveSeconds(p)),
+                       p.workers > 0 ? "; profiled with workers, the first figure is low (the fetch measured in a "
+                                       "worker includes collating into shared memory)"
+                                     : "");
   out += fmt::format("binding:      {}{} ({}): {}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
                      r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name), model::ToString(r.binding.kind),
                      TerminalSafe(r.advice));

@@ -84,6 +84,12 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "off by up to a third either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
                          "samples/s (docs/model.md)\n",
                          "", row.without_miss_cpu->samples_per_s);
+    if (p.workers == 0 && r.baseline.workers > 0)
+      out += fmt::format("{:>31} profiled with workers: its fetches include collating into shared memory and its step "
+                         "the first touch of each received batch, which fetching in the main process does not pay, so "
+                         "this figure is low (a TensorDataset MLP: 29203 predicted, 39376 measured); profile with "
+                         "num_workers=0 to measure it (docs/model.md)\n",
+                         "");
     if (p.step_oversubscribed)
       out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "
                          "hold each other up, and this figure is an upper bound (docs/model.md){}\n",
