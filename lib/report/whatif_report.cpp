@@ -84,11 +84,12 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "off by up to a third either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
                          "samples/s (docs/model.md)\n",
                          "", row.without_miss_cpu->samples_per_s);
+    // A TensorDataset MLP profiled with 2 workers: 29203 samples/s predicted
+    // without workers, 39376 measured (docs/model.md "recommend").
     if (p.workers == 0 && r.baseline.workers > 0)
       out += fmt::format("{:>31} profiled with workers: its fetches include collating into shared memory and its step "
                          "the first touch of each received batch, which fetching in the main process does not pay, so "
-                         "this figure is low (a TensorDataset MLP: 29203 predicted, 39376 measured); profile with "
-                         "num_workers=0 to measure it (docs/model.md)\n",
+                         "this figure is low; profile with num_workers=0 to measure it (docs/model.md)\n",
                          "");
     if (p.step_oversubscribed)
       out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "
@@ -117,12 +118,14 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                        std::any_of(r.rows.begin(), r.rows.end(), [&](const auto& row) {
                          return busy(row.scenario.machine.cores, row.prediction) > 1;
                        });
+  // On this project's 2-vCPU host a decode step and its worker took 23-28%
+  // more CPU a batch than alone at times (docs/model.md); printed figures come
+  // from the trace, so the example stays here.
   if (co_runs)
     out += " The profile ran one thread at a time, and the model takes each core as a full one: a thread runs as "
            "fast with the other cores busy as the profile measured it alone. A host whose vCPUs share physical cores "
-           "(hyperthreads, another tenant) runs busy threads slower when all are busy (a decode step and its worker "
-           "took 23-28% more CPU a batch on this project's 2-vCPU host at times), and the figures above would be "
-           "high by as much; profile with workers to measure it.";
+           "(hyperthreads, another tenant) runs busy threads slower when all are busy, and the figures above are then "
+           "high by that slowdown (docs/model.md \"What the misses say\"); profile with workers to measure it.";
   if (r.baseline.workers == 0 && adds_workers)
     out += " Whole run with workers leaves out their start-up at each epoch (fork or spawn, the first batch), which a "
            "profile without workers cannot measure: with short epochs it can cost more than workers save; profile "
