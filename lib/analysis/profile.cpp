@@ -204,7 +204,13 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
                                        "on average: the bandwidth they shared (peak disk read rate {:.1f} MiB/s)",
                                        loader.storage_reads_in_flight, peak / (1 << 20))};
   else if (peak > 0)
-    p.storage_bandwidth = {peak, true, "peak disk read rate (/proc/diskstats)"};
+    p.storage_bandwidth = {
+        peak, true,
+        loader.config.num_workers > 0 && loader.storage_reads_in_flight < 0.5
+            ? fmt::format("peak disk read rate (/proc/diskstats); a lower bound: the workers waited on the device {:.0f}% "
+                          "of the steady time, so it may serve more",
+                          loader.storage_reads_in_flight * 100)
+            : "peak disk read rate (/proc/diskstats)"};
   else
     p.storage_bandwidth = {0, false, "not measured: no disk reads during the run (data was in the page cache)"};
 
@@ -247,7 +253,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
                                 loader.fetch_reads.empty()
                                     ? "not recorded (no read spans: a kernel without per-thread io accounting, or "
                                       "an older hook): storage misses are taken to cost no worker CPU"
-                                    : "not fitted, taken as 0: " + fit.error().message};
+                                    : "not fitted, taken as 0: " + fit.error().message +
+                                          (estimate.ok() ? "" : "; not estimated: " + estimate.error().message)};
   }
 
   for (const auto& st : loader.stages) {

@@ -49,12 +49,15 @@ struct ReadCostFit {
 Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows);
 
 // When FitReadCost cannot separate them (a cold profile where every read
-// missed alike): the CPU a byte read from storage costs, estimated as the
-// fetches' system time less what copying the bytes read from the page cache
-// costs (`copy_ns_per_byte`, timed by the launcher), per byte from storage.
-// An estimate: other kernel work in the fetch (allocations, page faults)
-// counts as miss CPU. Fails when the rows lack system time or storage reads,
-// or the copy cost is unknown.
+// missed alike, or a warm one with a few misses): the CPU a byte read from
+// storage costs, estimated from the kernel time of the fetches that read from
+// storage, less what copying the bytes they read from the page cache costs
+// (`copy_ns_per_byte`, timed by the launcher) and, when at least 10 fetches
+// missed nothing, less those fetches' mean kernel time beyond their copy
+// (page faults, allocations), per byte from storage. Without such fetches the
+// other kernel work counts as miss CPU. Fails when the rows lack system time
+// or storage reads, the copy cost is unknown, or the fetches with misses
+// spent no more kernel time than the others beyond the noise (95%).
 Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& rows, double copy_ns_per_byte);
 
 }  // namespace stallprof::model
