@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "analysis/profile.h"
 #include "cli.h"
@@ -37,11 +38,20 @@ int RunWhatif(const WhatifOptions& o) {
   out.trace = o.trace;
   out.sweep = *sweep;
   out.plot = o.plot;
+  // A loader the scenario does not apply to (no dataset size for --cache) is
+  // named beside the others' predictions; with none predicted, its error is the answer.
+  std::optional<Error> first_error;
   for (const auto& loader : profiled->loaders) {
     auto r = model::WhatIf(loader, profiled->machine, *sweep);
-    if (!r.ok()) return ReportError(r.error());
-    out.loaders.push_back(std::move(*r));
+    if (r.ok()) {
+      out.loaders.push_back(std::move(*r));
+      continue;
+    }
+    if (r.error().kind != ErrorKind::kUnsupported) return ReportError(r.error());
+    if (!first_error) first_error = r.error();
+    out.not_predicted.emplace_back(loader.name, r.error().message);
   }
+  if (out.loaders.empty()) return ReportError(*first_error);
   if (auto fit = model::FitCpuAgainstBatchSize(profiled->loaders); fit.ok()) out.cpu_fit = *fit;
   if (!o.plot.empty()) {
     std::FILE* f = std::fopen(o.plot.c_str(), "w");

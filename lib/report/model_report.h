@@ -22,6 +22,9 @@ struct WhatIfReport {
   std::string trace;                         // the trace path as given
   model::Sweep sweep;                        // what was swept (names the scenario and epoch in the text)
   std::vector<model::WhatIfResult> loaders;  // one per loader
+  // Loaders the scenario cannot be predicted for (--cache on a loader without
+  // a dataset size), beside others that can: name and the one-line reason.
+  std::vector<std::pair<std::string, std::string>> not_predicted;
   std::optional<model::LinearFit> cpu_fit;   // worker CPU per batch against batch size over the loaders
   std::string plot;                          // the SVG file written (--plot), "" = none; named by the text only
 };

@@ -146,6 +146,7 @@ std::string WhatIfText(const WhatIfReport& report) {
     if (i) out += "\n";
     out += WhatIfLoaderText(report.loaders[i], report.sweep, report.trace);
   }
+  for (const auto& [loader, why] : report.not_predicted) out += fmt::format("\nnot predicted: {}\n", why);
   if (report.cpu_fit) out += fmt::format("  {}\n", CpuFitLine(*report.cpu_fit));
   if (!report.plot.empty() && !report.loaders.empty())
     out += fmt::format("plot: {} (loader '{}')\n", report.plot, report.loaders.front().loader);
@@ -200,6 +201,13 @@ std::string WhatIfJson(const WhatIfReport& report) {
     w.Key("inputs").BeginArray();
     for (const auto& line : r.inputs) w.String(line);
     w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("not_predicted").BeginArray();
+  for (const auto& [loader, why] : report.not_predicted) {
+    w.BeginObject();
+    w.Field("loader", loader).Field("reason", why);
     w.EndObject();
   }
   w.EndArray();

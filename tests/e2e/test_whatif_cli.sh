@@ -64,4 +64,36 @@ rc=$?
 set -e
 [ "$rc" = 5 ] || fail "--cache on a dataset without files exited $rc, not 5 (unsupported)"
 grep -q "dataset size" err.txt || fail "the error does not name the missing dataset size: $(cat err.txt)"
+
+# Two loaders (neither named train, so both are predicted), one file-backed:
+# --cache predicts the one and names the other as not predicted.
+mkdir -p files
+for i in $(seq 0 31); do head -c 4096 /dev/urandom >"files/$i.bin"; done
+cat >zip.py <<'PY'
+import os, torch
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+class Files(Dataset):
+    def __init__(self):
+        self.files = sorted(os.path.join("files", f) for f in os.listdir("files"))
+    def __len__(self):
+        return len(self.files)
+    def __getitem__(self, i):
+        with open(self.files[i], "rb") as f:
+            return torch.tensor(len(f.read()))
+src = DataLoader(Files(), batch_size=4)
+tgt = DataLoader(TensorDataset(torch.zeros(32)), batch_size=4)
+for epoch in range(3):
+    for a, b in zip(src, tgt):
+        pass
+PY
+$SP run -q -o zip.pb -- "$PY" zip.py || fail "run of two zipped loaders failed"
+$SP whatif zip.pb --cache 1G >zip.txt 2>&1 || fail "--cache with one file-backed loader of two failed: $(cat zip.txt)"
+grep -q "loader 'src'" zip.txt || fail "the file-backed loader is not predicted: $(cat zip.txt)"
+grep -q "^not predicted: loader 'tgt' has no dataset size" zip.txt || fail "the other loader is not named: $(cat zip.txt)"
+$SP whatif zip.pb --cache 1G --json | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+assert [l["loader"] for l in d["loaders"]] == ["src"], d["loaders"]
+assert [n["loader"] for n in d["not_predicted"]] == ["tgt"], d["not_predicted"]
+' || fail "the JSON does not list the loader not predicted"
 echo "PASS"
