@@ -505,3 +505,42 @@ TEST_CASE("The step's page faults get the allocator advice when the loader is in
   for (const auto& advice : l.advice) advised = advised || advice.find("pages per step") != std::string::npos;
   CHECK(advised);
 }
+
+namespace {
+// A loader of 4096 samples, batch 64, one worker, whose loop takes `batches`
+// from each of 6 iterators (20 ms to create, 10 ms to the first batch, 2 ms
+// steps); `exhausted`: each ends with the StopIteration next().
+LoaderAnalysis IteratorsOf(uint32_t batches, bool exhausted) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "batch_size", 64);
+  b.Config(100, 1, "dataset_len", 4096);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 6; ++e) {
+    b.Span(main, names::kEpoch, t, 20 * kMs, 1, e);
+    t += 20 * kMs;
+    for (uint32_t i = 0; i < batches; ++i) {
+      b.Span(main, names::kWait, t, 10 * kMs, 1, i);
+      t += 12 * kMs;
+    }
+    if (exhausted) b.Span(main, names::kEpochEnd, t, kMs, 1, batches);
+    t += 5 * kMs;
+  }
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+}  // namespace
+
+TEST_CASE("Iterators left after their first batch get the advice to keep one iterator") {
+  const auto per_step = IteratorsOf(1, false);
+  REQUIRE(per_step.bottleneck == Cause::kStartup);
+  REQUIRE_FALSE(per_step.advice.empty());
+  CHECK_THAT(per_step.advice.front(), Catch::Contains("each of the 6 iterators delivered 1.0 of the 64 batches"));
+  CHECK_THAT(per_step.advice.front(), Catch::Contains("it = iter(loader)"));
+  // Not when the iterators ran to StopIteration (an epoch of one batch) or
+  // delivered more than two batches (a loop that breaks after a few).
+  for (const auto& other : {IteratorsOf(1, true), IteratorsOf(3, false)})
+    for (const auto& advice : other.advice) CHECK_THAT(advice, !Catch::Contains("iterator per step"));
+}

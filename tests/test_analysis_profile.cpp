@@ -396,3 +396,18 @@ TEST_CASE("The step's own CPU is the main process's CPU over the steps less its 
   for (auto& has : b.trace.spans.has_cpu) has = 0;
   CHECK_FALSE(MeasureProfiles(b.trace, {})->front().compute_cpu_s_per_batch.measured);
 }
+
+TEST_CASE("Iterators that each delivered one batch give no profile, and the error says why") {
+  // next(iter(loader)) in the loop: every iterator is left after its first
+  // batch, so no step has a known end.
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  for (uint32_t e = 0; e < 4; ++e) {
+    b.Span(main, names::kEpoch, e * 50 * kMs, 20 * kMs, 1, e);
+    b.Span(main, names::kWait, e * 50 * kMs + 20 * kMs, 10 * kMs, 1, 0);
+  }
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE_FALSE(profiles.ok());
+  CHECK_THAT(profiles.error().message, Catch::Contains("each of its 4 iterations was the last its iterator delivered"));
+}

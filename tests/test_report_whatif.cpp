@@ -228,10 +228,15 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   report.loaders[0].rows[2].scenario.cache_bytes = int64_t{1} << 30;
   report.loaders[0].rows[2].other_epoch = Predicted(150, model::Bottleneck::kFetch, 2);
   report.cpu_fit = model::LinearFit{0.0012, 0.0005, 0.987, 2};
+  report.not_predicted = {{"tgt", "loader 'tgt' has no dataset size"}};
   const std::string json = WhatIfJson(report);
   CHECK_THAT(json, Catch::EndsWith("}\n"));
   const Json d = ParseJson(json);
-  CHECK(Keys(d) == std::vector<std::string>{"trace", "loaders", "cpu_fit"});
+  CHECK(Keys(d) == std::vector<std::string>{"trace", "loaders", "not_predicted", "cpu_fit"});
+  REQUIRE(d.at("not_predicted").size() == 1);
+  CHECK(d.at("not_predicted").at(0).at("loader").get<std::string>() == "tgt");
+  CHECK(d.at("not_predicted").at(0).at("reason").get<std::string>() == "loader 'tgt' has no dataset size");
+  CHECK_THAT(WhatIfText(report), Catch::Contains("\nnot predicted: loader 'tgt' has no dataset size\n"));
   CHECK(d.at("trace").get<std::string>() == "runs/t.pb");
   CHECK(d.at("cpu_fit").get<std::string>() == "worker CPU per batch = 1.20 ms + 500.0 us x batch size (least squares over 2 loaders, r2 0.99)");
   REQUIRE(d.at("loaders").size() == 1);
@@ -305,7 +310,7 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
   CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"cache_bytes\": null, \"cache_policy\": \"lru\", "
                                    "\"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
-  CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"cpu_fit\": null}\n"));
+  CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"cpu_fit\": null}\n"));
 }
 
 TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the measured line") {

@@ -590,6 +590,29 @@ double MeanProduceSeconds(const LoaderAnalysis& l) {
   return batches ? produce_s / static_cast<double>(batches) : 0;
 }
 
+// An iterator per step (`next(iter(loader))` in the loop): every epoch left
+// after at most two batches of the many its dataset holds, none by
+// StopIteration. Empty when that is not the case. (A loader of 4096 samples,
+// batch 64, 2 workers: 2099 samples/s so, 15148 with persistent_workers=True.)
+std::string IteratorPerStepAdvice(const LoaderAnalysis& l) {
+  constexpr size_t kMinEpochs = 3;
+  constexpr double kMaxBatchesPerIterator = 2;
+  if (l.epochs.size() < kMinEpochs || !l.config.batch_size_known || l.config.batch_size <= 0) return {};
+  const double batches_per_epoch = static_cast<double>(l.config.dataset_len) / l.config.batch_size;
+  if (batches_per_epoch <= kMaxBatchesPerIterator) return {};
+  uint64_t batches = 0;
+  for (const auto& e : l.epochs) {
+    if (e.has_end_call) return {};
+    batches += e.iterations;
+  }
+  const double per_iterator = static_cast<double>(batches) / static_cast<double>(l.epochs.size());
+  if (per_iterator > kMaxBatchesPerIterator) return {};
+  return fmt::format("; each of the {} iterators delivered {:.1f} of the {:.0f} batches an epoch holds: the loop creates "
+                     "an iterator per step (next(iter(loader))?); create it once (it = iter(loader)) and call next(it), "
+                     "starting a new one at StopIteration",
+                     l.epochs.size(), per_iterator, std::ceil(batches_per_epoch));
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
@@ -653,12 +676,13 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return advice;
     }
     case Cause::kStartup:
-      return l.persistent_saving_s > 0
-                 ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} (worker start-up and shutdown of "
-                               "every epoch)",
-                               share, FormatSeconds(l.persistent_saving_s))
-                 : fmt::format("epoch start-up ({}): longer epochs or fewer, cheaper workers to start (start method {})", share,
-                               l.config.multiprocessing_context.empty() ? "?" : l.config.multiprocessing_context);
+      return (l.persistent_saving_s > 0
+                  ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} (worker start-up and shutdown of "
+                                "every epoch)",
+                                share, FormatSeconds(l.persistent_saving_s))
+                  : fmt::format("epoch start-up ({}): longer epochs or fewer, cheaper workers to start (start method {})",
+                                share, l.config.multiprocessing_context.empty() ? "?" : l.config.multiprocessing_context)) +
+             IteratorPerStepAdvice(l);
     case Cause::kStallprof:
       return fmt::format("stallprof's own cost ({}): the job is faster than the trace says, by {:.1f} us per batch", share,
                          a.batches ? line.seconds / a.batches * 1e6 : 0.0);

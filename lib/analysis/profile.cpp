@@ -277,13 +277,23 @@ Result<std::vector<model::LoaderProfile>> Measure(const Trace& trace, const std:
   auto analysis = internal::AnalyzeCore(trace, analysis_options, folded);
   if (!analysis.ok()) return analysis.error();
   std::vector<model::LoaderProfile> profiles;
+  uint64_t iterations = 0;
   for (const auto& loader : analysis->loaders) {
+    iterations += loader.iterations.size();
     if (loader.compute_steady.count == 0) continue;
     profiles.push_back(internal::BuildProfile(trace, *analysis, loader));
   }
+  const std::string where = trace.path.empty() ? std::string("the trace") : trace.path;
+  // A step is known from one next() to the next on the same iterator, or to the
+  // StopIteration: iterators left after their only batch (next(iter(loader))
+  // in the loop) have none.
+  if (profiles.empty() && iterations > 0)
+    return UnsupportedError(fmt::format("no DataLoader in {} has a step of known length: each of its {} iterations was the "
+                                        "last its iterator delivered before the loop left it (next(iter(loader)) in the "
+                                        "loop?); `stallprof analyze` says more",
+                                        where, iterations));
   if (profiles.empty())
-    return UnsupportedError("no DataLoader in " + (trace.path.empty() ? std::string("the trace") : trace.path) +
-                            " completed an iteration, so nothing can be measured; record a longer run");
+    return UnsupportedError("no DataLoader in " + where + " completed an iteration, so nothing can be measured; record a longer run");
   return profiles;
 }
 }  // namespace

@@ -58,9 +58,14 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                                                  c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
                                    : "");
   out += fmt::format("  {} iterations in {} epoch(s), {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
-                     "included), {:.1f} samples/s steady state (past the warm-up; what whatif and recommend compare with)\n",
+                     "included), {}\n",
                      l.iterations.size(), l.epochs.size(), l.samples, FormatSeconds(l.active_s), l.samples_per_s,
-                     l.steady_samples_per_s);
+                     l.steady_samples_per_s > 0
+                         ? fmt::format("{:.1f} samples/s steady state (past the warm-up; what whatif and recommend compare "
+                                       "with)",
+                                       l.steady_samples_per_s)
+                         : std::string("no steady state (no step of known length: whatif and recommend have nothing to "
+                                       "compare with)"));
 
   Heading(out, style, "  Step time (ms)");
   out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
