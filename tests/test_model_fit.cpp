@@ -88,10 +88,18 @@ TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the re
   // Every batch missed at least half the mean: a miss's fixed cost would hide in the intercept.
   const auto all_missed = FitReadCost(ReadRows(0.002, 0.0005, 6, 8, 8));
   REQUIRE_FALSE(all_missed.ok());
-  CHECK_THAT(all_missed.error().message, Catch::Contains("at least half"));
+  CHECK_THAT(all_missed.error().message, Catch::Contains("less than half the mean"));
+  // A cold profile where a few batches missed less: too few to place the
+  // intercept (each miss also costs a fixed 3 ms a batch here, which a line
+  // through them would have put in the intercept).
+  std::vector<ReadSample> mostly_cold(100, ReadSample{0.001 + 0.003 + 0.0005 * 8, 8 * 1048576.0, 8 * 1048576.0});
+  for (int i = 0; i < 3; ++i) mostly_cold.push_back({0.001 + 0.0005 * 2, 2 * 1048576.0, 8 * 1048576.0});
+  const auto few_low = FitReadCost(mostly_cold);
+  REQUIRE_FALSE(few_low.ok());
+  CHECK_THAT(few_low.error().message, Catch::Contains("only 3 of 103 batches"));
   // Every read missed: storage bytes move with the bytes read.
   std::vector<ReadSample> cold;
-  for (int i = 0; i < 20; ++i) cold.push_back({0.001 * (1 + i % 4), (1 + i % 4) * 1e6, (1 + i % 4) * 1e6});
+  for (int i = 0; i < 40; ++i) cold.push_back({0.001 * (1 + i % 4), (1 + i % 4) * 1e6, (1 + i % 4) * 1e6});
   const auto collinear = FitReadCost(cold);
   REQUIRE_FALSE(collinear.ok());
   CHECK_THAT(collinear.error().message, Catch::Contains("in step"));
