@@ -307,6 +307,55 @@ TEST_CASE("Two loaders of one process are analyzed apart, each with its own work
   CHECK(result->loaders[1].workers[0].pid == 301);
 }
 
+namespace {
+// Two DataLoader objects of process 100 (scopes 1 and 2), one after the other
+// (scope 2 starts `gap` after scope 1's last step, a negative gap overlaps
+// them), each with a worker (201, 301) and 20 steps of 10 ms wait + 30 ms compute.
+Result<TraceAnalysis> TwoObjects(const std::string& name1, const std::string& name2, uint64_t batch2, int64_t gap_ms) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(301, 100);
+  for (uint16_t scope : {1, 2}) b.Config(100, scope, "num_workers", 1);
+  if (!name1.empty()) b.Config(100, 1, "name", name1);
+  if (!name2.empty()) b.Config(100, 2, "name", name2);
+  b.Config(100, 1, "batch_size", 8);
+  b.Config(100, 2, "batch_size", batch2);
+  const uint32_t main = b.Thread(100, 100);
+  LoopSpec first;
+  first.thread = main;
+  const uint64_t end = AddLoop(b, first);
+  LoopSpec second;
+  second.thread = main;
+  second.scope = 2;
+  second.start = static_cast<uint64_t>(static_cast<int64_t>(end) + gap_ms * static_cast<int64_t>(kMs));
+  AddLoop(b, second);
+  b.Span(b.Thread(201, 201), names::kFetch, first.start, 5 * kMs, 1, 0, 1 * kMs, 0);
+  b.Span(b.Thread(301, 301), names::kFetch, second.start, 5 * kMs, 2, 0, 1 * kMs, 0);
+  return Analyze(b.trace, {});
+}
+}  // namespace
+
+TEST_CASE("A DataLoader created anew under the same name after the last one is one loader with both epochs") {
+  const auto merged = TwoObjects("train", "train", 8, 100);
+  REQUIRE(merged.ok());
+  REQUIRE(merged->loaders.size() == 1);
+  const auto& l = merged->loaders.front();
+  CHECK(l.scopes == std::vector<uint16_t>{1, 2});
+  REQUIRE(l.epochs.size() == 2);
+  CHECK(l.epochs[0].index == 0);
+  CHECK(l.epochs[1].index == 1);
+  CHECK(l.iterations.size() == 40);
+  CHECK(l.workers.size() == 2);  // each object's worker
+  CHECK(l.stall_fraction == Approx(0.25));
+  // Apart: objects used at the same time, without a recorded name, or with
+  // other settings.
+  CHECK(TwoObjects("train", "train", 8, -500)->loaders.size() == 2);
+  CHECK(TwoObjects("", "", 8, 100)->loaders.size() == 2);
+  CHECK(TwoObjects("train", "val", 8, 100)->loaders.size() == 2);
+  CHECK(TwoObjects("train", "train", 16, 100)->loaders.size() == 2);
+}
+
 TEST_CASE("Data quality reports drops, truncation and the client kind") {
   TraceBuilder b;
   b.Process(100, 1);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -40,6 +42,7 @@ using SpanIndices = HugeVector<uint32_t>;
 struct LoaderSpans {
   uint32_t pid = 0;
   uint16_t scope = 0;
+  std::vector<uint16_t> scopes;  // this and the DataLoader objects merged into it (MergeRecreatedLoaders)
   SpanIndices waits;
   SpanIndices epochs;      // dataloader.epoch spans (or instants)
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
@@ -53,9 +56,12 @@ struct ThreadReads {
   std::vector<uint32_t> storage, calls, system;  // span indices, in start order
 };
 
-LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, uint16_t scope) {
+// The configuration of a loader's DataLoader objects (`scopes`, in creation
+// order): a later object's setting overrides an earlier one's.
+LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16_t> scopes) {
   LoaderConfig config;
-  config.name = "loader" + std::to_string(scope);
+  config.name = "loader" + std::to_string(scopes.front());
+  for (const uint16_t scope : scopes)
   for (const auto& c : trace.configs) {
     if (c.pid != pid || c.scope != scope) continue;
     auto number = [&]() -> double {
@@ -138,6 +144,68 @@ struct EpochMark {
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
+// A loop that creates its DataLoader anew under the same name (each epoch of
+// a curriculum, each evaluation of a trainer) iterates one loader, not many:
+// objects of one process with the same recorded name, batch size and workers,
+// each iterated after the previous one's last next(), merge into the first.
+// An object without a recorded name ("loader<n>") is never merged.
+void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders) {
+  const auto& s = trace.spans;
+  struct Identity {
+    uint32_t pid;
+    std::string name;
+    double batch_size;
+    uint32_t num_workers;
+    bool operator==(const Identity&) const = default;
+  };
+  auto first_start = [&](const LoaderSpans& l) {
+    uint64_t t = UINT64_MAX;
+    for (uint32_t i : l.waits) t = std::min(t, s.start_ns[i]);
+    for (uint32_t i : l.epochs) t = std::min(t, s.start_ns[i]);
+    return t;
+  };
+  auto last_end = [&](const LoaderSpans& l) {
+    uint64_t t = 0;
+    for (const auto* v : {&l.waits, &l.epoch_ends})
+      for (uint32_t i : *v) t = std::max(t, s.start_ns[i] + s.duration_ns[i]);
+    return t;
+  };
+  std::vector<size_t> order(loaders.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<uint64_t> starts(loaders.size());
+  for (size_t i = 0; i < loaders.size(); ++i) starts[i] = first_start(loaders[i]);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
+  std::vector<std::optional<Identity>> identity(loaders.size());
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    const LoaderConfig c = ReadConfig(trace, loaders[i].pid, loaders[i].scopes);
+    if (c.name != "loader" + std::to_string(loaders[i].scope))
+      identity[i] = Identity{loaders[i].pid, c.name, c.batch_size, c.num_workers};
+  }
+  std::vector<bool> merged(loaders.size(), false);
+  std::vector<uint64_t> ends(loaders.size());
+  for (size_t i = 0; i < loaders.size(); ++i) ends[i] = last_end(loaders[i]);
+  for (size_t a = 0; a < order.size(); ++a) {
+    const size_t into = order[a];
+    if (merged[into] || !identity[into]) continue;
+    for (size_t b = a + 1; b < order.size(); ++b) {
+      const size_t from = order[b];
+      if (merged[from] || identity[from] != identity[into] || starts[from] < ends[into]) continue;
+      LoaderSpans& target = loaders[into];
+      LoaderSpans& source = loaders[from];
+      for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
+                           std::pair{&target.epoch_ends, &source.epoch_ends}})
+        to->insert(to->end(), v->begin(), v->end());
+      target.scopes.push_back(source.scope);
+      ends[into] = std::max(ends[into], ends[from]);
+      merged[from] = true;
+    }
+  }
+  std::vector<LoaderSpans> kept;
+  for (size_t i = 0; i < loaders.size(); ++i)
+    if (!merged[i]) kept.push_back(std::move(loaders[i]));
+  loaders = std::move(kept);
+}
+
 // `waits`: the loader's wait spans in start order (WaitsByStart).
 void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<const uint32_t> waits,
                      const CounterEstimator& wait_counters, uint32_t warmup, LoaderAnalysis& loader) {
@@ -145,6 +213,10 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
   std::sort(epochs.begin(), epochs.end());
+  // Each DataLoader object counts its epochs from 0: a loader re-created
+  // under its name numbers them in order instead.
+  if (spans.scopes.size() > 1)
+    for (size_t e = 0; e < epochs.size(); ++e) epochs[e].number = static_cast<uint32_t>(e);
   // The next() calls that raised StopIteration: (called, returned).
   std::vector<std::pair<uint64_t, uint64_t>> ends;
   for (uint32_t e : spans.epoch_ends) ends.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
@@ -490,7 +562,8 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
 void InferMissingConfig(const Trace& trace, LoaderAnalysis& loader) {
   bool has_num_workers = false;
   for (const auto& c : trace.configs)
-    has_num_workers |= c.pid == loader.pid && c.scope == loader.scope && c.key == "num_workers";
+    has_num_workers |= c.pid == loader.pid && c.key == "num_workers" &&
+                       std::find(loader.scopes.begin(), loader.scopes.end(), c.scope) != loader.scopes.end();
   if (!has_num_workers) {
     std::set<uint32_t> pids;
     for (const auto& w : loader.workers)
@@ -600,7 +673,8 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     uint32_t pid = trace.threads[acc.thread].pid;
     // A span with a scope belongs to that loader only; an unscoped one (a user
     // stage) to the loader whose worker thread ran it.
-    bool mine = acc.scope != 0 ? acc.scope == loader.scope && (pid == loader.pid || worker_pids.count(pid))
+    bool mine = acc.scope != 0 ? std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) != loader.scopes.end() &&
+                                     (pid == loader.pid || worker_pids.count(pid))
                                : worker_threads.count(acc.thread) > 0;
     if (!mine) continue;
     const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
@@ -901,6 +975,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       loader_spans.emplace_back();
       loader_spans.back().pid = pid;
       loader_spans.back().scope = scope;
+      loader_spans.back().scopes = {scope};
       // Room for every span: address space only until written, and no copy as it grows.
       loader_spans.back().waits.reserve(s.size());
     }
@@ -986,14 +1061,16 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
                             "' iterations, so there are no steps to analyze; record a PyTorch training script with "
                             "'stallprof run -- python3 train.py' (or emit dataloader.* spans from the C API)");
   }
+  MergeRecreatedLoaders(trace, loaders_seen);
   loader_of_key.clear();
   std::unordered_map<uint16_t, int> only_loader_of_scope;
   std::unordered_map<uint16_t, int> loaders_with_scope;
-  for (size_t i = 0; i < loaders_seen.size(); ++i) {
-    loader_of_key[LoaderKey(loaders_seen[i].pid, loaders_seen[i].scope)] = static_cast<int>(i);
-    loaders_with_scope[loaders_seen[i].scope]++;
-    only_loader_of_scope[loaders_seen[i].scope] = static_cast<int>(i);
-  }
+  for (size_t i = 0; i < loaders_seen.size(); ++i)
+    for (const uint16_t scope : loaders_seen[i].scopes) {
+      loader_of_key[LoaderKey(loaders_seen[i].pid, scope)] = static_cast<int>(i);
+      loaders_with_scope[scope]++;
+      only_loader_of_scope[scope] = static_cast<int>(i);
+    }
   for (const auto& [scope, count] : loaders_with_scope)
     if (count > 1) only_loader_of_scope.erase(scope);
   for (auto& l : loaders_seen) l.fetches.reserve(n);  // as the waits
@@ -1021,8 +1098,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     LoaderAnalysis loader;
     loader.pid = l.pid;
     loader.scope = l.scope;
+    loader.scopes = l.scopes;
     if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
-    loader.config = ReadConfig(trace, l.pid, l.scope);
+    loader.config = ReadConfig(trace, l.pid, l.scopes);
     const CounterEstimator wait_counters(s, l.waits, sampled), fetch_counters(s, l.fetches, sampled);
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();

@@ -223,6 +223,9 @@ struct LoaderConfig {
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
+  // Its DataLoader objects: `scope` and any created anew under the same name
+  // after it was last iterated (a loader per epoch or per evaluation), in order.
+  std::vector<uint16_t> scopes;
   int32_t rank = -1;               // its process's rank identity (ProcessSummary::rank), -1 none
   LoaderConfig config;
   HugeVector<Iteration> iterations;

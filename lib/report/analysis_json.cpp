@@ -42,6 +42,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.BeginObject();
   w.Field("trace", static_cast<uint64_t>(trace_index));
   w.Field("name", l.config.name).Field("pid", l.pid).Field("scope", static_cast<uint32_t>(l.scope)).Field("rank", l.rank);
+  w.Field("objects", static_cast<uint64_t>(std::max<size_t>(1, l.scopes.size())));
   w.Field("verdict", VerdictId(l.verdict)).Field("verdict_line", VerdictLine(l));
   w.Field("stall_fraction", l.stall_fraction).Field("stall_fraction_with_warmup", l.stall_fraction_all);
   w.Field("bottleneck", CauseId(l.bottleneck));

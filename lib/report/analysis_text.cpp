@@ -57,6 +57,10 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
                                    : "");
+  if (l.scopes.size() > 1)
+    out += fmt::format("  {} DataLoader objects created one after another under this name (the settings above are the "
+                       "last one's)\n",
+                       l.scopes.size());
   out += fmt::format("  {} iterations in {} epoch(s), {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
                      "included), {}\n",
                      l.iterations.size(), l.epochs.size(), l.samples, FormatSeconds(l.active_s), l.samples_per_s,
