@@ -411,3 +411,18 @@ TEST_CASE("Iterators that each delivered one batch give no profile, and the erro
   REQUIRE_FALSE(profiles.ok());
   CHECK_THAT(profiles.error().message, Catch::Contains("each of its 4 iterations was the last its iterator delivered"));
 }
+
+TEST_CASE("The access order is read from what the hook records, and from a sampler's type name") {
+  for (const auto& [recorded, sequential] : std::vector<std::pair<std::string, bool>>{
+           {"sequential", true}, {"SequentialSampler", true}, {"random", false}, {"WeightedRandomSampler", false}}) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "sampler", recorded);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    AddLoop(b, spec);
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    CHECK((profiles->front().order == model::AccessOrder::kSequential) == sequential);
+  }
+}

@@ -97,6 +97,13 @@ TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the re
   const auto few_low = FitReadCost(mostly_cold);
   REQUIRE_FALSE(few_low.ok());
   CHECK_THAT(few_low.error().message, Catch::Contains("only 3 of 103 batches"));
+  // One batch that missed (a worker's first fetch reading its modules, slow
+  // for other reasons) among 99 that did not: its slope is that batch's alone.
+  std::vector<ReadSample> one_miss(99, ReadSample{0.005, 0, 8 * 1048576.0});
+  one_miss.push_back({0.030, 1.3 * 1048576.0, 8 * 1048576.0});
+  const auto single = FitReadCost(one_miss);
+  REQUIRE_FALSE(single.ok());
+  CHECK_THAT(single.error().message, Catch::Contains("only 1 of 100 batches missed more than half"));
   // Every read missed: storage bytes move with the bytes read.
   std::vector<ReadSample> cold;
   for (int i = 0; i < 40; ++i) cold.push_back({0.001 * (1 + i % 4), (1 + i % 4) * 1e6, (1 + i % 4) * 1e6});

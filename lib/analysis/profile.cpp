@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -214,8 +215,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   else
     p.storage_bandwidth = {0, false, "not measured: no disk reads during the run (data was in the page cache)"};
 
-  const std::string& sampler = loader.config.sampler;
-  p.order = sampler.find("Sequential") != std::string::npos ? model::AccessOrder::kSequential : model::AccessOrder::kRandom;
+  // The hook records "sequential" / "random" or the sampler's type name
+  // ("SequentialSampler" from a C client or an older hook).
+  std::string sampler = loader.config.sampler;
+  std::transform(sampler.begin(), sampler.end(), sampler.begin(), [](unsigned char c) { return std::tolower(c); });
+  p.order = sampler.find("sequential") != std::string::npos ? model::AccessOrder::kSequential : model::AccessOrder::kRandom;
 
   // Share of the bytes the loader needed that came from the page cache; only
   // known for file-backed datasets (otherwise 0: io is taken as storage misses).

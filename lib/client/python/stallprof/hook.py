@@ -239,6 +239,12 @@ def _readable(var):
 def _sampler_kind(loader):
     import torch.utils.data as tud
     sampler = getattr(loader, "sampler", None)
+    # With batch_sampler= the loader's own sampler is an unused default
+    # SequentialSampler: the order is the batch sampler's (its .sampler when
+    # it wraps one, as BatchSampler(RandomSampler(ds), ...) does).
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if batch_sampler is not None and getattr(batch_sampler, "sampler", None) is not sampler:
+        sampler = getattr(batch_sampler, "sampler", batch_sampler)
     if isinstance(sampler, tud.RandomSampler):
         return "random"
     if isinstance(sampler, tud.SequentialSampler):

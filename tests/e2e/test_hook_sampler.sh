@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The access order the hook records (config "sampler": whatif's cache model
+# uses it): the sampler the loader draws indices from, also when a
+# batch_sampler is given (torch then leaves loader.sampler a default
+# SequentialSampler that nothing uses; a random batch sampler was recorded as
+# "sequential", and an LRU cache predicted to thrash).
+source "$(dirname "$0")/lib.sh"
+need_torch
+source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
+cat > "$TMP/samplers.py" <<'PY'
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, WeightedRandomSampler
+ds = torch.arange(40)
+shuffled = DataLoader(ds, batch_size=4, shuffle=True)
+ordered = DataLoader(ds, batch_size=4)
+batched_random = DataLoader(ds, batch_sampler=BatchSampler(RandomSampler(ds), batch_size=4, drop_last=False))
+batched_ordered = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), batch_size=4, drop_last=False))
+weighted = DataLoader(ds, batch_size=4, sampler=WeightedRandomSampler([1.0] * 40, 40))
+listed = DataLoader(ds, batch_sampler=[[i, i + 1] for i in range(0, 40, 2)])
+for loader in (shuffled, ordered, batched_random, batched_ordered, weighted, listed):
+    for _ in loader:
+        pass
+PY
+record "$TMP/capture.jsonl" "$PY" "$TMP/samplers.py" || fail "workload failed"
+"$PY" - "$TMP/capture.jsonl" <<'PY' || fail "sampler kinds recorded wrong (above)"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+name = {r["scope"]: r["str"] for r in recs if r.get("key") == "name"}
+sampler = {name[r["scope"]]: r["str"] for r in recs if r.get("key") == "sampler"}
+print(sampler)
+assert sampler == {"shuffled": "random", "ordered": "sequential", "batched_random": "random",
+                   "batched_ordered": "sequential", "weighted": "WeightedRandomSampler", "listed": "list"}, sampler
+PY
+echo PASS
