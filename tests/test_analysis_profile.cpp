@@ -426,3 +426,40 @@ TEST_CASE("The access order is read from what the hook records, and from a sampl
     CHECK((profiles->front().order == model::AccessOrder::kSequential) == sequential);
   }
 }
+
+TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch's device reads") {
+  // 100 batches of 4 over a dataset of 400, each fetch faulting 4 MiB in from
+  // the device and reading 150 bytes through read calls (the hook's own /proc
+  // reads): no files, 1 MiB a sample.
+  auto build = [](uint32_t batches) {
+    TraceBuilder b;
+    b.Config(100, 1, "batch_size", 4);
+    b.Config(100, 1, "dataset_len", 400);
+    LoopSpec spec;
+    spec.iterations = batches;
+    spec.wait = 2 * kMs;
+    spec.compute = 20 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    for (uint32_t i = 0; i < batches; ++i) {
+      const uint64_t start = spec.start + i * 22 * kMs;
+      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
+      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 4ull << 20);
+      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 150);
+    }
+    return b;
+  };
+  TraceBuilder whole = build(100);
+  const auto profiles = MeasureProfiles(whole.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.dataset_bytes_estimated);
+  CHECK(p.bytes_per_sample.value == Approx(1 << 20));
+  CHECK_THAT(p.bytes_per_sample.source, Catch::Contains("memory-mapped"));
+  CHECK(p.dataset_bytes == (400ull << 20));
+  // An epoch over part of the dataset (a loop left early, a sampler of fewer
+  // samples) says nothing of the rest: no estimate.
+  TraceBuilder part = build(40);
+  const auto partial = MeasureProfiles(part.trace, {});
+  REQUIRE(partial.ok());
+  CHECK(partial->front().dataset_bytes == 0);
+}

@@ -404,7 +404,20 @@ int64_t ContainingSpan(const SpanTable& s, const std::vector<uint32_t>& reads, u
 void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
                     const std::unordered_map<uint32_t, ThreadReads>& reads_of_thread, LoaderAnalysis& loader) {
   const auto& s = trace.spans;
+  // Per epoch, by where each fetch ended: fetches, measured ones, their device bytes.
+  struct EpochReads {
+    uint64_t fetches = 0, measured = 0;
+    double device_bytes = 0;
+  };
+  std::vector<EpochReads> epochs(loader.epochs.size());
+  auto epoch_of = [&](uint64_t t) -> EpochReads* {
+    for (size_t e = 0; e < loader.epochs.size(); ++e)
+      if (t >= loader.epochs[e].start_ns && t <= loader.epochs[e].end_ns) return &epochs[e];
+    return nullptr;
+  };
   for (uint32_t f : fetches) {
+    EpochReads* epoch = epoch_of(s.start_ns[f] + s.duration_ns[f]);
+    if (epoch) epoch->fetches++;
     if (!s.has_cpu[f]) continue;
     auto found = reads_of_thread.find(s.thread[f]);
     if (found == reads_of_thread.end()) continue;
@@ -415,6 +428,21 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
     loader.fetch_reads.push_back({static_cast<double>(s.cpu_ns[f]) * kNs, static_cast<double>(s.arg[storage]),
                                   static_cast<double>(s.arg[calls]),
                                   system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs});
+    if (epoch) {
+      epoch->measured++;
+      epoch->device_bytes += static_cast<double>(s.arg[storage]);
+    }
+  }
+  // Complete: to StopIteration, over the dataset (a sampler of fewer samples,
+  // or one with replacement, reads part of it however cold).
+  const double dataset = static_cast<double>(loader.config.dataset_len);
+  for (size_t e = 0; e < epochs.size(); ++e) {
+    const EpochStats& epoch = loader.epochs[e];
+    if (!epoch.has_end_call || epochs[e].measured == 0 || dataset <= 0 ||
+        epoch.samples < dataset - loader.config.batch_size)
+      continue;
+    const double bytes = epochs[e].device_bytes * static_cast<double>(epochs[e].fetches) / static_cast<double>(epochs[e].measured);
+    loader.complete_epoch_device_bytes_per_sample = std::max(loader.complete_epoch_device_bytes_per_sample, bytes / epoch.samples);
   }
 }
 

@@ -277,6 +277,12 @@ struct LoaderAnalysis {
   // Fetch spans with CPU whose thread recorded the bytes it read (the hook's
   // read spans): the rows of model::FitReadCost. Empty when not recorded.
   std::vector<model::ReadSample> fetch_reads;
+  // The most bytes per sample the fetches of one complete epoch (run to
+  // StopIteration over the whole dataset) read from the device: the measured
+  // fetches', the others' at their epoch's mean. A memory-mapped dataset's
+  // reads are page faults, not read calls: this, from a cold epoch, is its
+  // size per sample. 0 when unknown.
+  double complete_epoch_device_bytes_per_sample = 0;
   // Every fetch span's CPU and off-CPU time (produce - cpu - delay), in start
   // order: the per-batch costs the model's simulation draws from.
   HugeVector<model::BatchCost> batch_costs;

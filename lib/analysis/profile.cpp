@@ -183,6 +183,16 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
                             "sample, the median over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
       p.dataset_bytes = static_cast<uint64_t>(per_sample * static_cast<double>(p.dataset_items));
       p.dataset_bytes_estimated = true;
+    } else if (const double per_sample_read = loader.complete_epoch_device_bytes_per_sample;
+               per_sample_read * p.batch_size >= kMinReadBytes && p.dataset_items > 0) {
+      // No read calls, but a whole epoch's fetches read from the device: a
+      // memory-mapped dataset (numpy memmap, Arrow, LMDB) faulting its pages in.
+      p.dataset_bytes = static_cast<uint64_t>(per_sample_read * static_cast<double>(p.dataset_items));
+      p.dataset_bytes_estimated = true;
+      p.bytes_per_sample = {per_sample_read, false,
+                            "estimated: the bytes one complete epoch's fetches read from the device (page faults of a "
+                            "memory-mapped dataset: no read calls), per sample; a lower bound if the page cache "
+                            "already held part of it"};
     } else {
       p.bytes_per_sample = {0, false, "unknown: the loader reported no dataset_bytes and its fetches read no files"};
     }
