@@ -278,8 +278,8 @@ struct LoaderAnalysis {
   // read spans): the rows of model::FitReadCost. Empty when not recorded.
   std::vector<model::ReadSample> fetch_reads;
   // The most bytes per sample the fetches of one complete epoch (run to
-  // StopIteration over the whole dataset) read from the device: the measured
-  // fetches', the others' at their epoch's mean. A memory-mapped dataset's
+  // StopIteration over the whole dataset) read from the device, as far as
+  // the counter budget measured them. A memory-mapped dataset's
   // reads are page faults, not read calls: this, from a cold epoch, is its
   // size per sample. 0 when unknown.
   double complete_epoch_device_bytes_per_sample = 0;
