@@ -3,7 +3,8 @@
 # uses it): the sampler the loader draws indices from, also when a
 # batch_sampler is given (torch then leaves loader.sampler a default
 # SequentialSampler that nothing uses; a random batch sampler was recorded as
-# "sequential", and an LRU cache predicted to thrash).
+# "sequential", and an LRU cache predicted to thrash). And pin_memory as the
+# iterator does it: torch pins only where CUDA is available.
 source "$(dirname "$0")/lib.sh"
 need_torch
 source "$STALLPROF_SOURCE_DIR/tests/tools/hook_record.sh"
@@ -15,7 +16,7 @@ shuffled = DataLoader(ds, batch_size=4, shuffle=True)
 ordered = DataLoader(ds, batch_size=4)
 batched_random = DataLoader(ds, batch_sampler=BatchSampler(RandomSampler(ds), batch_size=4, drop_last=False))
 batched_ordered = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), batch_size=4, drop_last=False))
-weighted = DataLoader(ds, batch_size=4, sampler=WeightedRandomSampler([1.0] * 40, 40))
+weighted = DataLoader(ds, batch_size=4, sampler=WeightedRandomSampler([1.0] * 40, 40), pin_memory=True)
 listed = DataLoader(ds, batch_sampler=[[i, i + 1] for i in range(0, 40, 2)])
 for loader in (shuffled, ordered, batched_random, batched_ordered, weighted, listed):
     for _ in loader:
@@ -30,5 +31,8 @@ sampler = {name[r["scope"]]: r["str"] for r in recs if r.get("key") == "sampler"
 print(sampler)
 assert sampler == {"shuffled": "random", "ordered": "sequential", "batched_random": "random",
                    "batched_ordered": "sequential", "weighted": "WeightedRandomSampler", "listed": "list"}, sampler
+pinned = {name[r["scope"]] for r in recs if r.get("key") == "pin_memory" and (r.get("u64") or r.get("f64") or r.get("str") in ("1", "True"))}
+import torch
+assert pinned == ({"weighted"} if torch.cuda.is_available() else set()), pinned
 PY
 echo PASS

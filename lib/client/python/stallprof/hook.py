@@ -236,6 +236,14 @@ def _readable(var):
     return name or var
 
 
+def _cuda_available():
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
 def _sampler_kind(loader):
     import torch.utils.data as tud
     sampler = getattr(loader, "sampler", None)
@@ -277,7 +285,9 @@ def _record_config(loader, scope, name):
     cfg(scope, "num_workers", loader.num_workers)
     prefetch = getattr(loader, "prefetch_factor", None)
     cfg(scope, "prefetch_factor", prefetch if isinstance(prefetch, int) else 0)
-    cfg(scope, "pin_memory", bool(loader.pin_memory))
+    # What the iterator will do: torch pins only where CUDA is available
+    # (pin_memory=True on a CPU-only machine warns and pins nothing).
+    cfg(scope, "pin_memory", bool(loader.pin_memory) and _cuda_available())
     cfg(scope, "persistent_workers", bool(loader.persistent_workers))
     cfg(scope, "sampler", _sampler_kind(loader))
     cfg(scope, "drop_last", bool(loader.drop_last))
