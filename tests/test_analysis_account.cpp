@@ -544,3 +544,34 @@ TEST_CASE("Iterators left after their first batch get the advice to keep one ite
   for (const auto& other : {IteratorsOf(1, true), IteratorsOf(3, false)})
     for (const auto& advice : other.advice) CHECK_THAT(advice, !Catch::Contains("iterator per step"));
 }
+
+TEST_CASE("A DataLoader built anew each epoch is told to be built once, since persistent workers die with it") {
+  // An evaluation that builds its loader each time: 3 objects named "eval", one
+  // worker each, 30 ms to start, 20 ms to shut down, 4 quick batches.
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  for (uint16_t scope = 1; scope <= 3; ++scope) {
+    b.Config(100, scope, "name", "eval");
+    b.Config(100, scope, "num_workers", 1);
+    b.Config(100, scope, "batch_size", 8);
+    LoopSpec spec;
+    spec.thread = main;
+    spec.scope = scope;
+    spec.start = t;
+    spec.iterations = 4;
+    spec.iter_create = 30 * kMs;
+    spec.shutdown = 20 * kMs;
+    spec.wait = kMs / 10;
+    spec.compute = 2 * kMs;
+    t = AddLoop(b, spec) + 50 * kMs;
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.scopes.size() == 3);
+  REQUIRE(l.bottleneck == Cause::kStartup);
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::Contains("built 3 times under this name"));
+  CHECK_THAT(l.advice.front(), Catch::Contains("building it once with persistent_workers=True saves"));
+}

@@ -676,7 +676,14 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return advice;
     }
     case Cause::kStartup:
-      return (l.persistent_saving_s > 0
+      // Workers persist only within one DataLoader object: a loader built
+      // anew for each epoch (an evaluation function's) must be built once.
+      return (l.persistent_saving_s > 0 && l.scopes.size() > 1
+                  ? fmt::format("epoch start-up ({}): the DataLoader was built {} times under this name, so its "
+                                "workers start with each whatever persistent_workers says; building it once with "
+                                "persistent_workers=True saves {} (worker start-up and shutdown of every epoch)",
+                                share, l.scopes.size(), FormatSeconds(l.persistent_saving_s))
+              : l.persistent_saving_s > 0
                   ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} (worker start-up and shutdown of "
                                 "every epoch)",
                                 share, FormatSeconds(l.persistent_saving_s))
