@@ -463,3 +463,31 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   REQUIRE(partial.ok());
   CHECK(partial->front().dataset_bytes == 0);
 }
+
+TEST_CASE("A loader whose epochs all end within the warm-up has no steady state to compare the model with") {
+  // 3 batches an epoch against a warm-up of 5: each epoch's first batch (its
+  // workers starting) is in every mean, which the steady simulation leaves out.
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = 4;
+  spec.iterations = 3;
+  spec.warmup_wait_iters = 1;
+  spec.warmup_wait = 50 * kMs;
+  AddLoop(b, spec);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK_FALSE(profiles->front().steady_state_measured);
+  CHECK(profiles->front().measured_step_s_per_batch == 0);
+  CHECK(profiles->front().measured_whole_run_samples_per_s > 0);  // the whole run is compared instead
+  spec.iterations = 8;  // past the warm-up: measured
+  TraceBuilder longer;
+  longer.Process(100, 1);
+  spec.thread = longer.Thread(100, 100);
+  AddLoop(longer, spec);
+  const auto steady = MeasureProfiles(longer.trace, {});
+  REQUIRE(steady.ok());
+  CHECK(steady->front().steady_state_measured);
+  CHECK(steady->front().measured_step_s_per_batch == Approx(0.040));
+}

@@ -71,6 +71,7 @@ struct LoaderProfile {
   double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run
   std::vector<StageProfile> stages;
   // Added by the model engineer (0 = unknown; the model then says so):
+  bool steady_state_measured = true;     // false: every epoch ended within the warm-up
   double measured_step_s_per_batch = 0;  // mean(step), steady state: the baseline whatif compares to
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the

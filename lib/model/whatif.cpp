@@ -262,6 +262,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
       out.profiled_background_threads,
       sweep.background_threads < 0 ? "the same (--background-load profiled)"
                                    : fmt::format("{:g} (--background-load)", sweep.background_threads)));
+  out.steady_state_measured = profile.steady_state_measured;
   if (profile.measured_step_s_per_batch > 0) {
     out.measured_samples_per_s = profile.batch_size / profile.measured_step_s_per_batch;
     out.model_error = (out.baseline.samples_per_s - out.measured_samples_per_s) / out.measured_samples_per_s;

@@ -64,7 +64,11 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   out += fmt::format("  {} iterations in {} epoch(s), {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
                      "included), {}\n",
                      l.iterations.size(), l.epochs.size(), l.samples, FormatSeconds(l.active_s), l.samples_per_s,
-                     l.steady_samples_per_s > 0
+                     l.steady_samples_per_s > 0 && l.steady_fallback
+                         ? fmt::format("{:.1f} samples/s over all iterations (none past the warm-up, so no steady state: "
+                                       "whatif compares the whole run)",
+                                       l.steady_samples_per_s)
+                     : l.steady_samples_per_s > 0
                          ? fmt::format("{:.1f} samples/s steady state (past the warm-up; what whatif and recommend compare "
                                        "with)",
                                        l.steady_samples_per_s)

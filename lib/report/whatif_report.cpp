@@ -50,6 +50,8 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                      r.baseline.workers, r.baseline.samples_per_s, FormatSeconds(r.baseline.step_s));
   if (r.measured_samples_per_s > 0)
     out += fmt::format("; measured {:.1f} samples/s: model error {:+.1f}%\n", r.measured_samples_per_s, r.model_error * 100);
+  else if (!r.steady_state_measured)
+    out += "; measured: no steady state (every epoch ended within the warm-up): compare the whole run\n";
   else
     out += "; measured throughput unknown\n";
   out += fmt::format("  steady state above (past the warm-up); whole run, every epoch from iterator creation: predicted "
