@@ -74,12 +74,10 @@ TEST_CASE("Stall fraction is sum of waits over sum of steps, steady state exclud
 
 TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all iterations") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 3;
   spec.epochs = 2;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   CHECK(loader.steady_fallback);
@@ -358,10 +356,8 @@ TEST_CASE("A DataLoader created anew under the same name after the last one is o
 
 TEST_CASE("Data quality reports drops, truncation and the client kind") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   b.trace.threads[0].dropped = 10;
   b.trace.truncated = true;
   const auto result = Analyze(b.trace, {});
@@ -376,10 +372,8 @@ TEST_CASE("Data quality reports drops, truncation and the client kind") {
 
 TEST_CASE("Data quality names the span clock and warns when the TSC drifted beyond its bound") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   auto quality = [&] {
     const auto result = Analyze(b.trace, {});
     REQUIRE(result.ok());

@@ -57,11 +57,9 @@ TEST_CASE("A profile carries the steady-state compute and the workers' per-batch
 
 TEST_CASE("The warm-up option changes which iterations a profile measures") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   ProfileOptions options;
   options.warmup = 2;
   const auto profiles = MeasureProfiles(b.trace, options);
@@ -71,11 +69,9 @@ TEST_CASE("The warm-up option changes which iterations a profile measures") {
 
 TEST_CASE("Without workers, the handoff timed after the run gives the worker loop and receive CPU") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   auto measure = [&] {
     const auto profiles = MeasureProfiles(b.trace, {});
     REQUIRE(profiles.ok());
@@ -133,10 +129,8 @@ TEST_CASE("The measured machine takes cores and memory from the header and the c
 
 TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   b.trace.system.t_ns = {0, 1000 * kMs, 2000 * kMs, 2500 * kMs};
   b.trace.system.disk_read_bytes = {0, 100, 300, 500};
   const auto profiles = MeasureProfiles(b.trace, {});
@@ -416,11 +410,9 @@ TEST_CASE("The access order is read from what the hook records, and from a sampl
   for (const auto& [recorded, sequential] : std::vector<std::pair<std::string, bool>>{
            {"sequential", true}, {"SequentialSampler", true}, {"random", false}, {"WeightedRandomSampler", false}}) {
     TraceBuilder b;
-    b.Process(100, 1);
     b.Config(100, 1, "sampler", recorded);
     LoopSpec spec;
-    spec.thread = b.Thread(100, 100);
-    AddLoop(b, spec);
+    AddMainProcessLoader(b, spec);
     const auto profiles = MeasureProfiles(b.trace, {});
     REQUIRE(profiles.ok());
     CHECK((profiles->front().order == model::AccessOrder::kSequential) == sequential);
@@ -431,7 +423,7 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   // 100 batches of 4 over a dataset of 400, each fetch faulting 4 MiB in from
   // the device and reading 150 bytes through read calls (the hook's own /proc
   // reads): no files, 1 MiB a sample.
-  auto build = [](uint32_t batches) {
+  auto build = [](uint32_t batches, uint64_t (*device_bytes)(uint32_t)) {
     TraceBuilder b;
     b.Config(100, 1, "batch_size", 4);
     b.Config(100, 1, "dataset_len", 400);
@@ -443,12 +435,13 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
     for (uint32_t i = 0; i < batches; ++i) {
       const uint64_t start = spec.start + i * 22 * kMs;
       b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
-      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 4ull << 20);
+      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, device_bytes(i));
       b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 150);
     }
     return b;
   };
-  TraceBuilder whole = build(100);
+  auto four_mib = [](uint32_t) -> uint64_t { return 4ull << 20; };
+  TraceBuilder whole = build(100, four_mib);
   const auto profiles = MeasureProfiles(whole.trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
@@ -458,24 +451,28 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   CHECK(p.dataset_bytes == (400ull << 20));
   // An epoch over part of the dataset (a loop left early, a sampler of fewer
   // samples) says nothing of the rest: no estimate.
-  TraceBuilder part = build(40);
+  TraceBuilder part = build(40, four_mib);
   const auto partial = MeasureProfiles(part.trace, {});
   REQUIRE(partial.ok());
   CHECK(partial->front().dataset_bytes == 0);
+  // An in-memory dataset whose first fetch read 500 KB once (modules) on a fresh
+  // machine: not a dataset of that size.
+  TraceBuilder imports = build(100, [](uint32_t i) -> uint64_t { return i == 0 ? 500000 : 0; });
+  const auto in_memory = MeasureProfiles(imports.trace, {});
+  REQUIRE(in_memory.ok());
+  CHECK(in_memory->front().dataset_bytes == 0);
 }
 
 TEST_CASE("A loader whose epochs all end within the warm-up has no steady state to compare the model with") {
   // 3 batches an epoch against a warm-up of 5: each epoch's first batch (its
   // workers starting) is in every mean, which the steady simulation leaves out.
   TraceBuilder b;
-  b.Process(100, 1);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.epochs = 4;
   spec.iterations = 3;
   spec.warmup_wait_iters = 1;
   spec.warmup_wait = 50 * kMs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
   CHECK_FALSE(profiles->front().steady_state_measured);
@@ -483,9 +480,7 @@ TEST_CASE("A loader whose epochs all end within the warm-up has no steady state 
   CHECK(profiles->front().measured_whole_run_samples_per_s > 0);  // the whole run is compared instead
   spec.iterations = 8;  // past the warm-up: measured
   TraceBuilder longer;
-  longer.Process(100, 1);
-  spec.thread = longer.Thread(100, 100);
-  AddLoop(longer, spec);
+  AddMainProcessLoader(longer, spec);
   const auto steady = MeasureProfiles(longer.trace, {});
   REQUIRE(steady.ok());
   CHECK(steady->front().steady_state_measured);

@@ -146,6 +146,14 @@ inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
   return t;
 }
 
+// A main process (pid 100) iterating loader 1 without workers: appends the
+// loop of `spec` (its thread is set here).
+inline void AddMainProcessLoader(TraceBuilder& b, LoopSpec& spec) {
+  b.Process(100, 1);
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+}
+
 // A main process (pid 100) iterating loader 1 with one worker process (pid
 // 201): appends the loop of `spec` (its thread is set here) and returns the
 // worker's thread index for the test's fetch spans.

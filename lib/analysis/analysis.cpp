@@ -406,8 +406,8 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
   const auto& s = trace.spans;
   // Per epoch, by where each fetch ended: the measured fetches and their device bytes.
   struct EpochReads {
-    uint64_t measured = 0;
-    double device_bytes = 0;
+    uint64_t measured = 0, reading = 0;  // measured fetches, those that read from the device
+    double device_bytes = 0, most = 0;   // their device bytes, the most one fetch read
   };
   std::vector<EpochReads> epochs(loader.epochs.size());
   auto epoch_of = [&](uint64_t t) -> EpochReads* {
@@ -427,17 +427,25 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
                                   static_cast<double>(s.arg[calls]),
                                   system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs});
     if (EpochReads* epoch = epoch_of(s.start_ns[f] + s.duration_ns[f])) {
+      const auto bytes = static_cast<double>(s.arg[storage]);
       epoch->measured++;
-      epoch->device_bytes += static_cast<double>(s.arg[storage]);
+      epoch->reading += bytes > 0;
+      epoch->device_bytes += bytes;
+      epoch->most = std::max(epoch->most, bytes);
     }
   }
   // Complete: to StopIteration, over the dataset (a sampler of fewer samples,
-  // or one with replacement, reads part of it however cold).
+  // or one with replacement, reads part of it however cold). And read by many
+  // fetches, none holding half of it: what one fetch reads once (232 KiB in
+  // one of 50 fetches of an in-memory dataset, on a fresh machine: modules,
+  // most likely) is not a dataset. A cold memory-mapped one read 400 MiB in 27 of 100 fetches
+  // (readahead served the rest).
+  constexpr uint64_t kMinReadingFetches = 3;
   const double dataset = static_cast<double>(loader.config.dataset_len);
   for (size_t e = 0; e < epochs.size(); ++e) {
     const EpochStats& epoch = loader.epochs[e];
-    if (!epoch.has_end_call || epochs[e].measured == 0 || dataset <= 0 ||
-        epoch.samples < dataset - loader.config.batch_size)
+    if (!epoch.has_end_call || epochs[e].reading < kMinReadingFetches || epochs[e].most >= 0.5 * epochs[e].device_bytes ||
+        dataset <= 0 || epoch.samples < dataset - loader.config.batch_size)
       continue;
     // The measured fetches' bytes alone, a lower bound: the budget skips
     // fetches that follow quick ones (it frees up after slow spans), which
