@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -148,7 +147,8 @@ struct EpochMark {
 // a curriculum, each evaluation of a trainer) iterates one loader, not many:
 // objects of one process with the same recorded name, batch size and workers,
 // each iterated after the previous one's last next(), merge into the first.
-// An object without a recorded name ("loader<n>") is never merged.
+// Objects without a variable name are named apart ("loader<n>", n counting
+// them), so they never merge.
 void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders) {
   const auto& s = trace.spans;
   struct Identity {
@@ -175,18 +175,17 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
   std::vector<uint64_t> starts(loaders.size());
   for (size_t i = 0; i < loaders.size(); ++i) starts[i] = first_start(loaders[i]);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return starts[a] < starts[b]; });
-  std::vector<std::optional<Identity>> identity(loaders.size());
-  for (size_t i = 0; i < loaders.size(); ++i) {
-    const LoaderConfig c = ReadConfig(trace, loaders[i].pid, loaders[i].scopes);
-    if (c.name != "loader" + std::to_string(loaders[i].scope))
-      identity[i] = Identity{loaders[i].pid, c.name, c.batch_size, c.num_workers};
+  std::vector<Identity> identity;
+  for (const auto& l : loaders) {
+    const LoaderConfig c = ReadConfig(trace, l.pid, l.scopes);
+    identity.push_back({l.pid, c.name, c.batch_size, c.num_workers});
   }
   std::vector<bool> merged(loaders.size(), false);
   std::vector<uint64_t> ends(loaders.size());
   for (size_t i = 0; i < loaders.size(); ++i) ends[i] = last_end(loaders[i]);
   for (size_t a = 0; a < order.size(); ++a) {
     const size_t into = order[a];
-    if (merged[into] || !identity[into]) continue;
+    if (merged[into]) continue;
     for (size_t b = a + 1; b < order.size(); ++b) {
       const size_t from = order[b];
       if (merged[from] || identity[from] != identity[into] || starts[from] < ends[into]) continue;
@@ -410,10 +409,12 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
     double device_bytes = 0, most = 0;   // their device bytes, the most one fetch read
   };
   std::vector<EpochReads> epochs(loader.epochs.size());
+  // The epochs are in start order: the last one started at or before t.
   auto epoch_of = [&](uint64_t t) -> EpochReads* {
-    for (size_t e = 0; e < loader.epochs.size(); ++e)
-      if (t >= loader.epochs[e].start_ns && t <= loader.epochs[e].end_ns) return &epochs[e];
-    return nullptr;
+    auto after = std::upper_bound(loader.epochs.begin(), loader.epochs.end(), t,
+                                  [](uint64_t time, const EpochStats& e) { return time < e.start_ns; });
+    if (after == loader.epochs.begin() || t > std::prev(after)->end_ns) return nullptr;
+    return &epochs[static_cast<size_t>(std::prev(after) - loader.epochs.begin())];
   };
   for (uint32_t f : fetches) {
     if (!s.has_cpu[f]) continue;
