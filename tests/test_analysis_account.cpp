@@ -87,16 +87,14 @@ TEST_CASE("The account's lines sum to the loader's wall time, epoch start to the
 TEST_CASE("The last batch of an epoch computes until the next() that raised StopIteration") {
   // 16 items, batch 8: two batches per epoch, each followed by a 100 ms step.
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 0);
   b.Config(100, 1, "batch_size", 8);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.epochs = 3;
   spec.iterations = 2;
   spec.wait = kMs;
   spec.compute = 100 * kMs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
   REQUIRE(l.iterations.size() == 6);
@@ -260,15 +258,13 @@ TEST_CASE("A handoff that takes longer than making the batch suggests fetching w
 
 TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of the wait is handoff") {
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 0);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
   spec.warmup_wait_iters = 0;
   spec.wait = 10 * kMs;
   spec.compute = 10 * kMs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   // Inside each 10 ms wait: a 6 ms fetch, 2 ms on CPU and 4 ms reading 64 KiB from the device.
   for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs + kMs, 6 * kMs, i, 2 * kMs, 65536);
   const auto result = Analyze(b.trace, {});
@@ -282,15 +278,13 @@ TEST_CASE("Without workers, prep advice says workers would not help when receivi
   // num_workers = 0: each 10 ms wait is a 10 ms fetch on CPU, beside a 10 ms step.
   const auto advice_with_receive = [](double receive_s) {
     TraceBuilder b;
-    b.Process(100, 1);
     b.Config(100, 1, "num_workers", 0);
     if (receive_s > 0) b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive_s);
     LoopSpec spec;
-    spec.thread = b.Thread(100, 100);
     spec.iterations = 10;
     spec.wait = 10 * kMs;
     spec.compute = 10 * kMs;
-    AddLoop(b, spec);
+    AddMainProcessLoader(b, spec);
     for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs, 10 * kMs, i, 10 * kMs, 0);
     const auto result = Analyze(b.trace, {});
     const auto& l = OnlyLoader(result);
@@ -313,7 +307,6 @@ TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not
   // the wrapper land in the compute. Without the correction the stall would be
   // 20 / 120 = 17% (moderately input-bound); the pipeline's own part is 3 us.
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 0);
   b.Config(100, 1, "batch_size", 1);
   b.Config(100, 0, "hook_ns_wait", 4000);
@@ -321,11 +314,10 @@ TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not
   b.Config(100, 0, "hook_ns_sample", 0);
   b.Config(100, 0, "hook_ns_collate", 0);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 105;
   spec.wait = 20 * kUs;
   spec.compute = 100 * kUs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   for (uint64_t i = 0; i < 105; ++i) AddFetch(b, spec.thread, spec.start + i * 120 * kUs + 2 * kUs, 16 * kUs, i, 16 * kUs, 0);
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
@@ -341,11 +333,9 @@ TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not
 
 TEST_CASE("The hook's calibration spans are neither loaders nor stages") {
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 0);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   for (uint64_t i = 0; i < 200; ++i) {
     b.Span(spec.thread, std::string(names::kCalibrationPrefix) + "fetch", i * kUs, kUs / 2, 0, i, kUs / 2, 0);
     b.Span(spec.thread, std::string(names::kCalibrationPrefix) + "wait", i * kUs, kUs / 2, 0, i, kUs / 2, 0);
@@ -369,14 +359,12 @@ TEST_CASE("The main thread's run-queue delay in next() outside the fetch span is
   // other 5 ms the main thread spent 3 ms runnable but not running (its wait
   // span's run-queue delay), 2 ms in the DataLoader's own code.
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 0);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
   spec.wait = 10 * kMs;
   spec.compute = 10 * kMs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   auto& s = b.trace.spans;
   for (size_t i = 0; i < s.size(); ++i)
     if (b.trace.strings[s.name[i]] == names::kWait) {

@@ -123,14 +123,12 @@ TEST_CASE("Epochs report samples per second and exclude the time between epochs"
 TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of three one slower than 1.5x the others' median") {
   const auto stragglers = [](std::vector<uint64_t> produce_ms) {
     TraceBuilder b;
-    b.Process(100, 1);
     b.Config(100, 1, "num_workers", static_cast<int64_t>(produce_ms.size()));
     LoopSpec spec;
-    spec.thread = b.Thread(100, 100);
     spec.iterations = 12;
     spec.wait = 0;
     spec.compute = 100 * kMs;
-    AddLoop(b, spec);
+    AddMainProcessLoader(b, spec);
     std::vector<uint32_t> threads;
     for (uint32_t k = 0; k < produce_ms.size(); ++k) {
       b.Process(201 + k, 100);

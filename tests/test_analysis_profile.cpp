@@ -146,15 +146,13 @@ namespace {
 // counter bursts at 800 MiB/s once.
 TraceBuilder TwoReadingWorkers() {
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "num_workers", 2);
   b.Config(100, 1, "batch_size", 4);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 60;
   spec.wait = 18 * kMs;
   spec.compute = 2 * kMs;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   uint32_t workers[2];
   for (uint32_t w = 0; w < 2; ++w) {
     b.Process(201 + w, 100);
@@ -201,12 +199,10 @@ TEST_CASE("Reads less than one in flight leave the storage bandwidth at the disk
 
 TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
   TraceBuilder b;
-  b.Process(100, 1);
   b.Config(100, 1, "batch_size", 2);
   LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
   spec.iterations = 10;
-  AddLoop(b, spec);
+  AddMainProcessLoader(b, spec);
   for (uint32_t i = 0; i < 10; ++i) b.Span(spec.thread, names::kFetch, spec.start + i * 40 * kMs, 10 * kMs, 1, i, 4 * kMs, 0);
   TraceDigest digest;
   digest.trace = b.trace;
