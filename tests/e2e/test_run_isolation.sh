@@ -27,10 +27,12 @@ C
 cc -O1 -I"$STALLPROF_SOURCE_DIR/lib/client/include" ticker.c -o ticker -L"$STALLPROF_BUILD_DIR" -lstallprof_client \
   -Wl,-rpath,"$STALLPROF_BUILD_DIR" || skip "no C compiler"
 
-# /dev/shm as stallprof could change it: Python multiprocessing's semaphores
-# and torch's shared tensors belong to jobs running beside this test (its
-# ticker is C), and come and go while it runs.
-shm_listing() { ls /dev/shm | { grep -v -E '^(sem\.mp-|torch_)' || true; } | sort; }
+# /dev/shm as stallprof could change it: POSIX named semaphores (Python
+# multiprocessing's, "sem.mp-..." or "sem.<random>", seen "sem.dD3ZZW" in a
+# CI run) and torch's shared tensors belong to jobs running beside this test
+# (its ticker is C), and come and go while it runs. stallprof opens neither
+# (its ring and calibration buffers are memfds, never in /dev/shm).
+shm_listing() { ls /dev/shm | { grep -v -E '^(sem\.|torch_)' || true; } | sort; }
 shm_before=$(shm_listing)
 "$SP" run -q -o "$TMP/one.pb" -- ./ticker one 700 &
 a=$!
