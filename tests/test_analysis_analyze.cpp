@@ -352,6 +352,20 @@ TEST_CASE("A DataLoader created anew under the same name after the last one is o
   CHECK(TwoObjects("train", "train", 16, 100)->loaders.size() == 2);
 }
 
+TEST_CASE("Loaders of one process that keep one name after the merge are told apart by a suffix") {
+  // Two DataLoaders built on one line and iterated together (zip): the hook
+  // names both by that line.
+  const auto together = TwoObjects("train.py:9", "train.py:9", 8, -500);
+  REQUIRE(together.ok());
+  REQUIRE(together->loaders.size() == 2);
+  CHECK(together->loaders[0].config.name == "train.py:9");
+  CHECK(together->loaders[1].config.name == "train.py:9#2");
+  // One after the other they are one loader, under the plain name.
+  const auto rebuilt = TwoObjects("train.py:9", "train.py:9", 8, 100);
+  REQUIRE(rebuilt->loaders.size() == 1);
+  CHECK(rebuilt->loaders[0].config.name == "train.py:9");
+}
+
 TEST_CASE("Data quality reports drops, truncation and the client kind") {
   TraceBuilder b;
   LoopSpec spec;

@@ -147,8 +147,9 @@ struct EpochMark {
 // a curriculum, each evaluation of a trainer) iterates one loader, not many:
 // objects of one process with the same recorded name, batch size and workers,
 // each iterated after the previous one's last next(), merge into the first.
-// Objects without a variable name are named apart ("loader<n>", n counting
-// them), so they never merge.
+// Objects without a telling variable name are named by the line that built
+// them ("train.py:42"), so `for x in DataLoader(...)` in an epoch loop merges
+// too; only objects without even that ("loader<n>") never merge.
 void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders) {
   const auto& s = trace.spans;
   struct Identity {
@@ -203,6 +204,20 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
   for (size_t i = 0; i < loaders.size(); ++i)
     if (!merged[i]) kept.push_back(std::move(loaders[i]));
   loaders = std::move(kept);
+}
+
+// Loaders of one process left with one name after the merge (two loaders
+// built on one line and iterated together, `zip(DataLoader(a),
+// DataLoader(b))`, share their creation site) are told apart by a suffix in
+// the order of their first iteration: "train.py:9", "train.py:9#2". Names
+// identify loaders across ranks and select them (--loader), so they must be
+// unique. `loaders` is sorted by process, then first scope.
+void NameApartSameNamedLoaders(std::vector<LoaderAnalysis>& loaders) {
+  std::map<std::pair<uint32_t, std::string>, int> seen;
+  for (auto& l : loaders) {
+    const int n = ++seen[{l.pid, l.config.name}];
+    if (n > 1) l.config.name += "#" + std::to_string(n);
+  }
 }
 
 // `waits`: the loader's wait spans in start order (WaitsByStart).
@@ -1175,6 +1190,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   std::sort(out.loaders.begin(), out.loaders.end(), [](const LoaderAnalysis& a, const LoaderAnalysis& b) {
     return std::tie(a.rank, a.pid, a.scope) < std::tie(b.rank, b.pid, b.scope);
   });
+  NameApartSameNamedLoaders(out.loaders);
   out.duration_s = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);

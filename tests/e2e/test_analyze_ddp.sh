@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A data-parallel job of 2 ranks (gloo, CPU) recorded as one trace, each rank
 # iterating a DataLoader held in a variable named `dl` (a generic name, so the
-# hook names it loader1: counted per process, not by the ring-global scope id)
+# hook names it by the line that created it, ddp_tiny.py:<line>, alike on
+# every rank)
 # and all-reducing every step, with the same set costs (1 ms fetch per sample,
 # 20 ms compute per step): both ranks' loader has one name and one row per
 # rank, and no rank is a straggler. Launched by torchrun when it starts here,
@@ -14,6 +15,8 @@ need_torch
 cd "$TMP"
 port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 W="$WORKLOADS/ddp_tiny.py"
+NAME="ddp_tiny.py:$(grep -n 'dl = DataLoader(' "$W" | cut -d: -f1)"
+export NAME
 cat >probe.py <<'PY'
 import torch.distributed as dist
 dist.init_process_group("gloo")
@@ -44,10 +47,11 @@ d = json.load(open(sys.argv[1]))
 job = d["job"]
 assert job is not None, "no job section"
 assert job["ranks"] == [0, 1], job["ranks"]
-# The same variable on both ranks, one name: the hook's per-process count.
+# The same variable on both ranks, one name: the line that created it.
+import os
 names = sorted({l["name"] for l in d["loaders"]})
-assert names == ["loader1"], names
-assert [l["name"] for l in job["loaders"]] == ["loader1"], [l["name"] for l in job["loaders"]]
+assert names == [os.environ["NAME"]], names
+assert [l["name"] for l in job["loaders"]] == names, [l["name"] for l in job["loaders"]]
 l = job["loaders"][0]
 assert [r["rank"] for r in l["ranks"]] == [0, 1], l["ranks"]
 for r in l["ranks"]:
@@ -60,7 +64,7 @@ assert l["stragglers"] == [], l["stragglers"]
 assert not any(r["straggler"] for r in l["ranks"])
 assert job["processes"] == [], job["processes"]
 PY
-grep -q "^  loader1, 2 rank(s)" job.txt || fail "the text has no one-row-per-rank table for loader1: $(sed -n '/^Ranks/,/^$/p' job.txt)"
+grep -qF "  $NAME, 2 rank(s)" job.txt || fail "the text has no one-row-per-rank table for $NAME: $(sed -n '/^Ranks/,/^$/p' job.txt)"
 grep -q "no straggler: the slowest rank" job.txt || fail "the text does not say there is no straggler"
 if grep -q "<- straggler\|  straggler: rank" job.txt; then fail "a rank is called a straggler: $(sed -n '/^Ranks/,/^$/p' job.txt)"; fi
 
@@ -68,10 +72,10 @@ if grep -q "<- straggler\|  straggler: rank" job.txt; then fail "a rank is calle
 $SP run -q -o spawn.pb -- env -u RANK -u LOCAL_RANK "$PY" "$W" --spawn 2 --port "$(port)" >spawn.log 2>&1 \
   || fail "the job started with torch.multiprocessing.spawn failed: $(tail -5 spawn.log)"
 $SP analyze spawn.pb --json | "$PY" -c '
-import json, sys
+import json, os, sys
 job = json.load(sys.stdin)["job"]
 assert job is not None and job["ranks"] == [0, 1], job
-assert [l["name"] for l in job["loaders"]] == ["loader1"] and job["loaders"][0]["stragglers"] == [], job["loaders"]
+assert [l["name"] for l in job["loaders"]] == [os.environ["NAME"]] and job["loaders"][0]["stragglers"] == [], job["loaders"]
 assert job["processes"] == [], job["processes"]
 ' || fail "ranks started by mp.spawn with init_process_group(rank=...) are not ranks 0 and 1 of one loader"
 echo PASS

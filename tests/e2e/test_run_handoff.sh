@@ -89,12 +89,15 @@ set -e
 grep -q "warning: could not time a worker's batch handoff (.*refused by the test" "$TMP/bad.err" ||
   fail "no warning for the failed timing: $(cat "$TMP/bad.err")"
 # Six loaders with six batch shapes: every loader gets a timing, from at most
-# four calibrations (the rest take the closest batch's).
+# four calibrations (the rest take the closest batch's). Each has its own
+# variable: built on one line without one, they would be one loader (named by
+# that line) that had six objects.
 cat >"$TMP/many.py" <<'PY'
 import torch
 from torch.utils.data import DataLoader
 for n in range(1, 7):
-    for batch in DataLoader([torch.zeros(n * 1000) for _ in range(8)], batch_size=4):
+    globals()["shape%d_loader" % n] = DataLoader([torch.zeros(n * 1000) for _ in range(8)], batch_size=4)
+    for batch in globals()["shape%d_loader" % n]:
         pass
 PY
 "$SP" run -q -o "$TMP/many.pb" -- "$PY" "$TMP/many.py" >/dev/null 2>&1 || fail "the six-loader job failed"

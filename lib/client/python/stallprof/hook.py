@@ -7,8 +7,9 @@ torch runs exactly as it would without stallprof. The names recorded are the
 contract with the analysis (lib/trace/trace.h, namespace names).
 
 Per DataLoader (main process): a loader id (scope), its configuration (with
-its name: the variable that holds it, else "loader<n>" in the order this
-process first iterated its loaders, so every rank of a job names it alike; and
+its name: the variable that holds it, else the line that created it,
+"train.py:42", else "loader<n>" in the order this process first iterated its
+loaders, so every rank of a job names it alike; and
 torch.distributed's rank when initialized), an epoch span per iterator (from
 the DataLoader.__iter__ call to the iterator's creation: worker start-up), a
 wait span per next() (with the main thread's CPU time and run-queue delay while
@@ -64,6 +65,7 @@ span), and what reading the counters adds to a sampled wait
 (hook_ns_fetch_counters). The calibration's own spans are named
 "stallprof.calibration.*", which analysis ignores.
 """
+import functools
 import os
 import sys
 import time
@@ -194,7 +196,8 @@ def _warn(message):
 def _loader_name(loader):
     """The variable that refers to the loader in the calling frames:
     train_loader -> "train"; generic names (dl, loader, ...) fall back to
-    "loader<n>", n counting the loaders this process first iterated."""
+    where the DataLoader was created ("train.py:42"), else "loader<n>", n
+    counting the loaders this process first iterated."""
     frame = sys._getframe(2)
     for _ in range(6):
         if frame is None:
@@ -215,7 +218,22 @@ def _loader_name(loader):
     for var, value in list(getattr(main, "__dict__", {}).items()):
         if value is loader and var.lower() not in _GENERIC_NAMES:
             return _readable(var)
-    return "loader%d" % _next_loader_ordinal()
+    site = loader.__dict__.get("_stallprof_site")
+    return site if site else "loader%d" % _next_loader_ordinal()
+
+
+def _creation_site(loader):
+    """"file.py:line" of the code that called DataLoader(...): past the
+    __init__ of a DataLoader subclass and past torch itself. A loader built
+    anew each epoch (`for x in DataLoader(...)`) is built at one site, so
+    its objects share a name and the analysis sees one loader."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_locals.get("self") is loader
+                                 or "torch" + os.sep + "utils" + os.sep + "data" in frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return "%s:%d" % (os.path.basename(frame.f_code.co_filename), frame.f_lineno)
 
 
 def _next_loader_ordinal():
@@ -445,6 +463,19 @@ def _patch():
     read_storage_id, read_calls_id = ext.name(READ_STORAGE), ext.name(READ_CALLS)
     system_cpu_id = ext.name(SYSTEM_CPU)
     SAMPLED = ext.COUNTERS_SAMPLED
+
+    # -- DataLoader.__init__: where it was created (the name of last resort) ----
+    original_init = dl.DataLoader.__init__
+
+    @functools.wraps(original_init)  # libraries read its signature (Lightning re-creates loaders)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        try:
+            self.__dict__["_stallprof_site"] = _creation_site(self)
+        except Exception:
+            pass
+
+    dl.DataLoader.__init__ = __init__
 
     # -- DataLoader.__iter__: loader id, config, epochs, worker scope -----------
     original_iter = dl.DataLoader.__iter__

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The names loaders get, through the whole pipeline (run, analyze --json): a
+# telling variable name; else the line that called DataLoader(...) (past a
+# subclass's __init__), so a loader built anew each epoch inside the loop
+# (`for x in DataLoader(...)`) is one loader with every epoch, not one per
+# epoch (it was loader1..loader6); two loaders built on one line and
+# iterated together (zip) are told apart by "#2".
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+cat > names.py <<'PY'
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class MyLoader(DataLoader):
+    def __init__(self, dataset, **kwargs):
+        super().__init__(dataset, **kwargs)
+
+
+ds = TensorDataset(torch.arange(64).float())
+train_loader = DataLoader(ds, batch_size=8)
+loader = MyLoader(ds, batch_size=4)  # SUBCLASS
+for epoch in range(3):
+    for _ in train_loader:
+        pass
+    for _ in DataLoader(ds, batch_size=16):  # INLINE
+        pass
+    for _ in loader:
+        pass
+for a, b in zip(DataLoader(ds, batch_size=2), DataLoader(ds, batch_size=2)):  # ZIP
+    pass
+PY
+line() { grep -n "# $1\$" names.py | cut -d: -f1; }
+export SUBCLASS="names.py:$(line SUBCLASS)" INLINE="names.py:$(line INLINE)" ZIP="names.py:$(line ZIP)"
+$SP run -q -o names.pb -- "$PY" names.py >run.log 2>&1 || fail "the script failed under stallprof run: $(tail -3 run.log)"
+$SP analyze names.pb --json >names.json || fail "analyze --json failed"
+"$PY" - names.json <<'PY' || fail "loader names wrong (above)"
+import json, os, sys
+loaders = {l["name"]: l for l in json.load(open(sys.argv[1]))["loaders"]}
+print(sorted(loaders))
+expected = {"train", os.environ["SUBCLASS"], os.environ["INLINE"], os.environ["ZIP"], os.environ["ZIP"] + "#2"}
+assert set(loaders) == expected, (sorted(loaders), sorted(expected))
+inline = loaders[os.environ["INLINE"]]
+assert inline["objects"] == 3 and len(inline["epochs"]) == 3, (inline["objects"], len(inline["epochs"]))
+assert inline["iterations"] == 3 * 4, inline["iterations"]  # 64 samples in batches of 16, three epochs
+assert loaders[os.environ["SUBCLASS"]]["objects"] == 1 and len(loaders[os.environ["SUBCLASS"]]["epochs"]) == 3
+PY
+echo PASS
