@@ -26,6 +26,10 @@ RecommendedLoader Planned() {
   r.prefetch_concurrency = 5.12;
   r.lp_samples_per_s = 3276.8;
   r.predicted.samples_per_s = 3200;
+  r.predicted.whole_run_samples_per_s = 2900;
+  r.predicted.startup_s_per_epoch = 0.25;
+  r.predicted.startup_measured = true;
+  l.profile.measured_whole_run_samples_per_s = 1500;
   r.predicted.bottleneck = model::Bottleneck::kPrep;
   r.measured_samples_per_s = 1600;
   r.cache.point = model::CachePoint::kRawFiles;
@@ -62,11 +66,28 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
         "cache plan:   leave 4.00 GiB of page cache to the dataset's files (LRU under shuffling: hit ratio 40%)\n"
         "throughput:   3200.0 samples/s predicted, steady state (simulated; LP optimum 3276.8 with fractional "
         "workers), cpu prep bound; measured 1600.0 samples/s steady state: 2.00x\n"
+        "whole run:    2900.0 samples/s predicted with start-up 250.00 ms per epoch; measured 1500.0 samples/s whole run\n"
         "binding:      cores (cores): one more core adds 436.9 samples/s\n"
         "prefetch:     Little's law: 102.40 batches/s x p99 batch latency 50.00 ms = 5.1 batches in flight over 4 "
         "workers -> prefetch_factor=2\n"
         "shadow prices: cores (shadow price 436.9)\n"
         "assumed:      worker RSS unknown: taken as 0\n");
+}
+
+TEST_CASE("A loader built anew under one name is told that persistent workers need it built once") {
+  auto l = Planned();
+  l.profile.objects = 6;
+  l.plan.predicted.startup_measured = false;  // profiled without workers
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::Contains("whole run:    2900.0 samples/s predicted without the workers' start-up (the profile "
+                                   "had no workers to time it); measured 1500.0 samples/s whole run\n"));
+  CHECK_THAT(text, Catch::Contains("rebuilt:      the DataLoader was built 6 times under this name, and persistent workers "
+                                   "die with it: build it once"));
+  l.plan.workers = 0;  // no workers to keep
+  CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("rebuilt:"));
+  l.plan.workers = 4;
+  l.profile.objects = 1;
+  CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("rebuilt:"));
 }
 
 TEST_CASE("Every cache plan is put in words") {
@@ -91,6 +112,7 @@ TEST_CASE("Every cache plan is put in words") {
 TEST_CASE("Without a measured run, a binding row, a shadow price or known memory the recommend text says so") {
   auto l = Planned();
   l.plan.measured_samples_per_s = 0;
+  l.profile.measured_whole_run_samples_per_s = 0;
   l.plan.binding = {};
   l.plan.binding.kind = model::RowKind::kIngest;
   l.plan.advice = "the model is now the bottleneck: faster input will not help";
@@ -100,7 +122,8 @@ TEST_CASE("Without a measured run, a binding row, a shadow price or known memory
   report.options.memory_bytes = 0;
   const std::string text = RecommendText(report);
   CHECK_THAT(text, Catch::StartsWith("stallprof recommend: loader 'train' on 8 cores, unknown memory (runs/t.pb)\n"));
-  CHECK_THAT(text, Catch::Contains("with fractional workers), cpu prep bound\nbinding:"));
+  CHECK_THAT(text, Catch::Contains("with fractional workers), cpu prep bound\nwhole run:    2900.0 samples/s predicted "
+                                   "with start-up 250.00 ms per epoch\nbinding:"));
   CHECK_THAT(text, Catch::Contains("\nbinding:      none (model ingest): the model is now the bottleneck"));
   CHECK_THAT(text, Catch::Contains("p99 batch latency 40.00 ms"));
   CHECK_THAT(text, Catch::Contains("\nshadow prices: none\n"));
@@ -159,7 +182,10 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
   CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_workers", "dataloader", "step_threads", "cache",
-                                             "predicted_samples_per_s", "lp_samples_per_s", "measured_samples_per_s",
+                                             "predicted_samples_per_s", "lp_samples_per_s",
+                                             "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
+                                             "startup_predicted", "measured_whole_run_samples_per_s", "dataloader_objects",
+                                             "measured_samples_per_s",
                                              "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
                                              "constraints", "assumptions"});
   CHECK(l.at("loader").get<std::string>() == "train");
@@ -173,6 +199,11 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(l.at("predicted_samples_per_s").get<double>() == 3200);
   CHECK(l.at("lp_samples_per_s").get<double>() == 3276.8);
   CHECK(l.at("measured_samples_per_s").get<double>() == 1600);
+  CHECK(l.at("predicted_whole_run_samples_per_s").get<double>() == 2900);
+  CHECK(l.at("predicted_startup_s_per_epoch").get<double>() == 0.25);
+  CHECK(l.at("startup_predicted").get<bool>());
+  CHECK(l.at("measured_whole_run_samples_per_s").get<double>() == 1500);
+  CHECK(l.at("dataloader_objects").get<double>() == 1);
   CHECK(l.at("speedup").get<double>() == 2);
   CHECK(l.at("bottleneck").get<std::string>() == "cpu prep");
   CHECK(l.at("binding").at("constraint").get<std::string>() == "cores");

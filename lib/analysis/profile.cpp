@@ -116,6 +116,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   // production and receipt (what a running pipeline would have taken).
   p.epochs = static_cast<uint32_t>(loader.epochs.size());
   p.persistent_workers = loader.config.persistent_workers;
+  p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
   if (!loader.epochs.empty()) {
     p.batches_per_epoch = static_cast<double>(loader.iterations.size()) / loader.epochs.size();
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;

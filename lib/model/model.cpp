@@ -359,8 +359,14 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     const double scale = waves(workers, cores) / waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores);
     const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     startup_first = p.startup_first_s * scale;
-    const double later = p.persistent_workers ? p.startup_first_s : p.startup_later_s;  // non-persistent: each epoch
-    startup_later = persistent ? 0 : later * scale;
+    // Workers restart with each epoch, or with persistent_workers=True with
+    // each DataLoader object only (they die with it: a loader built anew each
+    // epoch restarts them every epoch all the same).
+    const uint32_t objects = std::clamp<uint32_t>(p.objects, 1, epochs);
+    auto restarts = [&](bool persists) { return static_cast<double>(persists ? objects - 1 : epochs - 1); };
+    const double profiled_restarts = restarts(p.persistent_workers);
+    const double per_restart = profiled_restarts > 0 ? p.startup_later_s * (epochs - 1) / profiled_restarts : p.startup_first_s;
+    startup_later = epochs > 1 ? restarts(persistent) * per_restart * scale / (epochs - 1) : 0;
   }
   SimConfig epoch = config;
   epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));

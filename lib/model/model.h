@@ -115,6 +115,10 @@ struct LoaderProfile {
   uint32_t epochs = 0;
   double batches_per_epoch = 0;          // mean iterations per epoch
   bool persistent_workers = false;
+  // DataLoader objects the epochs ran in: more than one when the script
+  // builds its loader anew (each epoch, each evaluation), and persistent
+  // workers then restart with each object.
+  uint32_t objects = 1;
   double measured_whole_run_samples_per_s = 0;  // samples / sum of epoch wall times (start-up included)
 };
 

@@ -233,6 +233,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   chosen.machine.cores = o.cores;
   chosen.workers = static_cast<int32_t>(workers);
   chosen.prefetch_factor = static_cast<int32_t>(prefetch);
+  chosen.persistent_workers = 1;  // what the printed DataLoader line sets
   chosen.background_threads = o.background_threads;
   if (const double outside = BackgroundThreads(p); outside > 0.05)
     rec.assumptions.push_back(fmt::format(

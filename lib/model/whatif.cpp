@@ -160,10 +160,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                             "the decode case in docs/model.md); a profile with one worker measures it"
                                           : ""));
   if (p.workers > 0)
-    in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers) "
+    in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers{}) "
                              "(measured: the first step beyond one batch's production)",
                              FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
-                             p.persistent_workers ? "persistent" : "non-persistent"));
+                             p.persistent_workers ? "persistent" : "non-persistent",
+                             p.objects > 1 ? fmt::format(", {} DataLoader objects: workers restart with each, persistent or not", p.objects) : ""));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   in.push_back(fmt::format("worker CPU / io / run-queue delay per batch: {} / {} / {} (measured, fetch spans)",

@@ -15,6 +15,25 @@ double Speedup(const model::Recommendation& r) {
   return r.measured_samples_per_s > 0 ? r.predicted.samples_per_s / r.measured_samples_per_s : 0;
 }
 
+// The proposal over the whole run, each epoch's start-up included: what a
+// loader of short epochs gains is decided there, not in the steady state.
+std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProfile& p) {
+  const auto& w = r.predicted;
+  std::string out = fmt::format("whole run:    {:.1f} samples/s predicted", w.whole_run_samples_per_s);
+  if (!w.startup_measured)
+    out += " without the workers' start-up (the profile had no workers to time it)";
+  else
+    out += fmt::format(" with start-up {} per epoch", FormatSeconds(w.startup_s_per_epoch));
+  if (p.measured_whole_run_samples_per_s > 0)
+    out += fmt::format("; measured {:.1f} samples/s whole run", p.measured_whole_run_samples_per_s);
+  out += "\n";
+  if (r.workers > 0 && p.objects > 1)
+    out += fmt::format("rebuilt:      the DataLoader was built {} times under this name, and persistent workers die with "
+                       "it: build it once, before the loop, for its workers to start once\n",
+                       p.objects);
+  return out;
+}
+
 }  // namespace
 
 std::string DataLoaderLine(const model::Recommendation& r) {
@@ -66,6 +85,7 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += fmt::format("; measured {:.1f} samples/s steady state: {:.2f}x\n", r.measured_samples_per_s, speedup);
   else
     out += "\n";
+  out += WholeRunLine(r, p);
   if (r.workers == 0)
     out += fmt::format("workers:      none: fetching in the main process is predicted at {:.1f} samples/s, the LP's {} "
                        "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
@@ -130,6 +150,11 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("bytes", r.cache.bytes).Field("hit_ratio", r.cache.hit_ratio);
     w.EndObject();
     w.Field("predicted_samples_per_s", r.predicted.samples_per_s).Field("lp_samples_per_s", r.lp_samples_per_s);
+    w.Field("predicted_whole_run_samples_per_s", r.predicted.whole_run_samples_per_s);
+    w.Field("predicted_startup_s_per_epoch", r.predicted.startup_s_per_epoch).Field("startup_predicted", r.predicted.startup_measured);
+    w.Key("measured_whole_run_samples_per_s");
+    if (p.measured_whole_run_samples_per_s > 0) w.Number(p.measured_whole_run_samples_per_s); else w.Null();
+    w.Field("dataloader_objects", p.objects);
     w.Key("measured_samples_per_s");
     if (r.measured_samples_per_s > 0) w.Number(r.measured_samples_per_s); else w.Null();
     w.Key("speedup");
