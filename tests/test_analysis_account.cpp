@@ -227,16 +227,15 @@ TEST_CASE("A wait for a batch produced before it was asked for is handoff") {
   CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
 }
 
-TEST_CASE("A handoff through file descriptors gets the file_system sharing strategy advice, other strategies do not") {
+TEST_CASE("The handoff advice names no sharing strategy, whose trade of main-process CPU for worker CPU the profile cannot price") {
+  // file_system ran one text loader 20% faster and another 17% slower.
   for (const std::string strategy : {"file_descriptor", "file_system"}) {
     const auto result = Analyze(ReadyBatches(strategy), {});
     const auto& l = OnlyLoader(result);
     CHECK(l.config.sharing_strategy == strategy);
     REQUIRE_FALSE(l.advice.empty());
-    if (strategy == "file_descriptor")
-      CHECK_THAT(l.advice.front(), Catch::Contains("torch.multiprocessing.set_sharing_strategy('file_system')"));
-    else
-      CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
+    CHECK_THAT(l.advice.front(), Catch::StartsWith("handoff ("));
+    CHECK_THAT(l.advice.front(), !Catch::Contains("set_sharing_strategy"));
   }
 }
 

@@ -656,14 +656,12 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       std::string advice = fmt::format("handoff ({}): the main process spends its time receiving batches; use larger or "
                                        "cheaper batches (fewer Python objects per batch, pin_memory only when needed)",
                                        share);
-      // Measured on the 2-core VM: a text classifier with 1 worker (64 x 256
-      // tokens a batch) ran 20% faster with file_system (median of 4
-      // alternated runs each); its handoff per batch halved (0.64 -> 0.32 ms).
-      if (l.config.num_workers > 0 && l.config.sharing_strategy == "file_descriptor")
-        advice += "; each tensor crosses from a worker as a file descriptor the main process fetches over a socket "
-                  "(torch.multiprocessing's file_descriptor strategy): torch.multiprocessing.set_sharing_strategy("
-                  "'file_system') passes them by name (call it before the loader's first iteration, and in "
-                  "worker_init_fn with spawn; its shared-memory files can outlive a killed job)";
+      // No sharing-strategy advice: torch.multiprocessing's 'file_system'
+      // moves receiving work into the workers (on the 2-core VM a batch of one
+      // 64 KiB tensor: main-process CPU 0.24 -> 0.15 ms, pipeline 1646 -> 891
+      // batches/s from one worker); a text classifier ran 20% faster with it
+      // and a streaming text loader 17% slower (1 and 2 workers), and the
+      // profile cannot price the workers' extra CPU (docs/analysis.md).
       // A batch made faster than it is received: the main process fetching it
       // itself may beat the workers (a fast loader ran 4832 samples/s without
       // workers, 1586 with 2: docs/model.md "recommend").
