@@ -249,6 +249,29 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(BackgroundThreads(p) > 1);
 }
 
+TEST_CASE("Delay from workers filling an epoch's prefetch window at once is the job's own, not an outside load") {
+  // 8 persistent workers, prefetch 2, 16 batches an epoch: every fetch is in
+  // the burst at the epoch's start. 40 ms of CPU a fetch on 2 cores: the 8
+  // first fetches share them 8 ways (160 ms, 120 ms of delay each), the 8
+  // second ones 9 ways beside the 400 ms step (180 ms, 140 ms of delay):
+  // 130 ms a batch, all of it the job's own.
+  LoaderProfile p = BaseProfile();
+  p.workers = 8;
+  p.prefetch_factor = 2;
+  p.profiled_cores = 2;
+  p.cpu_s_per_batch = 0.04;
+  p.compute_s_per_batch = 0.4;
+  p.compute_cpu_s_per_batch = {0.4, true, "test"};
+  p.delay_s_per_batch = 0.13;
+  p.epochs = 2;
+  p.batches_per_epoch = 16;
+  CHECK(BackgroundThreads(p) < 0.25);
+  // The same delay on every batch of long epochs, where one worker at a time
+  // fetches beside the step: other processes.
+  p.batches_per_epoch = 1000;
+  CHECK(BackgroundThreads(p) > 1);
+}
+
 TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted, not carried over") {
   LoaderProfile p = BaseProfile();
   p.workers = 4;
