@@ -72,6 +72,52 @@ TEST_CASE("The verdict line names the loader, the class, the stall and the bottl
   CHECK_THAT(line, Catch::Contains("; bottleneck: "));
 }
 
+TEST_CASE("The verdict line adds the whole run's start-up when it is worth telling beside the steady verdict") {
+  // 3 epochs of 10 steps (1 ms wait, 20 ms compute) behind 500 ms of worker
+  // start-up each: the steady state is compute-bound, the run mostly start-up.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "num_workers", 2);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = 3;
+  spec.iterations = 10;
+  spec.wait = kMs;
+  spec.compute = 20 * kMs;
+  spec.iter_create = 500 * kMs;
+  AddLoop(b, spec);
+  auto result = analysis::Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& l = result->loaders.at(0);
+  // 3 x (500 ms + the epoch's first next(), 1 ms) of 1500 + 3 x 210 ms.
+  CHECK(analysis::WholeRunStartupShare(l) == Approx(1503.0 / 2130).epsilon(0.001));
+  CHECK_THAT(VerdictLine(l), Catch::EndsWith("; whole run: 71% epoch start-up"));
+  // Compute-bound: the start-up advice comes after the bottleneck's.
+  REQUIRE(l.advice.size() >= 2);
+  CHECK_THAT(l.advice[1], Catch::StartsWith("epoch start-up (71%)"));
+  // Short of 5% of the run it is not told.
+  CHECK_THAT(VerdictLine(Analyzed().loaders.at(0)), !Catch::Contains("whole run"));
+  // Input-bound (10 ms waits on workers that left no fetch spans: other
+  // blocking, 25% of the steady state) but with more of the run in start-up:
+  // its advice comes first.
+  TraceBuilder h;
+  h.Process(100, 1);
+  h.Config(100, 1, "num_workers", 2);
+  LoopSpec slow_start;
+  slow_start.thread = h.Thread(100, 100);
+  slow_start.epochs = 2;
+  slow_start.iter_create = 1000 * kMs;
+  AddLoop(h, slow_start);
+  auto blocked = analysis::Analyze(h.trace, {});
+  REQUIRE(blocked.ok());
+  const auto& hl = blocked->loaders.at(0);
+  CHECK(hl.bottleneck == analysis::Cause::kOtherBlocking);
+  REQUIRE(hl.advice.size() >= 2);
+  CHECK_THAT(hl.advice[0], Catch::StartsWith("epoch start-up ("));
+  CHECK_THAT(hl.advice[1], Catch::StartsWith("other blocking (25%)"));
+}
+
 TEST_CASE("The analysis JSON carries the schema id and the loader's figures") {
   const auto a = Analyzed();
   const std::string json = AnalysisJson({a}, nullptr, 5);

@@ -858,8 +858,15 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
       const double share = a.Line(cause).share;
       if (share >= 0.05 || (cause == Cause::kStallprof && share >= 0.01)) loader.advice.push_back(AdviceFor(cause, loader, a, cores));
     }
-    if (!loader.steady_fallback && loader.bottleneck != Cause::kStartup && loader.account_all.Line(Cause::kStartup).share >= 0.05)
-      loader.advice.push_back(AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)");
+    // Start-up over the whole run, first when it takes more of the run than
+    // the steady bottleneck takes of the steady state.
+    if (const double startup = WholeRunStartupShare(loader); startup > 0) {
+      auto advice = AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)";
+      if (loader.bottleneck != Cause::kCompute && startup > a.Line(loader.bottleneck).share)
+        loader.advice.insert(loader.advice.begin(), std::move(advice));
+      else
+        loader.advice.push_back(std::move(advice));
+    }
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
     // First: the step waiting for cores its own workers took is the larger lever.
@@ -885,4 +892,11 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
 }
 
 }  // namespace internal
+
+double WholeRunStartupShare(const LoaderAnalysis& loader) {
+  const auto& a = loader.account_all;
+  const double share = a.wall_s > 0 ? a.Seconds(Cause::kStartup) / a.wall_s : 0;
+  return !loader.steady_fallback && loader.bottleneck != Cause::kStartup && share >= 0.05 ? share : 0;
+}
+
 }  // namespace stallprof::analysis

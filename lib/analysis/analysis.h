@@ -361,6 +361,11 @@ struct TraceAnalysis {
   DataQuality quality;
 };
 
+// The whole run's epoch start-up as a share of its wall time, when it is
+// worth telling beside the steady verdict (>= 5%, the loader has a steady
+// state and start-up is not already its bottleneck); else 0.
+double WholeRunStartupShare(const LoaderAnalysis& loader);
+
 // Analyzes one trace. Fails with an UnsupportedError when the trace holds no
 // DataLoader iterations (e.g. a plain C program traced with spans only).
 Result<TraceAnalysis> Analyze(const Trace& trace, const AnalysisOptions& options);
