@@ -4,12 +4,25 @@
 # subclass's __init__), so a loader built anew each epoch inside the loop
 # (`for x in DataLoader(...)`) is one loader with every epoch, not one per
 # epoch (it was loader1..loader6); two loaders built on one line and
-# iterated together (zip) are told apart by "#2".
+# iterated together (zip) are told apart by "#2"; a loader iterated through
+# an installed package's wrapper (tqdm(val_loader) holds it as `iterable`)
+# keeps the script's name for it.
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
+mkdir -p site-packages
+cat > site-packages/progress.py <<'PY'
+class Progress:  # what tqdm does: keeps the iterable, iterates it in its own frame
+    def __init__(self, iterable):
+        self.iterable = iterable
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+PY
 cat > names.py <<'PY'
 import torch
+from progress import Progress
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -20,6 +33,7 @@ class MyLoader(DataLoader):
 
 ds = TensorDataset(torch.arange(64).float())
 train_loader = DataLoader(ds, batch_size=8)
+val_loader = DataLoader(ds, batch_size=32)
 loader = MyLoader(ds, batch_size=4)  # SUBCLASS
 for epoch in range(3):
     for _ in train_loader:
@@ -28,18 +42,20 @@ for epoch in range(3):
         pass
     for _ in loader:
         pass
+    for _ in Progress(val_loader):
+        pass
 for a, b in zip(DataLoader(ds, batch_size=2), DataLoader(ds, batch_size=2)):  # ZIP
     pass
 PY
 line() { grep -n "# $1\$" names.py | cut -d: -f1; }
 export SUBCLASS="names.py:$(line SUBCLASS)" INLINE="names.py:$(line INLINE)" ZIP="names.py:$(line ZIP)"
-$SP run -q -o names.pb -- "$PY" names.py >run.log 2>&1 || fail "the script failed under stallprof run: $(tail -3 run.log)"
+PYTHONPATH="$TMP/site-packages" $SP run -q -o names.pb -- "$PY" names.py >run.log 2>&1 || fail "the script failed under stallprof run: $(tail -3 run.log)"
 $SP analyze names.pb --json >names.json || fail "analyze --json failed"
 "$PY" - names.json <<'PY' || fail "loader names wrong (above)"
 import json, os, sys
 loaders = {l["name"]: l for l in json.load(open(sys.argv[1]))["loaders"]}
 print(sorted(loaders))
-expected = {"train", os.environ["SUBCLASS"], os.environ["INLINE"], os.environ["ZIP"], os.environ["ZIP"] + "#2"}
+expected = {"train", "val", os.environ["SUBCLASS"], os.environ["INLINE"], os.environ["ZIP"], os.environ["ZIP"] + "#2"}
 assert set(loaders) == expected, (sorted(loaders), sorted(expected))
 inline = loaders[os.environ["INLINE"]]
 assert inline["objects"] == 3 and len(inline["epochs"]) == 3, (inline["objects"], len(inline["epochs"]))

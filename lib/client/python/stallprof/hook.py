@@ -101,6 +101,8 @@ _thread_io_ok = True
 # counted per process (a forked child starts again at 1), so the same script
 # names its loaders alike on every rank; the scope id is global to the ring.
 _loaders_named = {"pid": 0, "count": 0}
+# Installed packages (site-packages, dist-packages): code that is not the script's.
+_LIBRARY_DIR = "-packages" + os.sep
 _GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "self", "_", "x", "l"}
 
 
@@ -198,10 +200,17 @@ def _loader_name(loader):
     train_loader -> "train"; generic names (dl, loader, ...) fall back to
     where the DataLoader was created ("train.py:42"), else "loader<n>", n
     counting the loaders this process first iterated."""
+    frames = []
     frame = sys._getframe(2)
-    for _ in range(6):
-        if frame is None:
-            break
+    while frame is not None and len(frames) < 6:
+        frames.append(frame)
+        frame = frame.f_back
+    # The script's own frames first: a library that iterates the loader for
+    # it (tqdm(train_loader) holds it as `iterable`) names it by its own
+    # parameter; a framework that builds the loader itself (a Trainer's
+    # `train_dataloader`) is the only one to name it.
+    library = [f for f in frames if _LIBRARY_DIR in f.f_code.co_filename]
+    for frame in [f for f in frames if _LIBRARY_DIR not in f.f_code.co_filename] + library:
         candidates = list(frame.f_locals.items())
         owner = frame.f_locals.get("self")
         if owner is not None and hasattr(owner, "__dict__"):
@@ -212,7 +221,6 @@ def _loader_name(loader):
         for var, value in candidates:
             if value is loader and var.lower() not in _GENERIC_NAMES:
                 return _readable(var)
-        frame = frame.f_back
     # Module globals of the script as a last resort.
     main = sys.modules.get("__main__")
     for var, value in list(getattr(main, "__dict__", {}).items()):
