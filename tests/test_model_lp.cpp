@@ -85,6 +85,37 @@ TEST_CASE("Storage bandwidth and memory bind with their own shadow prices") {
   CHECK(m->Binding()->dual * 1e9 == Approx(10).epsilon(1e-3));  // one more member's memory: +10 samples/s
 }
 
+TEST_CASE("The LP returns the fewest pool members that reach its optimum, not as many as memory holds") {
+  // A loader whose workers' RSS was unknown: 0.75 MiB of prefetch buffer a
+  // worker, 23.5 GiB of memory. GLPK returned 32119 workers for it: their tiny
+  // cost was inside its tolerance. That loader's LP, its fetch cost varied.
+  for (int k = 0; k < 40; ++k) {
+    const double getitem = 0.000509691947 * (1 + 0.01 * k);
+    PipelineLp lp;
+    lp.pools = {{"workers", getitem + 1.95e-05, 786944}, {"main process", 0, 0}};
+    lp.stages = {{"dataloader.collate", 4.50178183e-06, 0},     {"dataloader.getitem", getitem, 0},
+                 {"fetch (rest)", 5.81564792e-07, 0},           {"worker loop", 6.81875e-06, 0},
+                 {"collate to shared memory", 7.6045e-06, 0}, {"training step (main process)", 9.32535938e-06, 1}};
+    lp.cores = 2;
+    lp.memory_bytes = 2.52765184e+10;
+    lp.max_samples_per_s = 43095.3903;
+    lp.storage_bandwidth = 22987627.2;
+    auto s = SolvePipelineLp(lp);
+    REQUIRE(s.ok());
+    double cpu = 0;
+    for (const auto& stage : lp.stages) cpu += stage.cpu_s_per_sample;
+    CHECK(s->samples_per_s == Approx(2 / cpu).epsilon(1e-6));
+    // The workers' cores or Little's law, whichever needs more: under 2.
+    double cores = 0;
+    for (size_t i = 0; i + 1 < lp.stages.size(); ++i) cores += s->stage_cores[i];
+    CHECK(s->pool_members[0] == Approx(std::max(cores, s->samples_per_s * lp.pools[0].latency_s_per_sample)));
+    for (const auto& row : s->rows) {
+      if (row.kind == RowKind::kMemory) CHECK(row.activity == Approx(s->pool_members[0] * 786944));
+      if (row.kind == RowKind::kPoolCores || row.kind == RowKind::kOccupancy) CHECK(row.activity <= 1e-6);
+    }
+  }
+}
+
 TEST_CASE("The LP rejects a pipeline with nothing that bounds throughput") {
   PipelineLp lp;
   lp.pools = {{"workers", 0, 0}};

@@ -104,15 +104,19 @@ Result<LpSolution> SolvePipelineLp(const PipelineLp& lp) {
     for (int s = 0; s < stages; ++s) all.push_back({core_col(s), 1});
     if (!all.empty()) add_row(RowKind::kCores, "cores", lp.cores, all);
   }
+  std::vector<std::vector<size_t>> member_rows(pools);  // each pool's rows holding -members
   for (int q = 0; q < pools; ++q) {
     std::vector<std::pair<int, double>> terms;
     for (int s = 0; s < stages; ++s)
       if (static_cast<int>(lp.stages[s].pool) == q) terms.push_back({core_col(s), 1});
     terms.push_back({member_col(q), -1});
+    member_rows[q].push_back(out.rows.size());
     add_row(RowKind::kPoolCores, "cores<=members[" + lp.pools[q].name + "]", 0, terms);
-    if (lp.pools[q].latency_s_per_sample > 0)
+    if (lp.pools[q].latency_s_per_sample > 0) {
+      member_rows[q].push_back(out.rows.size());
       add_row(RowKind::kOccupancy, "occupancy[" + lp.pools[q].name + "]", 0,
               {{x, lp.pools[q].latency_s_per_sample}, {member_col(q), -1}});
+    }
   }
   if (lp.storage_bandwidth > 0 && lp.storage_bytes_per_sample > 0)
     add_row(RowKind::kBandwidth, "storage bandwidth", lp.storage_bandwidth, {{x, lp.storage_bytes_per_sample}});
@@ -139,11 +143,28 @@ Result<LpSolution> SolvePipelineLp(const PipelineLp& lp) {
 
   out.samples_per_s = glp_get_col_prim(p, x);
   for (int s = 0; s < stages; ++s) out.stage_cores.push_back(glp_get_col_prim(p, core_col(s)));
-  for (int q = 0; q < pools; ++q) out.pool_members.push_back(glp_get_col_prim(p, member_col(q)));
   for (size_t r = 0; r < out.rows.size(); ++r) {
     out.rows[r].activity = glp_get_row_prim(p, static_cast<int>(r) + 1);
     out.rows[r].dual = glp_get_row_dual(p, static_cast<int>(r) + 1);
   }
+  // A pool's members are bounded below only (its cores, its occupancy) and
+  // cost memory, so the fewest that meet both are as fast. GLPK need not
+  // return them: the tiny cost per member is within its optimality tolerance
+  // once the memory row is scaled, and a loader whose workers' RSS was unknown
+  // came back with 32119 workers filling 23.5 GiB of 0.75 MiB prefetch buffers.
+  double memory = 0;
+  for (int q = 0; q < pools; ++q) {
+    double cores = 0;
+    for (int s = 0; s < stages; ++s)
+      if (static_cast<int>(lp.stages[s].pool) == q) cores += out.stage_cores[s];
+    const double solved = glp_get_col_prim(p, member_col(q));
+    const double fewest = std::min(solved, std::max(cores, out.samples_per_s * lp.pools[q].latency_s_per_sample));
+    out.pool_members.push_back(fewest);
+    for (size_t r : member_rows[q]) out.rows[r].activity += solved - fewest;
+    memory += fewest * lp.pools[q].memory_bytes_per_member;
+  }
+  for (auto& row : out.rows)
+    if (row.kind == RowKind::kMemory) row.activity = memory;
   return out;
 }
 
