@@ -102,6 +102,17 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(timed.batch_touch_cpu_s_per_batch.value == Approx(0.0007));
   CHECK(timed.batch_bytes == 786560);
   CHECK(timed.intra_op_threads == 2);
+  CHECK_FALSE(timed.startup_timed);
+  // The timing's forked worker stands for the loader's start-up when the
+  // loader would fork its workers too.
+  b.ConfigDouble(100, 1, "ipc_startup_s", 0.031);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  CHECK_FALSE(measure().startup_timed);
+  b.Config(100, 1, "multiprocessing_context", "fork");  // a later config overrides
+  const auto started = measure();
+  CHECK(started.startup_timed);
+  CHECK(started.startup_first_s == Approx(0.031));
+  CHECK(started.startup_later_s == Approx(0.031));
 }
 
 TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {

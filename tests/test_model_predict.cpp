@@ -404,6 +404,32 @@ TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the wor
   CHECK(Predict(p, On(4, 1))->startup_s_per_epoch == Approx(1.0));
 }
 
+TEST_CASE("A profile without workers predicts their start-up from the worker timed after the run, else leaves it out") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;  // compute bound with workers: 100 samples/s
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  auto untimed = Predict(p, On(4, 2));
+  REQUIRE(untimed.ok());
+  CHECK_FALSE(untimed->startup_measured);
+  CHECK(untimed->startup_s_per_epoch == 0);
+  p.startup_timed = true;
+  p.startup_first_s = p.startup_later_s = 0.5;
+  auto timed = Predict(p, On(4, 2));
+  REQUIRE(timed.ok());
+  CHECK(timed->startup_measured);
+  CHECK(timed->startup_s_per_epoch == Approx(0.5));  // non-persistent: every epoch
+  // Per epoch: 0.5 s start-up, the first batch (10 ms) and 10 steps of 0.1 s.
+  CHECK(timed->whole_run_samples_per_s == Approx(400 / (4 * (0.5 + 0.01 + 1.0))).epsilon(1e-3));
+  Scenario persistent = On(4, 2);
+  persistent.persistent_workers = 1;
+  CHECK(Predict(p, persistent)->startup_s_per_epoch == Approx(0.5 / 4));
+  // 8 workers on 4 cores start in two waves.
+  CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(1.0));
+}
+
 TEST_CASE("Persistent workers do not outlive their DataLoader: a loader built anew each epoch restarts them all the same") {
   LoaderProfile p = BaseProfile();
   p.workers = 2;

@@ -16,6 +16,7 @@ RecommendedLoader Planned() {
   RecommendedLoader l;
   l.profile.name = "train";
   l.profile.batch_size = 32;
+  l.profile.workers = 2;
   l.profile.produce_p99_s = 0.05;
   l.profile.produce_s_per_batch = 0.04;
   l.profile.dataset_bytes = uint64_t{10} << 30;
@@ -77,12 +78,16 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
 TEST_CASE("A loader built anew under one name is told that persistent workers need it built once") {
   auto l = Planned();
   l.profile.objects = 6;
-  l.plan.predicted.startup_measured = false;  // profiled without workers
+  l.profile.workers = 0;  // profiled without workers
+  l.plan.predicted.startup_measured = false;
   const std::string text = RecommendText(Report({l}));
   CHECK_THAT(text, Catch::Contains("whole run:    2900.0 samples/s predicted without the workers' start-up (the profile "
                                    "had no workers to time it); measured 1500.0 samples/s whole run\n"));
   CHECK_THAT(text, Catch::Contains("rebuilt:      the DataLoader was built 6 times under this name, and persistent workers "
                                    "die with it: build it once"));
+  l.plan.predicted.startup_measured = true;  // from the worker timed after the run
+  CHECK_THAT(RecommendText(Report({l})), Catch::Contains("whole run:    2900.0 samples/s predicted with start-up 250.00 "
+                                                         "ms per epoch (a floor: the worker timed after the run)"));
   l.plan.workers = 0;  // no workers to keep
   CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("rebuilt:"));
   l.plan.workers = 4;
@@ -131,6 +136,7 @@ TEST_CASE("Without a measured run, a binding row, a shadow price or known memory
 
 TEST_CASE("A plan without workers drops prefetch_factor and persistent_workers, and names the LP's workers it beat") {
   RecommendedLoader l = Planned();
+  l.profile.workers = 0;
   l.profile.cpu_s_per_batch = 0.0005;
   l.profile.receive_s_per_batch = 0.0007;
   l.plan.workers = 0;

@@ -112,12 +112,16 @@ TEST_CASE("The what-if text has the baseline, the table header, a row per scenar
 TEST_CASE("A profile without workers warns that the whole run with workers leaves out their start-up") {
   model::WhatIfResult r = Swept();
   r.baseline.workers = 0;
+  for (auto& row : r.rows) row.prediction.startup_measured = false;  // nor timed after the run
   const auto lines = Lines(WhatIfText(OneLoader(r)));
   REQUIRE(lines.size() == 13);
   CHECK_THAT(lines[10], Catch::Contains("Whole run with workers leaves out their start-up at each epoch") &&
                             Catch::EndsWith("persistent_workers=True. Inputs:"));
-  // Profiled with workers, their start-up was measured: no warning.
+  // Profiled with workers, their start-up was measured: no warning; nor when
+  // the worker timed after the run gave it.
   CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains("leaves out their start-up"));
+  for (auto& row : r.rows) row.prediction.startup_measured = true;
+  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("leaves out their start-up"));
 }
 
 TEST_CASE("A scenario without workers from a profile with workers says its figure is low") {

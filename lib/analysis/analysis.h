@@ -217,6 +217,7 @@ struct LoaderConfig {
   double ipc_touch_cpu_s = -1;        // the step's first read of a received batch (its pages faulted in)
   uint32_t ipc_batches = 0;
   double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
+  double ipc_startup_s = -1;  // the timing's forked worker started, to its first batch beyond a later one's
   uint32_t intra_op_threads = 0;  // torch.get_num_threads() at iterator creation; 0 = not recorded
 };
 

@@ -136,6 +136,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     }
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
   }
+  // No worker started in the run: the handoff timing after it started one,
+  // forked from a fresh process (smaller than the job's: a floor).
+  if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {
+    p.startup_first_s = p.startup_later_s = loader.config.ipc_startup_s;
+    p.startup_timed = true;
+  }
   if (loader.active_s > 0) p.measured_whole_run_samples_per_s = loader.samples / loader.active_s;
   p.produce_p99_s = loader.produce.p99;
   if (p.workers == 0 && !worker_pids.empty()) p.workers = static_cast<uint32_t>(worker_pids.size());

@@ -36,13 +36,14 @@ struct HandoffTiming {
   double touch_cpu_s = 0;        // the main thread's first read of a received batch (faulting in its pages)
   uint32_t batches = 0;
   double pace_s = 0;             // seconds a batch the worker was paced at (0: back to back)
+  double startup_s = -1;         // starting the (forked) worker, to its first batch beyond a later one's; -1: not printed
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
 // and an optional fourth line "pace_s <seconds>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
-// collate_shm_cpu_s Z touch_cpu_s T batches N [pace_s P]" (keys in any order).
+// collate_shm_cpu_s Z touch_cpu_s T batches N [pace_s P] [startup_s U]" (keys in any order).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).

@@ -349,7 +349,7 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 // After the job: times the worker handoff of each loader that ran without
 // workers (one calibration per distinct Python and batch) and records it as
 // that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s,
-// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches, ipc_pace_s).
+// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches, ipc_pace_s, ipc_startup_s).
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
@@ -410,6 +410,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
     config("ipc_batches", (*timing)->batches);
     config("ipc_pace_s", (*timing)->pace_s);
+    if ((*timing)->startup_s >= 0) config("ipc_startup_s", (*timing)->startup_s);
   }
   RestoreDefaultSignals();
 }

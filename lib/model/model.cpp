@@ -361,10 +361,12 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
   const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
   double startup_first = 0, startup_later = 0;
-  out.startup_measured = workers == 0 || p.workers > 0;
-  if (workers > 0 && p.workers > 0) {
+  out.startup_measured = workers == 0 || p.workers > 0 || p.startup_timed;
+  if (workers > 0 && (p.workers > 0 || p.startup_timed)) {
     const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
-    const double scale = waves(workers, cores) / waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores);
+    // The timing after a run without workers started one worker.
+    const double profiled_waves = p.workers > 0 ? waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores) : 1;
+    const double scale = waves(workers, cores) / profiled_waves;
     const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     startup_first = p.startup_first_s * scale;
     // Workers restart with each epoch, or with persistent_workers=True with

@@ -119,6 +119,10 @@ struct LoaderProfile {
   // builds its loader anew (each epoch, each evaluation), and persistent
   // workers then restart with each object.
   uint32_t objects = 1;
+  // Profiled without workers: start-up is that of the worker `stallprof run`
+  // started after the job to time its handoff (forked from a fresh process,
+  // so a floor for the job's), not measured in the job.
+  bool startup_timed = false;
   double measured_whole_run_samples_per_s = 0;  // samples / sum of epoch wall times (start-up included)
 };
 
@@ -225,7 +229,7 @@ struct Prediction {
   // over the profiled epochs and batches per epoch.
   double whole_run_samples_per_s = 0;
   double startup_s_per_epoch = 0;  // mean over the epochs
-  bool startup_measured = false;   // false: no workers in the profile to measure it from (taken as 0)
+  bool startup_measured = false;   // false: no workers in the profile to measure it from, nor a timing after it (taken as 0)
   double analytic_samples_per_s = 0;  // min(R_main, R_prep, R_workers, R_fetch): the sanity check of the simulation
 };
 

@@ -165,6 +165,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
                              p.persistent_workers ? "persistent" : "non-persistent",
                              p.objects > 1 ? fmt::format(", {} DataLoader objects: workers restart with each, persistent or not", p.objects) : ""));
+  else if (p.startup_timed)
+    in.push_back(fmt::format("worker start-up: {} an epoch (timed after the run: one worker forked from a fresh "
+                             "process, to its first batch beyond a later one's; a floor: the job's larger process "
+                             "forks slower, and it ran no worker_init_fn)",
+                             FormatSeconds(p.startup_first_s)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   in.push_back(fmt::format("worker CPU / io / run-queue delay per batch: {} / {} / {} (measured, fetch spans)",

@@ -83,6 +83,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Number(c.ipc_pace_s);
   w.Key("ipc_touch_cpu_s");
   if (c.ipc_touch_cpu_s >= 0) w.Number(c.ipc_touch_cpu_s); else w.Null();
+  w.Key("ipc_startup_s");
+  if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
   w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback);

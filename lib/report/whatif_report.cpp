@@ -111,7 +111,10 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
   out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
                      "state against the {} baseline.",
                      r.measured_samples_per_s > 0 ? "measured" : "predicted");
-  const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) { return row.prediction.workers > 0; });
+  // Workers added to a profile that could not measure their start-up.
+  const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) {
+    return row.prediction.workers > 0 && !row.prediction.startup_measured;
+  });
   // The threads a configuration keeps busy at once, at most one a core.
   const auto busy = [](double cores, const model::Prediction& p) {
     return std::min(cores, p.workers + std::max(1.0, static_cast<double>(p.step_threads)));

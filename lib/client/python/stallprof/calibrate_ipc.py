@@ -7,7 +7,8 @@ after a job whose loaders had no workers, where the profile cannot see it.
 A DataLoader with one persistent worker delivers N batches (after a warm-up)
 whose tensors the worker allocates in shared memory and fills, as torch's
 collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
-collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P", in seconds per batch:
+collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P startup_s U", in seconds
+per batch (startup_s: once):
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -19,7 +20,12 @@ collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P", in seconds per batch:
   touch_cpu_s        the main thread's CPU to read the received batch once,
                      a byte a page, beyond the same read of resident memory:
                      faulting in the segment's pages, which the step pays
-                     at its first use of the batch.
+                     at its first use of the batch;
+  startup_s          starting the worker (fork) and its loop: the time from
+                     iter() to the first batch beyond a later batch's (the
+                     median wall time of a timed next()). It is this process's
+                     fork, smaller than a training job's, and no
+                     worker_init_fn: a floor for the job's own start-up.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -81,9 +87,12 @@ def main():
     args = p.parse_args()
     pace = min(max(args.pace, 0), 0.02)
     torch.set_num_threads(1)
-    loader = DataLoader(Batches(args.bytes, args.warmup + args.batches, pace), batch_size=None, num_workers=1,
-                        persistent_workers=True)
+    loader = DataLoader(Batches(args.bytes, args.warmup + args.batches + 1, pace), batch_size=None, num_workers=1,
+                        persistent_workers=True, multiprocessing_context="fork")
+    start = time.monotonic()
     it = iter(loader)
+    next(it)
+    first_batch_s = time.monotonic() - start
     start = time.monotonic()
     for done in range(args.warmup):
         if done >= 3 and time.monotonic() - start > WARMUP_S:
@@ -93,11 +102,14 @@ def main():
     receive = shared_extra = touch = 0
     batches = 0
     worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
+    walls = []
     timed_from = time.monotonic()
     while batches < args.batches and (batches < MIN_BATCHES or time.monotonic() - timed_from < TIMED_S):
+        wall_start = time.monotonic()
         start = time.thread_time_ns()
         tensors, heap_ns, shared_ns, entered_cpu_ns = next(it)
         received = time.thread_time_ns()
+        walls.append(time.monotonic() - wall_start)
         for t in tensors:
             t[::4096].sum()  # a byte a page, as the step's first read of the batch
         touched = time.thread_time_ns()
@@ -115,8 +127,10 @@ def main():
         batches += 1
     loop = (worker_to - worker_from - fetch) / max(1, batches - 1)  # over the batches between the two stamps
     n = batches * 1e9
-    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d pace_s %.6f"
-          % (max(0, loop) / 1e9, receive / n, max(0, shared_extra) / n, max(0, touch) / n, batches, pace))
+    startup = max(0.0, first_batch_s - sorted(walls)[len(walls) // 2]) if walls else 0.0
+    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d pace_s %.6f "
+          "startup_s %.6f" % (max(0, loop) / 1e9, receive / n, max(0, shared_extra) / n, max(0, touch) / n, batches,
+                              pace, startup))
 
 
 if __name__ == "__main__":
