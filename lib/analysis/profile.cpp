@@ -39,6 +39,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   for (const auto& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.batch_deliverable) handoff += it.wait_s;
   p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
+  // Without workers: the DataLoader's own code in next() outside the fetch
+  // span (the sampler, the iterator's bookkeeping), the account's handoff line.
+  const auto& steady = loader.account_steady;
+  if (loader.config.num_workers == 0 && steady.available && steady.batches > 0)
+    p.next_overhead_s_per_batch = steady.Seconds(analysis::Cause::kHandoff) / static_cast<double>(steady.batches);
   // The main thread's own CPU in next() (with workers: receiving; without, it
   // fetches too). Its run-queue delay there is left out: the simulation
   // predicts delay from the cores it shares, and carrying the profile's along

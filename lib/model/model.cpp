@@ -176,7 +176,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.compute_threads = step.threads;
   c.compute_parallel = HeldUpByOthers(step.parallel_threads, cores);
   c.compute_off_s = step.off;
-  c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : 0;
+  c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
   c.worker_fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
   c.costs = costs;
@@ -317,8 +317,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.r_prep = workers > 0 ? t.r_prep : Rate(b, cpu);
   out.r_workers = workers > 0 ? t.r_workers : Rate(b, cpu + io);
   out.r_fetch = workers > 0 ? t.r_fetch : (std::isinf(r_bandwidth) ? Rate(b, io) : r_bandwidth);
-  out.analytic_samples_per_s = workers > 0 ? t.samples_per_s : Rate(b, compute + cpu + io);
-  out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : 0;
+  out.analytic_samples_per_s = workers > 0 ? t.samples_per_s : Rate(b, compute + cpu + io + p.next_overhead_s_per_batch);
+  out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
 
   // Steady state: the simulation over the measured per-batch costs.
   const auto costs = SimCosts(p);

@@ -146,6 +146,12 @@ class Simulation {
           }
           break;
         case MainPhase::kFetchIo:
+          if (main_left_ <= kDone) {  // then the iterator's own code in next() (receive_cpu_s without workers)
+            main_ = MainPhase::kReceive;
+            main_left_ = c_.receive_cpu_s;
+            changed = true;
+          }
+          break;
         case MainPhase::kReceive:
           if (main_left_ <= kDone) {
             main_ = MainPhase::kComputeCpu;

@@ -43,7 +43,8 @@ struct SimConfig {
   // while they share the cores the step progresses as one thread at its share
   // (docs/model.md "A parallel step beside workers"), not as its width.
   bool compute_parallel = false;
-  double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling)
+  double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling);
+                                  // W = 0: the iterator's own code in next() beside the fetch
   // W >= 1: each batch's CPU in its worker process beyond the fetch (pickling,
   // sending), paid by the worker's own sending thread after the fetch, in
   // parallel with the next fetch (torch's queue feeder thread pickles; the

@@ -179,8 +179,13 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                          p.worker_loop_cpu_s_per_batch.value, FormatSeconds(p.worker_loop_cpu_s_per_batch.value),
                          p.worker_loop_cpu_s_per_batch.measured, p.worker_loop_cpu_s_per_batch.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
-  in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
-                           FormatSeconds(p.handoff_s_per_batch)));
+  if (p.workers == 0)
+    in.push_back(fmt::format("the DataLoader's own code in next() outside the fetch (sampler, bookkeeping): {} per "
+                             "batch (measured, the account's handoff line; paid by the main thread without workers)",
+                             FormatSeconds(p.next_overhead_s_per_batch)));
+  else
+    in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
+                             FormatSeconds(p.handoff_s_per_batch)));
   if (p.workers == 0) {
     in.push_back(p.receive_source.empty()
                      ? "main thread CPU to receive a batch from a worker: not measured (no workers in the profile): "
