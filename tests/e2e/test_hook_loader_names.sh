@@ -6,7 +6,8 @@
 # epoch (it was loader1..loader6); two loaders built on one line and
 # iterated together (zip) are told apart by "#2"; a loader iterated through
 # an installed package's wrapper (tqdm(val_loader) holds it as `iterable`)
-# keeps the script's name for it.
+# keeps the script's name for it. DataLoader.__init__, wrapped to see where
+# the loader is built, keeps its signature.
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
@@ -30,6 +31,11 @@ class MyLoader(DataLoader):
     def __init__(self, dataset, **kwargs):
         super().__init__(dataset, **kwargs)
 
+
+# Libraries read DataLoader.__init__'s signature to re-create loaders
+# (Lightning): the hook's wrapper must keep it.
+import inspect
+assert "num_workers" in inspect.signature(DataLoader.__init__).parameters, inspect.signature(DataLoader.__init__)
 
 ds = TensorDataset(torch.arange(64).float())
 train_loader = DataLoader(ds, batch_size=8)
