@@ -266,6 +266,30 @@ TEST_CASE("Without workers a profile carries the DataLoader's own code in next()
   CHECK(profiles->front().handoff_s_per_batch == 0);
 }
 
+TEST_CASE("A worker's gap between fetches while it held the next index is its loop's serial part") {
+  // One worker (prefetch 2) fetching each batch in 2 ms and starting the next
+  // 0.3 ms later; the main loop takes each batch as it comes (a 0.1 ms step),
+  // so batch k's index, sent as batch k - 2 was taken, is always waiting.
+  TraceBuilder b;
+  b.Config(100, 1, "prefetch_factor", 2);
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = 2200 * kMs / 1000;
+  spec.compute = 100 * kMs / 1000;
+  const uint64_t t0 = spec.start + 200 * kMs / 1000;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 20; ++i) b.Span(w, names::kFetch, t0 + i * 2300 * kMs / 1000, 2 * kMs, 1, i, 2 * kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& prefetch = result->loaders.front().prefetch;
+  CHECK(prefetch.serial_gaps == 19);
+  CHECK(prefetch.serial_gap_s == Approx(0.0003));
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().worker_gap_s_per_batch.measured);
+  CHECK(profiles->front().worker_gap_s_per_batch.value == Approx(0.0003));
+}
+
 namespace {
 // A file-backed loader (1 MiB a sample, batches of 4) with one worker whose 40
 // fetch spans each get the hook's read spans: batch i missed missed_mib(i)

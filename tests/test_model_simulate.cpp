@@ -33,6 +33,17 @@ TEST_CASE("One worker on its own core bounds the step at its CPU per batch") {
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.030).epsilon(1e-6));
 }
 
+TEST_CASE("A worker pays its loop's serial gap between fetches only when it has the next index") {
+  // 1 worker, 10 ms of fetch CPU a batch and a 4 ms gap after each: 14 ms a
+  // batch when the worker is the bottleneck.
+  auto c = Loader(1, 2, {{0.010f, 0.0f}}, 200);
+  c.worker_gap_s = 0.004;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.014).epsilon(1e-3));
+  // A 20 ms step: the worker idles between batches and the gap hides in it.
+  c.compute_cpu_s = 0.020;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.020).epsilon(1e-3));
+}
+
 TEST_CASE("A worker and a CPU-bound step sharing one core take the sum of their CPU per batch") {
   auto c = Loader(1, 1, {{0.030f, 0}});
   c.compute_cpu_s = 0.010;

@@ -696,6 +696,36 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   }
   loader.prefetch.mean_ready = total ? sum / total : 0;
   loader.prefetch.starved_fraction = total ? static_cast<double>(starved) / total : 0;
+  // A worker that had the next batch's index waiting when it finished its
+  // previous fetch went straight on: the gap between its two fetches is its
+  // loop's serial part. torch sends batch k's index as the main loop takes
+  // batch k - workers x prefetch_factor (the first ones at the iterator's
+  // creation).
+  std::vector<double> gaps;
+  const uint64_t in_flight = loader.prefetch.capacity;
+  std::vector<size_t> first_of_epoch(loader.epochs.size(), SIZE_MAX);
+  for (size_t i = loader.iterations.size(); i-- > 0;) first_of_epoch[loader.iterations[i].epoch] = i;
+  for (const auto& it : loader.iterations) {
+    if (!in_workers || in_flight == 0) break;
+    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, loader.epochs[it.epoch].start_ns);
+    if (f < 0) continue;
+    uint64_t sent = loader.epochs[it.epoch].start_ns;
+    if (it.index_in_epoch >= in_flight) {
+      const size_t taker = first_of_epoch[it.epoch] + (it.index_in_epoch - in_flight);
+      if (taker >= loader.iterations.size() || loader.iterations[taker].epoch != it.epoch) continue;
+      sent = loader.iterations[taker].return_ns;
+    }
+    const auto& iv = busy_of_thread[s.thread[f]];
+    auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(s.start_ns[f], uint64_t{0}));
+    if (at == iv.begin()) continue;
+    const uint64_t previous_end = std::prev(at)->second;
+    if (sent <= previous_end && previous_end <= s.start_ns[f]) gaps.push_back((s.start_ns[f] - previous_end) * kNs);
+  }
+  loader.prefetch.serial_gaps = gaps.size();
+  if (!gaps.empty()) {
+    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+    loader.prefetch.serial_gap_s = gaps[gaps.size() / 2];
+  }
   loader.prefetch.ever_full = loader.prefetch.capacity > 0 && loader.prefetch.max_ready >= loader.prefetch.capacity;
 }
 

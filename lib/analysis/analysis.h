@@ -173,6 +173,13 @@ struct PrefetchStats {
   uint32_t max_ready = 0;
   double starved_fraction = 0;     // next() calls that found no batch ready
   bool ever_full = false;          // max_ready >= capacity: workers were idle, the pipeline outran the model
+  // A worker's time between two fetches while it held the next one's index
+  // (the main loop already waited for that batch): the part of its loop that
+  // runs serially with its fetching, not beside it (putting the batch, taking
+  // the next index, the GIL its sending thread holds while pickling). The
+  // median over such gaps; `serial_gaps` of them, 0 = none seen.
+  double serial_gap_s = 0;
+  uint64_t serial_gaps = 0;
 };
 
 // Spans of one kind whose counters (CPU time, run-queue delay) the hook's

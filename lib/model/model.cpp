@@ -80,7 +80,7 @@ Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double main_cpu
   const double r_cores = main_cpu >= 0 ? cores * Rate(b, cpu + loop + main_cpu)
                                        : std::max(kMinUsableCores, cores - p.main_cpu_cores) * Rate(b, cpu + loop);
   t.r_prep = std::min({r_cores, workers * Rate(b, cpu), workers * Rate(b, loop)});
-  t.r_workers = workers * Rate(b, std::max(cpu + io, loop));
+  t.r_workers = workers * Rate(b, std::max(cpu + io + p.worker_gap_s_per_batch.value, loop));
   const double bytes = p.bytes_per_sample.value * miss;
   t.r_fetch = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
   t.samples_per_s = std::min({t.r_main, t.r_prep, t.r_workers, t.r_fetch});
@@ -178,6 +178,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.compute_off_s = step.off;
   c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
+  c.worker_gap_s = workers > 0 ? p.worker_gap_s_per_batch.value : 0;
   c.worker_fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
   c.costs = costs;
   c.cpu_scale = cpu_scale;

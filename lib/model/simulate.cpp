@@ -11,11 +11,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kDone = 1e-12;  // seconds of work left that count as none (rounding of the fluid steps)
 
 enum class MainPhase { kNext, kFetchCpu, kFetchIo, kReceive, kComputeCpu, kComputeOff, kFinished };
-enum class WorkerPhase { kStarting, kIdle, kCpu, kIo };
+enum class WorkerPhase { kStarting, kIdle, kCpu, kIo, kGap };
 
 struct Worker {
   WorkerPhase phase = WorkerPhase::kIdle;
-  double left = 0;             // CPU seconds (kCpu) or seconds (kStarting, kIo)
+  double left = 0;             // CPU seconds (kCpu) or seconds (kStarting, kIo, kGap)
   uint64_t batch = 0;
   std::deque<uint64_t> queue;  // batch indices sent to this worker, FIFO
   // The worker's sending threads (torch's queue feeder pickling the batch,
@@ -110,6 +110,15 @@ class Simulation {
           changed = true;
         } else if (worker.phase == WorkerPhase::kIo && worker.left <= kDone) {
           Fetched(worker);
+          // Straight on to the next index, after its loop's serial part.
+          if (c_.worker_gap_s > kDone && !worker.queue.empty()) {
+            worker.phase = WorkerPhase::kGap;
+            worker.left = c_.worker_gap_s;
+          } else {
+            StartWorkerBatch(worker);
+          }
+          changed = true;
+        } else if (worker.phase == WorkerPhase::kGap && worker.left <= kDone) {
           StartWorkerBatch(worker);
           changed = true;
         }
@@ -208,7 +217,8 @@ class Simulation {
     double dt = main_timed ? main_left_ / main_rate : kInf;
     for (const auto& worker : workers_) {
       if (worker.phase == WorkerPhase::kCpu) dt = std::min(dt, worker.left / share);
-      else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) dt = std::min(dt, worker.left);
+      else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting || worker.phase == WorkerPhase::kGap)
+        dt = std::min(dt, worker.left);
       if (worker.sending) dt = std::min(dt, worker.send_left / share);
     }
     if (!(dt < kInf)) return false;
@@ -219,7 +229,8 @@ class Simulation {
       if (worker.phase == WorkerPhase::kCpu) {
         worker.left = std::max(0.0, worker.left - share * dt);
         out_.worker_delay_s += (1 - share) * dt;
-      } else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting) {
+      } else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting ||
+                 worker.phase == WorkerPhase::kGap) {
         worker.left = std::max(0.0, worker.left - dt);
       }
       if (worker.sending) {

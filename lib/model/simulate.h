@@ -43,6 +43,10 @@ struct SimConfig {
   // while they share the cores the step progresses as one thread at its share
   // (docs/model.md "A parallel step beside workers"), not as its width.
   bool compute_parallel = false;
+  // A worker's wall time between a fetch and its next one when it has the
+  // next index already: its loop's serial part (off the GIL its sending
+  // thread holds while pickling), measured in a profile with workers.
+  double worker_gap_s = 0;
   double receive_cpu_s = 0;       // W >= 1: the main thread's CPU to receive one batch (unpickling);
                                   // W = 0: the iterator's own code in next() beside the fetch
   // W >= 1: each batch's CPU in its worker process beyond the fetch (pickling,

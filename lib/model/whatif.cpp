@@ -178,6 +178,10 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(Described("worker loop CPU per batch, outside the fetch span (taking indices, pickling and sending the batch)",
                          p.worker_loop_cpu_s_per_batch.value, FormatSeconds(p.worker_loop_cpu_s_per_batch.value),
                          p.worker_loop_cpu_s_per_batch.measured, p.worker_loop_cpu_s_per_batch.source));
+  in.push_back(Described("a worker's time between its fetches when it held the next index (its loop's serial part: "
+                         "putting the batch, taking the index, the GIL its sending thread holds)",
+                         p.worker_gap_s_per_batch.value, FormatSeconds(p.worker_gap_s_per_batch.value),
+                         p.worker_gap_s_per_batch.measured, p.worker_gap_s_per_batch.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   if (p.workers == 0)
     in.push_back(fmt::format("the DataLoader's own code in next() outside the fetch (sampler, bookkeeping): {} per "
