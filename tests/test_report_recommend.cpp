@@ -85,7 +85,8 @@ TEST_CASE("A loader built anew under one name is told that persistent workers ne
                                    "had no workers to time it); measured 1500.0 samples/s whole run\n"));
   CHECK_THAT(text, Catch::Contains("rebuilt:      the DataLoader was built 6 times under this name, and persistent workers "
                                    "die with it: build it once"));
-  l.plan.predicted.startup_measured = true;  // from the worker timed after the run
+  l.profile.startup_timed = true;  // from the worker timed after the run
+  l.plan.predicted.startup_measured = true;
   CHECK_THAT(RecommendText(Report({l})), Catch::Contains("whole run:    2900.0 samples/s predicted with start-up 250.00 "
                                                          "ms per epoch (a floor: the worker timed after the run)"));
   l.plan.workers = 0;  // no workers to keep

@@ -696,17 +696,18 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   }
   loader.prefetch.mean_ready = total ? sum / total : 0;
   loader.prefetch.starved_fraction = total ? static_cast<double>(starved) / total : 0;
+  loader.prefetch.ever_full = loader.prefetch.capacity > 0 && loader.prefetch.max_ready >= loader.prefetch.capacity;
   // A worker that had the next batch's index waiting when it finished its
   // previous fetch went straight on: the gap between its two fetches is its
   // loop's serial part. torch sends batch k's index as the main loop takes
   // batch k - workers x prefetch_factor (the first ones at the iterator's
   // creation).
-  std::vector<double> gaps;
   const uint64_t in_flight = loader.prefetch.capacity;
+  if (!in_workers || in_flight == 0) return;
+  std::vector<double> gaps;
   std::vector<size_t> first_of_epoch(loader.epochs.size(), SIZE_MAX);
   for (size_t i = loader.iterations.size(); i-- > 0;) first_of_epoch[loader.iterations[i].epoch] = i;
   for (const auto& it : loader.iterations) {
-    if (!in_workers || in_flight == 0) break;
     const int64_t f = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, loader.epochs[it.epoch].start_ns);
     if (f < 0) continue;
     uint64_t sent = loader.epochs[it.epoch].start_ns;
@@ -726,7 +727,6 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
     loader.prefetch.serial_gap_s = gaps[gaps.size() / 2];
   }
-  loader.prefetch.ever_full = loader.prefetch.capacity > 0 && loader.prefetch.max_ready >= loader.prefetch.capacity;
 }
 
 void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name, bool sampled,

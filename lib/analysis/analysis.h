@@ -174,10 +174,11 @@ struct PrefetchStats {
   double starved_fraction = 0;     // next() calls that found no batch ready
   bool ever_full = false;          // max_ready >= capacity: workers were idle, the pipeline outran the model
   // A worker's time between two fetches while it held the next one's index
-  // (the main loop already waited for that batch): the part of its loop that
-  // runs serially with its fetching, not beside it (putting the batch, taking
-  // the next index, the GIL its sending thread holds while pickling). The
-  // median over such gaps; `serial_gaps` of them, 0 = none seen.
+  // (sent as the main loop took the batch workers x prefetch_factor before):
+  // the part of its loop that runs serially with its fetching, not beside it
+  // (putting the batch, taking the next index, the GIL its sending thread
+  // holds while pickling). The median over such gaps; `serial_gaps` of them,
+  // 0 = none seen.
   double serial_gap_s = 0;
   uint64_t serial_gaps = 0;
 };

@@ -124,9 +124,9 @@ struct LoaderProfile {
   // when the main process fetches. Left out, a fast loader (batch 1, a 1.8 us
   // fetch, 3.8 us of this a batch) was predicted 48% faster than it ran.
   double next_overhead_s_per_batch = 0;
-  // A worker's time between its fetches when it already had the next index
-  // (the main loop waited for that batch): its loop's serial part, measured
-  // as the median such gap in a profile with workers (analysis PrefetchStats).
+  // A worker's time between its fetches when it already had the next index:
+  // its loop's serial part, measured as the median such gap in a profile
+  // with workers (analysis PrefetchStats::serial_gap_s).
   Input worker_gap_s_per_batch;
   // Profiled without workers: start-up is that of the worker `stallprof run`
   // started after the job to time its handoff (forked from a fresh process,

@@ -22,7 +22,7 @@ std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProf
   std::string out = fmt::format("whole run:    {:.1f} samples/s predicted", w.whole_run_samples_per_s);
   if (!w.startup_measured)
     out += " without the workers' start-up (the profile had no workers to time it)";
-  else if (r.workers > 0 && p.workers == 0)
+  else if (r.workers > 0 && p.startup_timed)
     out += fmt::format(" with start-up {} per epoch (a floor: the worker timed after the run)", FormatSeconds(w.startup_s_per_epoch));
   else
     out += fmt::format(" with start-up {} per epoch", FormatSeconds(w.startup_s_per_epoch));
