@@ -81,6 +81,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     };
     if (c.key == "name" && !text().empty()) config.name = text();
     else if (c.key == "batch_size" && number() > 0) { config.batch_size = number(); config.batch_size_known = true; }
+    else if (c.key == "batch_size_from") config.batch_size_from = text();
     else if (c.key == "num_workers") config.num_workers = static_cast<uint32_t>(number());
     else if (c.key == "prefetch_factor" && number() > 0) config.prefetch_factor = static_cast<uint32_t>(number());
     else if (c.key == "pin_memory") config.pin_memory = number() != 0 || text() == "True" || text() == "true";
@@ -1208,7 +1209,8 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       for (const auto& st : loader.stages)
         if (st.name == names::kGetitem) samples = st.count;
       if (batches > 0 && samples >= batches) {
-        loader.config.batch_size = std::round(static_cast<double>(samples) / batches);
+        loader.config.batch_size = static_cast<double>(samples) / batches;  // a mean: a batch sampler's batches vary
+        loader.config.batch_size_from = "getitem spans";
         FillEpochs(trace, loader);
         loader.stages.clear();
         FillStages(trace, accumulators, fetch_name, sampled, loader);

@@ -203,6 +203,11 @@ struct LoaderConfig {
   std::string name;
   double batch_size = 1;
   bool batch_size_known = false;
+  // How batch_size was found when the loader's config had none: "first batch"
+  // (the hook measured the leading dimension of a batch_size=None loader's
+  // first batch), "getitem spans" (their mean count per fetch span); empty =
+  // the config's batch_size, or unknown.
+  std::string batch_size_from;
   uint32_t num_workers = 0;
   uint32_t prefetch_factor = 2;
   bool pin_memory = false;

@@ -44,13 +44,20 @@ void SummaryRow(std::string& out, const char* label, const Summary& s) {
                      FormatSeconds(s.total));
 }
 
+std::string BatchSizeText(const LoaderConfig& c) {
+  if (c.batch_size_from == "getitem spans") return fmt::format("{:.3g} (mean, from getitem spans)", c.batch_size);
+  if (!c.batch_size_known) return "? (batches counted as samples)";
+  if (c.batch_size_from == "first batch") return fmt::format("{:g} (the first batch's leading dimension)", c.batch_size);
+  return fmt::format("{:g}", c.batch_size);
+}
+
 void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& trace, const LoaderAnalysis& l,
                    uint32_t warmup) {
   const auto& c = l.config;
   std::string who = fmt::format("{} (pid {}{}, loader {})", TerminalSafe(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
                                 l.scope);
   Heading(out, style, "== " + who + " ==");
-  out += fmt::format("  batch {}, {} workers{}, prefetch {}, pin_memory {}, {}{}{}\n", c.batch_size_known ? fmt::format("{:g}", c.batch_size) : c.batch_size != 1 ? fmt::format("{:g} (from getitem spans)", c.batch_size) : "?",
+  out += fmt::format("  batch {}, {} workers{}, prefetch {}, pin_memory {}, {}{}{}\n", BatchSizeText(c),
                      c.num_workers, c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
                      c.prefetch_factor, c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
                      c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),

@@ -30,5 +30,5 @@ want = {
 bad = [f"{k}: got {g}, expected {e}" for k, (g, e) in want.items() if g != e]
 assert not bad, bad
 PY
-grep -q "batch 32 (from getitem spans), 4 workers" <($SP analyze t.pb) || fail "the text does not infer batch 32 and 4 workers"
+grep -q "batch 32 (mean, from getitem spans), 4 workers" <($SP analyze t.pb) || fail "the text does not infer batch 32 and 4 workers"
 echo PASS

@@ -378,6 +378,52 @@ def _tensor_bytes(batch, out, depth=0):
     return out
 
 
+def _leading_dimension(batch, depth=0):
+    """Samples in a batch as its producer built it: the first tensor's (or
+    array's) leading dimension, found through tuples, lists and dicts; a list
+    of plain items (strings) counts its items; 0 = no telling."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) > 0 else 0
+    if depth >= 8:
+        return 0
+    if isinstance(batch, dict):
+        return _leading_dimension(next(iter(batch.values())), depth + 1) if batch else 0
+    if isinstance(batch, (tuple, list)):
+        if not batch:
+            return 0
+        first = batch[0]
+        if hasattr(first, "shape") or isinstance(first, (tuple, list, dict)):
+            return _leading_dimension(first, depth + 1)
+        return len(batch)
+    return 0
+
+
+def _measure_batch_size(iterator, scope):
+    """For a loader without automatic batching (batch_size=None: each dataset
+    item is a whole batch, as a stream of pre-batched shards yields), the
+    samples per batch as config (batch_size, batch_size_from): the first
+    delivered batch's leading dimension. The iterator's _next_data is shadowed
+    for that one call, in the main process, whatever the workers."""
+    original = iterator._next_data
+
+    def first_batch():
+        try:
+            data = original()
+        finally:
+            iterator.__dict__.pop("_next_data", None)  # back to the class's method
+        try:
+            samples = _leading_dimension(data)
+            if samples > 0:
+                _ext.config(scope, "batch_size", samples)
+                _ext.config(scope, "batch_size_from", "first batch")
+        except Exception:
+            pass  # optional: analysis counts batches as samples
+        return data
+
+    iterator._next_data = first_batch
+
+
 # Batches whose collate calls _watch_first_batch times: the pace is the median
 # gap between them (the first batch, often slow, only starts the clock).
 _PACE_BATCHES = 9
@@ -516,6 +562,8 @@ def _patch():
             fetcher._stallprof_scope = scope
             if epoch == 0 and self.num_workers == 0 and hasattr(fetcher, "collate_fn"):
                 _watch_first_batch(fetcher, scope)
+        if epoch == 0 and self.batch_size is None and self.batch_sampler is None and hasattr(iterator, "_next_data"):
+            _measure_batch_size(iterator, scope)
         pin_thread = getattr(iterator, "_pin_memory_thread", None)
         if pin_thread is not None and pin_thread.ident is not None:
             _pin_scopes[pin_thread.ident] = scope
