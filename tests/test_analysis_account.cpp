@@ -162,6 +162,43 @@ TEST_CASE("Epoch start-up is iterator creation, the first batch and the shutdown
   CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("spawn"));
 }
 
+TEST_CASE("Persistent workers' start-up is told as one start and later epochs' first batches, not a mean per epoch") {
+  // persistent_workers=True, forkserver: the workers start in epoch 0 (the
+  // first batch 600 ms after __iter__); epochs 1 and 2 wait 10 ms for their
+  // first batch; 4 batches of 2 ms compute an epoch.
+  TraceBuilder b;
+  LoopSpec first;
+  first.iterations = 4;
+  first.warmup_wait_iters = 1;
+  first.warmup_wait = 600 * kMs;
+  first.wait = kMs / 10;
+  first.compute = 2 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, first);
+  b.Config(100, 1, "persistent_workers", 1);
+  b.Config(100, 1, "multiprocessing_context", "forkserver");
+  LoopSpec later = first;
+  later.start = first.start + (600 + 3 * 0.1 + 4 * 2) * kMs;
+  later.first_epoch = 1;
+  later.epochs = 2;
+  later.warmup_wait = 10 * kMs;
+  AddLoop(b, later);
+  for (uint64_t i = 0; i < 12; ++i) AddFetch(b, w, first.start + i * kMs, kMs / 20, i % 4, kMs / 20, -1);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 3);
+  CHECK(l.startup_split.starting_epochs == 1);
+  CHECK(l.startup_split.starting_s == Approx(0.600));
+  CHECK(l.startup_split.later_epochs == 2);
+  CHECK(l.startup_split.later_s == Approx(2 * 0.010));
+  const auto& evidence = l.account_all.Line(Cause::kStartup).evidence;
+  CHECK_THAT(evidence, Catch::Contains("600.0 ms at the workers' start x 1"));
+  CHECK_THAT(evidence, Catch::Contains("10.0 ms per later epoch x 2"));
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::Contains("persistent workers start once per DataLoader object"));
+  CHECK_THAT(l.advice.front(), Catch::Contains("start method fork starts workers faster than forkserver"));
+  CHECK_THAT(l.advice.front(), !Catch::Contains("longer epochs"));
+}
+
 TEST_CASE("A worker that sleeps is other blocking, never storage") {
   // 20 ms per batch, 1 ms of it on CPU, 0 bytes from the device.
   const auto result = Analyze(SlowWorker(20 * kMs, kMs, 0), {});

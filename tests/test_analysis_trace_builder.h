@@ -125,14 +125,15 @@ struct LoopSpec {
   uint64_t start = 1000 * kMs;
   uint64_t iter_create = 0;         // DataLoader.__iter__ (worker start-up)
   uint64_t shutdown = 0;            // the StopIteration next() (worker shutdown)
+  uint32_t first_epoch = 0;         // the hook's epoch number of the first (it counts per DataLoader object)
 };
 
 // Appends the loop; returns the time after its last epoch and gap.
 inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
   uint64_t t = spec.start;
   for (uint32_t e = 0; e < spec.epochs; ++e) {
-    if (spec.iter_create > 0) b.Span(spec.thread, names::kEpoch, t, spec.iter_create, spec.scope, e);
-    else b.Instant(spec.thread, names::kEpoch, t, spec.scope, e);
+    if (spec.iter_create > 0) b.Span(spec.thread, names::kEpoch, t, spec.iter_create, spec.scope, spec.first_epoch + e);
+    else b.Instant(spec.thread, names::kEpoch, t, spec.scope, spec.first_epoch + e);
     t += spec.iter_create;
     for (uint32_t i = 0; i < spec.iterations; ++i) {
       uint64_t wait = i < spec.warmup_wait_iters ? spec.warmup_wait : spec.wait;

@@ -256,6 +256,16 @@ struct LoaderAnalysis {
   Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
   // What persistent_workers=True would save (non-persistent loaders with workers), 0 otherwise.
   double persistent_saving_s = 0;
+  // The whole run's epoch start-up split by what it paid for: epochs that
+  // started workers (every epoch without persistent workers; with them, each
+  // DataLoader object's first) and the later epochs of persistent workers
+  // (the wait for the first batch only).
+  struct StartupSplit {
+    double starting_s = 0;
+    uint32_t starting_epochs = 0;
+    double later_s = 0;
+    uint32_t later_epochs = 0;
+  } startup_split;
   // The fetching threads' CPU in the kernel (system CPU of the fetch spans, the
   // hook's system_cpu spans), as a share of their CPU; -1 when not recorded.
   double fetch_kernel_share = -1;

@@ -51,6 +51,10 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   WriteAccount(w, "steady", l.account_steady);
   w.EndObject();
   w.Field("persistent_saving_s", l.persistent_saving_s);
+  w.Key("startup_split").BeginObject();
+  w.Field("starting_s", l.startup_split.starting_s).Field("starting_epochs", l.startup_split.starting_epochs);
+  w.Field("later_s", l.startup_split.later_s).Field("later_epochs", l.startup_split.later_epochs);
+  w.EndObject();
   w.Key("fetch_kernel_share");
   if (l.fetch_kernel_share >= 0) w.Number(l.fetch_kernel_share); else w.Null();
   w.Key("worker_faults_per_batch");
