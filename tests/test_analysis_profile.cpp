@@ -535,3 +535,52 @@ TEST_CASE("A loader whose epochs all end within the warm-up has no steady state 
   CHECK(steady->front().steady_state_measured);
   CHECK(steady->front().measured_step_s_per_batch == Approx(0.040));
 }
+
+TEST_CASE("An IterableDataset's uneven split over the workers is measured per worker and epoch") {
+  // 2 epochs of 45 batches from 2 workers; the stream gives worker 201 twice
+  // the batches of worker 202 (3 shards over 2 workers).
+  for (const bool persistent : {true, false}) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "name", "stream");
+    b.Config(100, 1, "batch_size", 16);
+    b.Config(100, 1, "num_workers", 2);
+    b.Config(100, 1, "persistent_workers", persistent ? 1 : 0);
+    b.Config(100, 1, "sampler", "_InfiniteConstantSampler");
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    spec.epochs = 2;
+    spec.iterations = 45;
+    spec.wait = 5 * kMs;
+    spec.compute = kMs;
+    AddLoop(b, spec);
+    const uint64_t epoch_len = 45 * 6 * kMs;
+    uint32_t big = 0, small = 0;
+    for (uint32_t e = 0; e < 2; ++e) {
+      // Persistent workers are the same two processes in both epochs; others new ones.
+      if (e == 0 || !persistent) {
+        const uint32_t pid = 201 + 2 * e;
+        b.Process(pid, 100);
+        b.Process(pid + 1, 100);
+        big = b.Thread(pid, pid);
+        small = b.Thread(pid + 1, pid + 1);
+      }
+      for (uint64_t i = 0; i < 45; ++i)
+        b.Span(i < 30 ? big : small, names::kFetch, spec.start + e * epoch_len + i * 6 * kMs, 5 * kMs, 1, i, 5 * kMs, 0);
+    }
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    INFO("persistent_workers " << persistent);
+    CHECK(profiles->front().stream_worker_batches == std::vector<double>{30, 15});
+  }
+  // An even split (a map-style dataset, or a stream dealt evenly) leaves it empty.
+  TraceBuilder even;
+  LoopSpec spec;
+  spec.iterations = 20;
+  const uint32_t w = AddOneWorkerLoader(even, spec);
+  even.Config(100, 1, "sampler", "_InfiniteConstantSampler");
+  for (uint64_t i = 0; i < 20; ++i) even.Span(w, names::kFetch, spec.start + i * 40 * kMs, 5 * kMs, 1, i, 5 * kMs, 0);
+  const auto profiles = MeasureProfiles(even.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().stream_worker_batches.empty());
+}

@@ -77,7 +77,12 @@ TEST_CASE("Latency-bound io limits throughput by worker occupancy even with idle
   REQUIRE(r.ok());
   CHECK(r->r_workers == Approx(2 * 10 / 0.4));
   CHECK(r->samples_per_s == Approx(50));
-  CHECK(r->bottleneck == Bottleneck::kFetch);
+  // No bytes from the device behind the off-CPU time: blocking, not storage.
+  CHECK(r->bottleneck == Bottleneck::kBlocking);
+  CHECK(std::string(ToString(r->bottleneck)) == "blocking");
+  LoaderProfile reads = p;
+  reads.storage_bytes_per_batch = 1e6;
+  CHECK(Predict(reads, On(16))->bottleneck == Bottleneck::kFetch);
   CHECK(r->fetch_stall_fraction == Approx(0.5));
   CHECK(r->prep_stall_fraction == Approx(0).margin(1e-12));
   // Four workers double the rate; eight make compute the limit.
@@ -563,4 +568,31 @@ TEST_CASE("A serial loader that stalls a quarter of each step is named by its st
   auto quiet = Predict(p, On(2));
   REQUIRE(quiet.ok());
   CHECK(quiet->bottleneck == Bottleneck::kCompute);
+}
+
+TEST_CASE("An uneven stream split is predicted as measured for the profiled workers and by whole parts for others") {
+  // An IterableDataset of 3 shards of 15 batches over 2 workers: 30 and 15
+  // batches an epoch; each batch 10 ms off CPU (a remote read), a 1 ms step.
+  LoaderProfile p = BaseProfile();
+  p.batch_size = 16;
+  p.cpu_s_per_batch = 0;
+  p.io_s_per_batch = 0.010;
+  p.compute_s_per_batch = 0.001;
+  p.profiled_cores = 2;
+  p.epochs = 2;
+  p.batches_per_epoch = 45;
+  p.stream_worker_batches = {30, 15};
+  CHECK(StreamQuota(p, 2) == std::vector<uint64_t>{30, 15});
+  CHECK(StreamQuota(p, 4) == std::vector<uint64_t>{15, 15, 15, 0});
+  CHECK(StreamQuota(p, 3).empty());  // 3 shards over 3 workers: even
+  // An epoch: 300 ms on worker 0 and the last step (1 ms): 45 x 16 samples in 301 ms.
+  auto two = Predict(p, On(2, 2));
+  REQUIRE(two.ok());
+  CHECK(two->samples_per_s == Approx(45 * 16 / 0.301).epsilon(0.02));
+  // 4 workers, one without a shard: 151 ms an epoch.
+  CHECK(Predict(p, On(2, 4))->samples_per_s == Approx(45 * 16 / 0.151).epsilon(0.03));
+  // Counts without a common part (31 and 14): parts of one batch, as even as 45 batches split.
+  p.stream_worker_batches = {31, 14};
+  CHECK(StreamQuota(p, 4) == std::vector<uint64_t>{12, 11, 11, 11});
+  CHECK(StreamQuota(p, 2) == std::vector<uint64_t>{31, 14});
 }

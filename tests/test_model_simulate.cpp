@@ -127,3 +127,23 @@ TEST_CASE("Zero batches or zero costs end without hanging") {
   CHECK(SimulateLoader(Loader(2, 2, {}, 50)).seconds == Approx(0).margin(1e-9));
   CHECK(SimulateLoader(Loader(0, 1, {}, 50)).seconds == Approx(0).margin(1e-9));
 }
+
+TEST_CASE("A stream split unevenly over the workers runs each epoch's end on the workers whose stream lasts") {
+  // 2 workers whose streams yield 30 and 15 batches an epoch, 10 ms off CPU
+  // each, a 1 ms step, cores to spare. Worker 0 makes 30 batches back to back
+  // (300 ms; its prefetch slots stay full once worker 1's stream has ended),
+  // the step after its last takes 1 ms, and the next epoch's indices go out
+  // only then: 301 ms an epoch of 45 batches. Round robin over both would
+  // take 5 ms a batch.
+  auto c = Loader(2, 8, {{0.0f, 0.010f}}, 45 * 8);
+  c.compute_off_s = 0.001;
+  c.worker_quota = {30, 15};
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.301 / 45).epsilon(0.01));
+  c.worker_quota.clear();
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.005).epsilon(0.01));
+  // A worker whose stream is empty gets no index: 3 streams of 15 over 4 workers take 150 ms an epoch.
+  auto four = Loader(4, 8, {{0.0f, 0.010f}}, 45 * 8);
+  four.compute_off_s = 0.001;
+  four.worker_quota = {15, 15, 15, 0};
+  CHECK(SimulateLoader(four).steady_step_s == Approx(0.151 / 45).epsilon(0.02));
+}

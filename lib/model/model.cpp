@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "model/cache.h"
 
@@ -16,6 +17,7 @@ const char* ToString(Bottleneck b) {
     case Bottleneck::kPrep: return "cpu prep";
     case Bottleneck::kFetch: return "storage";
     case Bottleneck::kHandoff: return "handoff";  // analyze's name for the cause
+    case Bottleneck::kBlocking: return "blocking";
   }
   return "?";
 }
@@ -162,6 +164,59 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
   return out;
 }
 
+}  // namespace
+
+namespace {
+std::vector<uint64_t> StreamCounts(const LoaderProfile& p) {
+  std::vector<uint64_t> counts;
+  for (double c : p.stream_worker_batches) counts.push_back(static_cast<uint64_t>(std::llround(c)));
+  return counts;
+}
+}  // namespace
+
+uint64_t StreamPartBatches(const LoaderProfile& p) {
+  uint64_t part = 0, total = 0;
+  for (uint64_t c : StreamCounts(p)) {
+    part = std::gcd(part, c);
+    total += c;
+  }
+  if (part == 0) return 0;
+  const uint64_t parts = total / part;
+  return parts >= 2 && parts <= 1024 ? part : 0;
+}
+
+std::vector<uint64_t> StreamQuota(const LoaderProfile& p, uint32_t workers) {
+  if (p.stream_worker_batches.empty() || workers == 0) return {};
+  std::vector<uint64_t> quota = StreamCounts(p);
+  if (workers != p.workers) {
+    // The split's code is unknown. Streams are mostly split by whole parts
+    // (shards) dealt to the workers in turn (shards[worker::num_workers]).
+    const uint64_t part = StreamPartBatches(p);
+    if (part == 0) return {};  // no telling parts: an even split
+    const uint64_t parts = std::accumulate(quota.begin(), quota.end(), uint64_t{0}) / part;
+    quota.assign(workers, 0);
+    for (uint32_t w = 0; w < workers; ++w) quota[w] = part * (parts / workers + (w < parts % workers ? 1 : 0));
+  }
+  if (*std::max_element(quota.begin(), quota.end()) == *std::min_element(quota.begin(), quota.end())) return {};
+  return quota;
+}
+
+namespace {
+// An uneven split's epochs for the simulation: at least 4 of them (its steady
+// state is over whole epochs after the first), shrunk in proportion to fit.
+void SetStreamEpochs(SimConfig& c, std::vector<uint64_t> quota) {
+  uint64_t epoch = 0;
+  for (uint64_t q : quota) epoch += q;
+  if (epoch == 0) return;
+  if (4 * epoch > kMaxSimBatches) {
+    const double shrink = static_cast<double>(kMaxSimBatches) / (4.0 * static_cast<double>(epoch));
+    epoch = 0;
+    for (auto& q : quota) epoch += q = q > 0 ? std::max<uint64_t>(1, std::llround(q * shrink)) : 0;
+  }
+  c.worker_quota = std::move(quota);
+  c.batches = epoch * std::max<uint64_t>(4, (kMinSimBatches + epoch - 1) / epoch);
+}
+
 // The simulation of `p` with `workers` on `cores`, worker CPU and io scaled
 // (a cache), under a background load.
 SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t workers, double cores,
@@ -184,6 +239,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.cpu_scale = cpu_scale;
   c.io_scale = io_scale;
   c.batches = std::clamp(costs.size(), kMinSimBatches, kMaxSimBatches);
+  SetStreamEpochs(c, StreamQuota(p, workers));
   return c;
 }
 }  // namespace
@@ -353,7 +409,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
   else if (waiting < kModeratelyInputBound)
     out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
-  else out.bottleneck = io > cpu + out.delay_s ? Bottleneck::kFetch : Bottleneck::kPrep;
+  else if (io > cpu + out.delay_s)
+    out.bottleneck = p.storage_bytes_per_batch > 0 || p.bytes_per_sample.value > 0 ? Bottleneck::kFetch : Bottleneck::kBlocking;
+  else out.bottleneck = Bottleneck::kPrep;
 
   // The whole run: per epoch the start-up, the pipeline filling from empty,
   // and the epoch's batches. Workers start in parallel, each start a fixed
@@ -381,6 +439,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   }
   SimConfig epoch = config;
   epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));
+  if (!epoch.worker_quota.empty())  // one epoch of the split (shrunk as the steady simulation's)
+    epoch.batches = std::accumulate(epoch.worker_quota.begin(), epoch.worker_quota.end(), uint64_t{0});
   const SimResult epoch_sim = SimulateLoader(epoch);
   // An epoch's reads take at least its bytes over the storage bandwidth (the
   // simulation's workers read independently; the cap is the shared device).

@@ -20,14 +20,17 @@ enum class CachePolicy { kLru, kStatic };
 // kHandoff: the main process receiving batches from the workers (IPC,
 // unpickling) costs more per step than computing: neither more workers nor
 // faster storage helps; fewer, larger or cheaper-to-transfer batches do.
-enum class Bottleneck { kCompute, kPrep, kFetch, kHandoff };
+// kFetch: the workers' off-CPU time with reads from the device (or the
+// device's bandwidth); kBlocking: off-CPU time without them (sleeps, network,
+// locks): analyze's "other blocking", never called storage.
+enum class Bottleneck { kCompute, kPrep, kFetch, kHandoff, kBlocking };
 
 // Stall fractions that make a loader input-bound (the TensorFlow input-pipeline
 // analyzer's thresholds): analyze's verdict and the model's bottleneck agree on them.
 inline constexpr double kModeratelyInputBound = 0.05;
 inline constexpr double kHighlyInputBound = 0.20;
 
-const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage", "main-process handoff"
+const char* ToString(Bottleneck b);  // "compute", "cpu prep", "storage", "handoff", "blocking"
 
 // A measured quantity or an assumption the user should know about.
 struct Input {
@@ -112,6 +115,11 @@ struct LoaderProfile {
   // batch's production (worker start-up: fork or spawn, imports,
   // worker_init_fn), in the first epoch and on average in the later ones.
   double startup_first_s = 0, startup_later_s = 0;
+  // An IterableDataset's stream, which its own code splits over the workers:
+  // the batches each worker made an epoch, most first, when the split was
+  // uneven (max > 1.1 x min); empty otherwise. The last part of each epoch
+  // then runs on fewer workers (3 shards over 2 workers: 30 and 15 batches).
+  std::vector<double> stream_worker_batches;
   uint32_t epochs = 0;
   double batches_per_epoch = 0;          // mean iterations per epoch
   bool persistent_workers = false;
@@ -153,6 +161,15 @@ inline constexpr double kParallelStepThreads = 1.5;
 // Whether the profile's step is parallel over torch's intra-op threads
 // (intra_op_threads > 1, runnable on kParallelStepThreads or more), and
 // whether it ran so beside workers that oversubscribed the profiled cores.
+// An uneven IterableDataset split (stream_worker_batches) for `workers`: the
+// batches each worker's stream yields an epoch. With the profiled workers, as
+// measured; with others, whole parts dealt in turn, the part the greatest
+// common divisor of the measured counts (assumed); empty when the split is
+// even or no parts tell.
+std::vector<uint64_t> StreamQuota(const LoaderProfile& p, uint32_t workers);
+// The part (batches) StreamQuota deals for other worker counts; 0 = none.
+uint64_t StreamPartBatches(const LoaderProfile& p);
+
 bool ParallelStep(const LoaderProfile& profile);
 bool ParallelStepOversubscribed(const LoaderProfile& profile);
 

@@ -34,8 +34,12 @@ class Simulation {
     step_ends_.reserve(c_.batches);
     const uint64_t w = c_.workers;
     if (w > 0) {
-      sent_ = std::min<uint64_t>(c_.batches, w * std::max<uint32_t>(1, c_.prefetch_factor));
-      for (uint64_t b = 0; b < sent_; ++b) workers_[b % w].queue.push_back(b);
+      if (c_.worker_quota.size() == w) {
+        epoch_len_ = 0;
+        for (uint64_t q : c_.worker_quota) epoch_len_ += q;
+        dealt_.assign(w, 0);
+      }
+      FillPipeline();
       for (auto& worker : workers_) {
         worker.phase = WorkerPhase::kStarting;
         worker.left = c_.startup_s;
@@ -53,7 +57,11 @@ class Simulation {
     }
     out_.seconds = now_;
     const size_t n = step_ends_.size();
-    if (n >= 4) {
+    if (epoch_len_ > 0 && n / epoch_len_ >= 3) {
+      // Whole epochs: an uneven split slows each epoch's end, not a window of it.
+      const size_t from = epoch_len_ - 1, to = (n / epoch_len_) * epoch_len_ - 1;
+      out_.steady_step_s = (step_ends_[to] - step_ends_[from]) / static_cast<double>(to - from);
+    } else if (n >= 4) {
       // The middle half: the pipeline has filled and not yet drained.
       const size_t from = n / 4, to = n - n / 4;
       out_.steady_step_s = (step_ends_[to - 1] - step_ends_[from - 1]) / static_cast<double>(to - from);
@@ -64,6 +72,32 @@ class Simulation {
   }
 
  private:
+  // Sends the next batch index to its worker: in turn, skipping workers whose
+  // stream has ended this epoch (worker_quota).
+  void SendIndex() {
+    const uint64_t w = workers_.size();
+    uint64_t worker = sent_ % w;
+    if (epoch_len_ > 0) {
+      if (sent_ % epoch_len_ == 0) {  // a new iterator: its cycle starts at worker 0
+        std::fill(dealt_.begin(), dealt_.end(), 0);
+        cycle_ = 0;
+      }
+      do worker = cycle_++ % w;
+      while (dealt_[worker] >= c_.worker_quota[worker]);
+      ++dealt_[worker];
+    }
+    workers_[worker].queue.push_back(sent_++);
+  }
+
+  // Up to workers x prefetch_factor indices outstanding, within the epoch of
+  // the batch the main loop takes next.
+  void FillPipeline() {
+    const uint64_t window = workers_.size() * std::max<uint32_t>(1, c_.prefetch_factor);
+    uint64_t end = std::min<uint64_t>(c_.batches, current_ + window);
+    if (epoch_len_ > 0) end = std::min(end, (current_ / epoch_len_ + 1) * epoch_len_);
+    while (sent_ < end) SendIndex();
+  }
+
   BatchCost Cost(uint64_t batch) const {
     if (c_.costs.empty()) return {};
     const BatchCost& raw = c_.costs[batch % c_.costs.size()];
@@ -138,10 +172,7 @@ class Simulation {
         case MainPhase::kNext:
           if (done_[current_]) {
             // torch sends the next index as it takes a batch (_process_data).
-            if (sent_ < c_.batches) {
-              workers_[sent_ % workers_.size()].queue.push_back(sent_);
-              ++sent_;
-            }
+            if (sent_ < c_.batches && (epoch_len_ == 0 || sent_ / epoch_len_ == current_ / epoch_len_)) SendIndex();
             main_ = MainPhase::kReceive;
             main_left_ = c_.receive_cpu_s;
             changed = true;
@@ -182,8 +213,12 @@ class Simulation {
               main_ = MainPhase::kFinished;
               return;
             }
-            if (workers_.empty()) StartMainFetch();
-            else main_ = MainPhase::kNext;
+            if (workers_.empty()) {
+              StartMainFetch();
+            } else {
+              main_ = MainPhase::kNext;
+              if (epoch_len_ > 0 && current_ % epoch_len_ == 0) FillPipeline();  // the next epoch's iterator
+            }
             changed = true;
           }
           break;
@@ -264,6 +299,9 @@ class Simulation {
   double main_left_ = 0;
   uint64_t current_ = 0;          // the batch the main loop takes next
   uint64_t sent_ = 0;             // batch indices sent to workers
+  uint64_t epoch_len_ = 0;        // worker_quota's sum; 0 = no epochs
+  std::vector<uint64_t> dealt_;   // per worker: indices dealt this epoch
+  uint64_t cycle_ = 0;            // the epoch's turn counter over the workers
   double now_ = 0;
   SimResult out_;
 };

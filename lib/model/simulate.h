@@ -57,6 +57,14 @@ struct SimConfig {
   // W >= 1: CPU each fetch costs in a worker beyond `costs` (not scaled by
   // cpu_scale): collating into shared memory, for costs measured without workers.
   double worker_fetch_extra_cpu_s = 0;
+  // An IterableDataset whose stream its own code splits over the workers
+  // unevenly (3 shards over 2 workers): the batches each worker's stream
+  // yields an epoch. The simulation then runs epochs of their sum: torch deals
+  // indices in turn to the workers whose stream has not ended, and sends an
+  // epoch's first indices only when the main loop has taken the previous
+  // epoch's last batch (a new iterator). Empty: round robin over every worker,
+  // no epochs.
+  std::vector<uint64_t> worker_quota;
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes
@@ -65,7 +73,8 @@ struct SimConfig {
 
 struct SimResult {
   double seconds = 0;             // start to the end of the last step
-  double steady_step_s = 0;       // mean step over the middle half of the batches (pipeline full, not draining)
+  double steady_step_s = 0;       // mean step over the middle half of the batches (pipeline full, not draining);
+                                  // with worker_quota, over the whole epochs after the first
   double wait_s = 0;              // the main loop blocked in next() waiting for a batch, in total
   double compute_s = 0;           // wall time of the steps (stretched by sharing), in total
   double receive_s = 0;           // wall time receiving batches, in total

@@ -1,6 +1,7 @@
 #include "model/whatif.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -172,6 +173,16 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              FormatSeconds(p.startup_first_s)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
+  if (!p.stream_worker_batches.empty()) {
+    const uint64_t part = StreamPartBatches(p);
+    in.push_back(fmt::format("the IterableDataset's stream over the workers: {:.1f} batches an epoch (measured: its own "
+                             "code splits it unevenly, so each epoch ends on fewer workers); with other worker counts: {}",
+                             fmt::join(p.stream_worker_batches, ", "),
+                             part > 0 ? fmt::format("whole parts of {} batches dealt to the workers in turn (assumed, the "
+                                                    "measured counts' common part, as shards[worker::num_workers] splits)",
+                                                    part)
+                                      : std::string("an even split (assumed: the measured counts share no part)")));
+  }
   in.push_back(fmt::format("worker CPU / io / run-queue delay per batch: {} / {} / {} (measured, fetch spans)",
                            FormatSeconds(p.cpu_s_per_batch), FormatSeconds(p.io_s_per_batch),
                            FormatSeconds(p.delay_s_per_batch)));

@@ -28,6 +28,7 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
       case Bottleneck::kPrep: return "#fce5cd";
       case Bottleneck::kFetch: return "#cfe2f3";
       case Bottleneck::kHandoff: return "#d9d2e9";
+      case Bottleneck::kBlocking: return "#e6e6e6";
     }
     return "#eeeeee";
   };
@@ -89,11 +90,12 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2, kH - 30,
                      r.swept.empty() ? "scenario" : r.swept);
   double lx = kLeft;
-  for (Bottleneck b : {Bottleneck::kCompute, Bottleneck::kPrep, Bottleneck::kFetch, Bottleneck::kHandoff}) {
+  for (Bottleneck b : {Bottleneck::kCompute, Bottleneck::kPrep, Bottleneck::kFetch, Bottleneck::kHandoff,
+                        Bottleneck::kBlocking}) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#999\"/>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\">{} bound</text>\n",
                        lx, kH - 18, color(b), lx + 18, kH - 6, ToString(b));
-    lx += 150;
+    lx += 128;
   }
   svg += "</svg>\n";
   return svg;
