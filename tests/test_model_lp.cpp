@@ -155,7 +155,9 @@ TEST_CASE("recommend turns a prep-bound loader into workers, Little's prefetch a
   CHECK(r->advice == "one more core adds 100.0 samples/s");
   // Little's law: 15 batches/s x p99 0.2 s = 3 batches in flight over 2 workers -> 2 each.
   CHECK(r->prefetch_concurrency == Approx(3).epsilon(1e-3));
-  CHECK(r->prefetch_factor == 2);
+  CHECK(r->littles_prefetch_factor == 2);
+  // Every batch costs the same: the simulation delivers as fast with one batch ahead per worker.
+  CHECK(r->prefetch_factor == 1);
   CHECK(r->measured_samples_per_s == Approx(100));
   // Plenty of cores: the model binds.
   o.cores = 8;

@@ -35,8 +35,10 @@ TEST_CASE("Sweep flags parse binary sizes, bandwidths and lists") {
   f.cache_policy = "static";
   f.accel_speedup = "2";
   f.disk_bw = "500M/s";
+  f.prefetch_factor = "8";
   auto s = ParseSweep(f);
   REQUIRE(s.ok());
+  CHECK(s->prefetch_factor == 8);
   CHECK(s->cores == std::vector<double>{2, 4, 8});
   CHECK(s->workers == std::vector<int32_t>{kAutoWorkers, 3});
   CHECK(s->cache_bytes == std::vector<int64_t>{0, 50ll << 30, 3ll << 39});
@@ -64,6 +66,11 @@ TEST_CASE("Bad sweep flags are usage errors that name the flag") {
   f = {};
   f.cores = "1e9";
   bad(f, "at most 4096");
+  for (const char* depth : {"0", "-2", "4x", "1025"}) {
+    f = {};
+    f.prefetch_factor = depth;
+    bad(f, "--prefetch-factor");
+  }
   f = {};
   f.cores = "4097";
   bad(f, "--cores 4097");

@@ -24,6 +24,7 @@ RecommendedLoader Planned() {
   r.loader = "train";
   r.workers = 4;
   r.prefetch_factor = 2;
+  r.littles_prefetch_factor = 2;
   r.prefetch_concurrency = 5.12;
   r.lp_samples_per_s = 3276.8;
   r.predicted.samples_per_s = 3200;
@@ -73,6 +74,16 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
         "workers -> prefetch_factor=2\n"
         "shadow prices: cores (shadow price 436.9)\n"
         "assumed:      worker RSS unknown: taken as 0\n");
+}
+
+TEST_CASE("The prefetch line gives Little's depth and the smaller one the simulation predicts as fast") {
+  auto l = Planned();
+  l.plan.littles_prefetch_factor = 34;
+  l.plan.prefetch_factor = 4;
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::Contains("prefetch_factor=4, pin_memory"));
+  CHECK_THAT(text, Catch::Contains("workers -> prefetch_factor=34; the simulation predicts prefetch_factor=4 within 1% of "
+                                   "it (fewer buffers in memory)\n"));
 }
 
 TEST_CASE("A loader built anew under one name is told that persistent workers need it built once") {
@@ -194,7 +205,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
                                              "startup_predicted", "measured_whole_run_samples_per_s", "dataloader_objects",
                                              "measured_samples_per_s",
                                              "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
-                                             "constraints", "assumptions"});
+                                             "littles_prefetch_factor", "constraints", "assumptions"});
   CHECK(l.at("loader").get<std::string>() == "train");
   CHECK(l.at("num_workers").get<double>() == 4);
   CHECK(l.at("prefetch_factor").get<double>() == 2);
@@ -218,6 +229,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(l.at("binding").at("shadow_price").get<double>() == 436.9);
   CHECK(l.at("advice").get<std::string>() == "one more core adds 436.9 samples/s");
   CHECK(l.at("prefetch_concurrency").get<double>() == 5.12);
+  CHECK(l.at("littles_prefetch_factor").get<int>() == 2);
   REQUIRE(l.at("constraints").size() == 3);
   CHECK(Keys(l.at("constraints").at(0)) == std::vector<std::string>{"name", "activity", "bound", "shadow_price"});
   CHECK(l.at("constraints").at(0).at("name").get<std::string>() == "cpu[decode]");

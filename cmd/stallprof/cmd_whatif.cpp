@@ -80,6 +80,8 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--persistent-workers", o->flags.persistent_workers,
                   "true or false: predict persistent_workers (workers started once, not every epoch; "
                   "the whole-run column shows the difference)");
+  sub->add_option("--prefetch-factor", o->flags.prefetch_factor,
+                  "batches each worker keeps ahead (DataLoader prefetch_factor), 1 to 1024 (default: as profiled)");
   sub->add_option("--step-threads", o->flags.step_threads,
                   "the training step's intra-op threads (torch.set_num_threads), at most as profiled: predict a "
                   "parallel step with fewer (needs a profile whose step had cores of its own)");

@@ -88,6 +88,10 @@ struct Recommendation {
   uint32_t workers = 1;
   uint32_t prefetch_factor = 2;
   double prefetch_concurrency = 0;  // batches in flight Little's law asks for (rate x p99)
+  // Little's prefetch_factor (ceil(concurrency / workers)); prefetch_factor is
+  // the smallest the simulation predicts within 1% of it (deeper buffers cost
+  // memory and pay only against a tail the in-order delivery cannot hide).
+  uint32_t littles_prefetch_factor = 2;
   double lp_samples_per_s = 0;      // the LP optimum (fractional workers)
   Prediction predicted;             // model::Predict at the recommended integer settings
   // torch.set_num_threads for a parallel step whose threads the workers would

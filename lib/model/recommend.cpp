@@ -244,6 +244,26 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;
   }
+  rec.littles_prefetch_factor = prefetch;
+  if (prefetch > 1) {
+    // Little's law over the p99 latency sizes the buffers for a tail on every
+    // batch; the simulation, drawing the measured costs in order, says how
+    // much of that depth pays (a memory-mapped dataset asked for 34).
+    auto at = [&](uint32_t depth) {
+      Scenario s = chosen;
+      s.prefetch_factor = static_cast<int32_t>(depth);
+      auto r = Predict(p, s);
+      return r.ok() ? r->samples_per_s : 0.0;
+    };
+    const double deepest = at(prefetch);
+    for (uint32_t depth = 1; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
+      if (at(depth) >= 0.99 * deepest) {
+        prefetch = depth;
+        break;
+      }
+    rec.prefetch_factor = prefetch;
+    chosen.prefetch_factor = static_cast<int32_t>(prefetch);
+  }
   auto predicted = Predict(p, chosen);
   if (!predicted.ok()) return predicted.error();
   rec.predicted = *predicted;

@@ -97,6 +97,13 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
       return UsageError("--step-threads '" + f.step_threads + "': expected the step's intra-op threads, 1 to 4096");
     s.step_threads = static_cast<int32_t>(v);
   }
+  if (!f.prefetch_factor.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(f.prefetch_factor.c_str(), &end, 10);
+    if (end == f.prefetch_factor.c_str() || *end != '\0' || v < 1 || v > 1024)
+      return UsageError("--prefetch-factor '" + f.prefetch_factor + "': expected batches each worker keeps ahead, 1 to 1024");
+    s.prefetch_factor = static_cast<int32_t>(v);
+  }
   auto background = ParseBackgroundLoad(f.background_load);
   if (!background.ok()) return background.error();
   s.background_threads = *background;
@@ -264,6 +271,7 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
   s.background_threads = sweep.background_threads;
   s.persistent_workers = sweep.persistent_workers;
   s.step_threads = sweep.step_threads;
+  s.prefetch_factor = sweep.prefetch_factor;
   return s;
 }
 }  // namespace

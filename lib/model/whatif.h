@@ -25,6 +25,7 @@ struct SweepFlags {
   std::string background_load;  // "0" (default), "profiled", or runnable threads
   std::string persistent_workers;  // "true" | "false"; empty: as profiled
   std::string step_threads;        // "1"; empty: as profiled
+  std::string prefetch_factor;     // "4"; empty: as profiled
 };
 
 // The most cores a what-if accepts: beyond this the model (one machine, one
@@ -48,6 +49,7 @@ struct Sweep {
   double background_threads = 0;
   int32_t persistent_workers = -1;  // -1: as profiled
   int32_t step_threads = -1;        // -1: as profiled (Scenario::step_threads)
+  int32_t prefetch_factor = -1;     // -1: as profiled
 };
 
 // --background-load: "profiled" (Scenario::kAsProfiled), or a number of busy

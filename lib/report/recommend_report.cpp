@@ -105,9 +105,14 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
   else
     out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
-                       "workers -> prefetch_factor={}\n",
+                       "workers -> prefetch_factor={}{}\n",
                        rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
-                       r.prefetch_concurrency, r.workers, r.prefetch_factor);
+                       r.prefetch_concurrency, r.workers, r.littles_prefetch_factor,
+                       r.prefetch_factor < r.littles_prefetch_factor
+                           ? fmt::format("; the simulation predicts prefetch_factor={} within 1% of it (fewer buffers in "
+                                         "memory)",
+                                         r.prefetch_factor)
+                           : "");
   out += "shadow prices: ";
   bool first = true;
   for (const auto& row : r.lp.rows) {
@@ -167,6 +172,7 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("shadow_price", r.binding.dual);
     w.EndObject();
     w.Field("advice", r.advice).Field("prefetch_concurrency", r.prefetch_concurrency);
+    w.Field("littles_prefetch_factor", r.littles_prefetch_factor);
     w.Key("constraints").BeginArray();
     for (const auto& row : r.lp.rows) {
       w.BeginObject();

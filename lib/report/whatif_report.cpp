@@ -61,7 +61,8 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     out += fmt::format("; measured {:.1f} samples/s: error {:+.1f}%", r.measured_whole_run_samples_per_s,
                        r.whole_run_model_error * 100);
   out += "\n";
-  out += fmt::format("scenario: cache policy {}{}{}{}\n\n", model::ToString(sweep.cache_policy),
+  out += fmt::format("scenario: cache policy {}{}{}{}{}\n\n", model::ToString(sweep.cache_policy),
+                     sweep.prefetch_factor > 0 ? fmt::format(", prefetch_factor {}", sweep.prefetch_factor) : "",
                      sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
                      sweep.storage_bandwidth > 0 ? ", storage " + FormatBytes(sweep.storage_bandwidth) + "/s" : "",
                      sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state");

@@ -58,6 +58,7 @@ expect_usage --cache --cache 10Q
 expect_usage --disk-bw --disk-bw 2G
 expect_usage --workers --workers lots
 expect_usage --loader --loader nosuch
+expect_usage --prefetch-factor --prefetch-factor 0
 set +e
 $SP whatif prep.pb --cache 1G 2>err.txt
 rc=$?
