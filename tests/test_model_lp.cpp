@@ -387,3 +387,28 @@ TEST_CASE("recommend explains a memory budget below one worker and a machine wit
   o.cores = 0;
   CHECK(Recommend(p, o).error().kind == stallprof::ErrorKind::kUsage);
 }
+
+TEST_CASE("recommend proposes the fewest workers the simulation predicts within 1% of the LP's pool") {
+  // A stream of 3 shards of 15 batches, measured over 2 workers (30 and 15
+  // batches an epoch), each batch 10 ms off CPU and 1 ms of CPU, a 1 ms step:
+  // the LP, which sees rates only, wants a worker per 11 ms of latency; with
+  // 3 shards a 4th worker gets no data, so 3 predict as fast as the LP's pool.
+  LoaderProfile p = Loader();
+  p.workers = 2;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.001;
+  p.io_s_per_batch = 0.010;
+  p.produce_s_per_batch = p.produce_p99_s = 0.011;
+  p.epochs = 4;
+  p.batches_per_epoch = 45;
+  p.stream_worker_batches = {30, 15};
+  RecommendOptions o;
+  o.cores = 2;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->lp_pool_workers > 3);
+  CHECK(r->workers == 3);
+  // 3 workers, 15 batches each at 11 ms an epoch of 45: about 45 / 0.166 s.
+  CHECK(r->predicted.samples_per_s == Approx(10 * 45 / 0.166).epsilon(0.05));
+  CHECK(r->predicted.samples_per_s >= 0.99 * r->lp_pool_samples_per_s);
+}

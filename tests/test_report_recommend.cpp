@@ -86,6 +86,18 @@ TEST_CASE("The prefetch line gives Little's depth and the smaller one the simula
                                    "it (fewer buffers in memory)\n"));
 }
 
+TEST_CASE("Fewer workers than the LP's pool are told with the pool's prediction, and a stream's split named") {
+  auto l = Planned();
+  l.plan.workers = 3;
+  l.plan.lp_pool_workers = 8;
+  l.plan.lp_pool_samples_per_s = 1369.2;
+  l.profile.stream_worker_batches = {30, 15};
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::Contains("workers:      3 predicted within 1% of the LP's 8 (1369.2 samples/s): more would only "
+                                   "hold memory (the stream's split leaves the others without data)\n"));
+  CHECK(ParseJson(RecommendJson(Report({l}))).at("loaders").at(0).at("lp_pool_workers").at("num_workers") == 8);
+}
+
 TEST_CASE("A loader built anew under one name is told that persistent workers need it built once") {
   auto l = Planned();
   l.profile.objects = 6;
@@ -199,7 +211,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
-  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_workers", "dataloader", "step_threads", "cache",
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s",
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
                                              "startup_predicted", "measured_whole_run_samples_per_s", "dataloader_objects",

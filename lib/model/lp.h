@@ -101,6 +101,10 @@ struct Recommendation {
   // workers = 0: the main process fetching its own batches was predicted
   // faster than the LP's workers (their handoff costs more than the fetch);
   // these are the LP's plan, predicted, for the text.
+  // The LP's integer pool, when the simulation predicted fewer workers within
+  // 1% of it (in-order delivery, a stream split over fewer parts); 0 = the same.
+  uint32_t lp_pool_workers = 0;
+  double lp_pool_samples_per_s = 0;
   uint32_t lp_workers = 0;
   double lp_workers_samples_per_s = 0;
   CachePlan cache;

@@ -244,6 +244,27 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;
   }
+  // The LP sizes the pool by its rates; the simulation (in-order delivery, a
+  // stream split over fewer parts than workers) may reach as much with fewer:
+  // the fewest within 1% of the LP's count, each worker being memory.
+  if (workers > 1) {
+    auto with = [&](uint32_t w) {
+      Scenario s = chosen;
+      s.workers = static_cast<int32_t>(w);
+      auto r = Predict(p, s);
+      return r.ok() ? r->samples_per_s : 0.0;
+    };
+    const double full = with(workers);
+    for (uint32_t w = 1; w < workers; ++w)
+      if (with(w) >= 0.99 * full) {
+        rec.lp_pool_workers = workers;
+        rec.lp_pool_samples_per_s = full;
+        workers = w;
+        break;
+      }
+    rec.workers = workers;
+    chosen.workers = static_cast<int32_t>(workers);
+  }
   rec.littles_prefetch_factor = prefetch;
   if (prefetch > 1) {
     // Little's law over the p99 latency sizes the buffers for a tail on every

@@ -111,18 +111,23 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
 }
 
 uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario) {
-  const auto cap = static_cast<uint32_t>(std::max(1.0, std::floor(scenario.machine.cores) - 1));
+  const auto cpu_cap = static_cast<uint32_t>(std::max(1.0, std::floor(scenario.machine.cores) - 1));
   std::vector<double> rates;
-  for (uint32_t w = 1; w <= cap; ++w) {
+  double best = 0;
+  for (uint32_t w = 1; w <= std::max(cpu_cap, kMaxAutoWorkers); ++w) {
     Scenario s = scenario;
     s.workers = static_cast<int32_t>(w);
     auto r = Predict(profile, s);
-    rates.push_back(r.ok() ? r->samples_per_s : 0);
+    const double rate = r.ok() ? r->samples_per_s : 0;
+    // Past cores - 1 only workers that wait off CPU (storage, network,
+    // sleeps) can add: go on while each adds more than 0.5%.
+    if (w > cpu_cap && rate <= best * 1.005) break;
+    rates.push_back(rate);
+    best = std::max(best, rate);
   }
-  const double best = *std::max_element(rates.begin(), rates.end());
-  for (uint32_t w = 1; w <= cap; ++w)
+  for (uint32_t w = 1; w <= rates.size(); ++w)
     if (rates[w - 1] >= best * 0.995) return w;
-  return cap;
+  return cpu_cap;
 }
 
 namespace {

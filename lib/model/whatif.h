@@ -60,8 +60,11 @@ Result<double> ParseBackgroundLoad(const std::string& text);
 // binary). UsageError naming the flag on a bad value (--cores 0, -1G, 2X).
 Result<Sweep> ParseSweep(const SweepFlags& flags);
 
-// min(cores - 1, the fewest workers that reach the best rate Predict gives
-// for up to cores - 1 workers), at least 1.
+// The fewest workers within 0.5% of the best rate Predict gives for up to
+// cores - 1 workers, and beyond while each more worker adds over 0.5% (workers
+// that wait off CPU overlap their waits; a sleeping loader on 2 cores wants
+// more than one), up to kMaxAutoWorkers; at least 1.
+inline constexpr uint32_t kMaxAutoWorkers = 64;
 uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario);
 
 struct WhatIfRow {

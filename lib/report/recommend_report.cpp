@@ -88,6 +88,11 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   else
     out += "\n";
   out += WholeRunLine(r, p);
+  if (r.lp_pool_workers > 0 && r.workers > 0)
+    out += fmt::format("workers:      {} predicted within 1% of the LP's {} ({:.1f} samples/s): more would only hold "
+                       "memory{}\n",
+                       r.workers, r.lp_pool_workers, r.lp_pool_samples_per_s,
+                       p.stream_worker_batches.empty() ? "" : " (the stream's split leaves the others without data)");
   if (r.workers == 0)
     out += fmt::format("workers:      none: fetching in the main process is predicted at {:.1f} samples/s, the LP's {} "
                        "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
@@ -146,6 +151,9 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("loader", p.name).Field("num_workers", r.workers);
     w.Key("prefetch_factor");
     if (r.workers > 0) w.Int(r.prefetch_factor); else w.Null();
+    w.Key("lp_pool_workers");  // the LP's pool, when fewer workers were predicted within 1% of it
+    if (r.lp_pool_workers > 0) w.BeginObject().Field("num_workers", r.lp_pool_workers).Field("predicted_samples_per_s", r.lp_pool_samples_per_s).EndObject();
+    else w.Null();
     w.Key("lp_workers");  // the LP's plan, when fetching without workers was predicted faster
     if (r.workers == 0) w.BeginObject().Field("num_workers", r.lp_workers).Field("predicted_samples_per_s", r.lp_workers_samples_per_s).EndObject();
     else w.Null();
