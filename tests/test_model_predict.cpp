@@ -289,7 +289,9 @@ TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted
   p.profiled_cores = 4;
   auto over = Predict(p, On(2, 4));
   REQUIRE(over.ok());
-  CHECK(over->delay_s == Approx(0.1).epsilon(1e-3));  // 4 busy workers on 2 cores: each gets half a core
+  // 4 busy workers on 2 cores: each gets half a core (the mean over the
+  // simulation, whose workers start spread over a batch's production).
+  CHECK(over->delay_s == Approx(0.1).epsilon(0.01));
   CHECK(over->samples_per_s == Approx(2 * 10 / 0.1).epsilon(1e-3));  // 2 cores / 0.1 CPU-s a batch
   CHECK(over->bottleneck == Bottleneck::kPrep);
   // 4 busy threads on 2 cores: 2 of them wait for a core but while the last

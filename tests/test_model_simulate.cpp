@@ -147,3 +147,18 @@ TEST_CASE("A stream split unevenly over the workers runs each epoch's end on the
   four.worker_quota = {15, 15, 15, 0};
   CHECK(SimulateLoader(four).steady_step_s == Approx(0.151 / 45).epsilon(0.02));
 }
+
+TEST_CASE("Workers with equal costs do not stay in lock step: their CPU bursts spread over the batch") {
+  // 8 workers, 5 ms of CPU and 30 ms off CPU a batch, 2 cores, a 1 ms step
+  // off CPU. Spread out, the workers want 8 x 5 / 35 = 1.14 cores: no one
+  // waits, a batch every 35 / 8 = 4.375 ms, from the first epoch on. Started
+  // at once and shared fluidly they would stay in step, every burst shared
+  // 8 ways: 8 x 5 / 2 + 30 = 50 ms a round, 6.25 ms a batch.
+  auto c = Loader(8, 2, {{0.005f, 0.030f}}, 400);
+  c.compute_off_s = 0.001;
+  const auto r = SimulateLoader(c);
+  CHECK(r.steady_step_s == Approx(0.035 / 8).epsilon(0.01));
+  auto epoch = c;
+  epoch.batches = 64;  // a short epoch from an empty pipeline: the spread start costs under one batch's production
+  CHECK(SimulateLoader(epoch).seconds <= 64 * 0.035 / 8 + 0.035 + 0.002);
+}
