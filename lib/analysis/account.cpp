@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -642,29 +643,38 @@ std::string PersistentStartupAdvice(const LoaderAnalysis& l, const std::string& 
   return advice;
 }
 
-// An IterableDataset with workers whose streams (its own split: shards by
-// worker id) gave them unequal numbers of batches: each epoch ends on the
-// workers whose stream lasts (3 shards over 2 workers: 30 and 15 batches an
-// epoch, 692 samples/s where an even split ran 1357 with 3 workers).
-// Empty when the split was even.
-std::string UnevenStreamAdvice(const LoaderAnalysis& l) {
-  if (l.config.num_workers < 2 || l.config.sampler != "_InfiniteConstantSampler") return {};
-  std::vector<uint64_t> batches;
-  for (const auto& w : l.workers)
-    if (!w.in_main_process) batches.push_back(w.batches);
-  if (batches.size() < 2) return {};
-  const auto [least, most] = std::minmax_element(batches.begin(), batches.end());
-  // Worker processes: each slot's per DataLoader object when persistent, else per epoch; one with an empty stream fetched nothing.
+// The batches each worker of an IterableDataset made an epoch, most first,
+// when uneven (LoaderAnalysis::stream_worker_batches). Persistent workers make
+// every epoch of their DataLoader object, others one epoch each (new processes
+// each epoch); a worker whose stream was empty made no fetch span.
+std::vector<double> StreamWorkerBatches(const LoaderAnalysis& l) {
+  const uint32_t workers = l.config.num_workers;
+  if (workers < 2 || l.config.sampler != "_InfiniteConstantSampler" || l.epochs.empty()) return {};
   const size_t lives = l.config.persistent_workers ? std::max<size_t>(1, l.scopes.size()) : l.epochs.size();
-  const bool idle_worker = batches.size() < l.config.num_workers * lives;
-  if (!idle_worker && *most <= 1.1 * static_cast<double>(*least)) return {};
-  const double epochs_per_life = std::max(1.0, static_cast<double>(l.epochs.size()) / static_cast<double>(lives));
-  return fmt::format("uneven stream: the workers made {:.0f} to {:.0f} batches an epoch{}: the IterableDataset's own code splits its "
-                     "stream over them (shards by worker id?), so each epoch ends on the workers whose stream lasts; "
-                     "split it evenly (shards a multiple of num_workers); `stallprof whatif --workers N` predicts other "
-                     "counts",
-                     idle_worker ? 0.0 : static_cast<double>(*least) / epochs_per_life,
-                     static_cast<double>(*most) / epochs_per_life, idle_worker ? " (a worker made none)" : "");
+  std::vector<double> counts;
+  for (const auto& w : l.workers)
+    if (!w.in_main_process) counts.push_back(static_cast<double>(w.batches));
+  if (counts.size() > workers * lives) return {};
+  counts.resize(workers * lives, 0);
+  std::sort(counts.begin(), counts.end(), std::greater<>());
+  // The i-th most productive worker of each life, averaged over the lives, per epoch.
+  std::vector<double> per_epoch(workers, 0);
+  for (size_t i = 0; i < counts.size(); ++i) per_epoch[i / lives] += counts[i];
+  for (auto& c : per_epoch) c /= static_cast<double>(l.epochs.size());
+  if (per_epoch.front() <= 1.1 * per_epoch.back()) return {};
+  return per_epoch;
+}
+
+// An uneven stream split (3 shards over 2 workers: 30 and 15 batches an
+// epoch, 692 samples/s where an even split ran 1357 with 3 workers).
+std::string UnevenStreamAdvice(const LoaderAnalysis& l) {
+  const auto& split = l.stream_worker_batches;
+  if (split.empty()) return {};
+  return fmt::format("uneven stream: the workers made {:.0f} to {:.0f} batches an epoch{}: the IterableDataset's own code "
+                     "splits its stream over them (shards by worker id?), so each epoch ends on the workers whose stream "
+                     "lasts; split it evenly (shards a multiple of num_workers); `stallprof whatif --workers N` predicts "
+                     "other counts",
+                     split.back(), split.front(), split.back() <= 0 ? " (a worker made none)" : "");
 }
 
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
@@ -884,6 +894,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
   loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
+  loader.stream_worker_batches = StreamWorkerBatches(loader);
   loader.startup_split = {};
   for (size_t e = 0; e < epochs.size() && loader.config.num_workers > 0; ++e) {
     const double s = epochs[e].ns[I(Cause::kStartup)] * kNs;

@@ -256,6 +256,11 @@ struct LoaderAnalysis {
   Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
   // What persistent_workers=True would save (non-persistent loaders with workers), 0 otherwise.
   double persistent_saving_s = 0;
+  // An IterableDataset's stream, which its own code splits over the workers
+  // (shards by worker id): the batches each worker made an epoch, most first,
+  // when the split was uneven (max > 1.1 x min, a worker without any
+  // counting 0); empty otherwise. Each epoch's end then runs on fewer workers.
+  std::vector<double> stream_worker_batches;
   // The whole run's epoch start-up split by what it paid for: epochs that
   // started workers (every epoch without persistent workers; with them, each
   // DataLoader object's first) and the later epochs of persistent workers

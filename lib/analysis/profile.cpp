@@ -155,25 +155,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     }
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
   }
-  // An IterableDataset with workers: each worker's stream is the dataset's own
-  // split, so the batches per worker need not be even. Persistent workers make
-  // every epoch of their DataLoader object; others one epoch each (new
-  // processes each epoch). A worker whose stream was empty made no fetch span.
-  if (p.workers > 0 && loader.config.sampler == "_InfiniteConstantSampler" && p.epochs > 0) {
-    const uint32_t lives = p.persistent_workers ? p.objects : p.epochs;  // worker processes per worker slot
-    std::vector<double> counts;
-    for (const auto& w : loader.workers)
-      if (!w.in_main_process) counts.push_back(static_cast<double>(w.batches));
-    if (counts.size() <= static_cast<size_t>(p.workers) * lives) {
-      counts.resize(static_cast<size_t>(p.workers) * lives, 0);
-      std::sort(counts.begin(), counts.end(), std::greater<>());
-      std::vector<double> per_epoch(p.workers, 0);
-      // The i-th most productive worker of each life, averaged over the lives, per epoch.
-      for (size_t i = 0; i < counts.size(); ++i) per_epoch[i / lives] += counts[i];
-      for (auto& c : per_epoch) c /= p.epochs;
-      if (per_epoch.front() > 1.1 * per_epoch.back()) p.stream_worker_batches = std::move(per_epoch);
-    }
-  }
+  p.stream_worker_batches = loader.stream_worker_batches;
   // No worker started in the run: the handoff timing after it started one,
   // forked from a fresh process (smaller than the job's: a floor).
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {

@@ -115,10 +115,10 @@ struct LoaderProfile {
   // batch's production (worker start-up: fork or spawn, imports,
   // worker_init_fn), in the first epoch and on average in the later ones.
   double startup_first_s = 0, startup_later_s = 0;
-  // An IterableDataset's stream, which its own code splits over the workers:
-  // the batches each worker made an epoch, most first, when the split was
-  // uneven (max > 1.1 x min); empty otherwise. The last part of each epoch
-  // then runs on fewer workers (3 shards over 2 workers: 30 and 15 batches).
+  // An IterableDataset's uneven split over the workers: the batches each
+  // worker made an epoch, most first (analysis::LoaderAnalysis); empty when
+  // even. The last part of each epoch then runs on fewer workers (3 shards
+  // over 2 workers: 30 and 15 batches).
   std::vector<double> stream_worker_batches;
   uint32_t epochs = 0;
   double batches_per_epoch = 0;          // mean iterations per epoch

@@ -51,6 +51,9 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   WriteAccount(w, "steady", l.account_steady);
   w.EndObject();
   w.Field("persistent_saving_s", l.persistent_saving_s);
+  w.Key("stream_worker_batches").BeginArray();
+  for (double b : l.stream_worker_batches) w.Number(b);
+  w.EndArray();
   w.Key("startup_split").BeginObject();
   w.Field("starting_s", l.startup_split.starting_s).Field("starting_epochs", l.startup_split.starting_epochs);
   w.Field("later_s", l.startup_split.later_s).Field("later_epochs", l.startup_split.later_epochs);
