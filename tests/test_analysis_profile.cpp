@@ -584,3 +584,22 @@ TEST_CASE("An IterableDataset's uneven split over the workers is measured per wo
   REQUIRE(profiles.ok());
   CHECK(profiles->front().stream_worker_batches.empty());
 }
+
+TEST_CASE("Non-persistent workers' shutdown at each epoch's end is measured per worker") {
+  // 1 worker, 3 epochs, each ending with a StopIteration next() of 30 ms (joining it).
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 3;
+  spec.iterations = 8;
+  spec.shutdown = 30 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 24; ++i) b.Span(w, names::kFetch, spec.start + i * 40 * kMs, 5 * kMs, 1, i % 8, 5 * kMs, 0);
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().shutdown_s_per_worker == Approx(0.030));
+  // Persistent workers are not joined by next(): nothing to measure.
+  b.Config(100, 1, "persistent_workers", 1);
+  profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().shutdown_s_per_worker == 0);
+}

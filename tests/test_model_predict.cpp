@@ -413,6 +413,14 @@ TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the wor
   p.persistent_workers = false;
   CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(2.0));
   CHECK(Predict(p, On(4, 1))->startup_s_per_epoch == Approx(1.0));
+  // Joining non-persistent workers at each epoch's end: 0.1 s a worker, 2 of them, 4 epochs.
+  p.shutdown_s_per_worker = 0.1;
+  auto joined = Predict(p, On(4));
+  REQUIRE(joined.ok());
+  CHECK(joined->startup_s_per_epoch == Approx(1.0 + 0.2));
+  CHECK(joined->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.2 + 0.01 + 1.0))).epsilon(1e-3));
+  CHECK(Predict(p, On(4, 4))->startup_s_per_epoch == Approx(1.0 + 0.4));  // twice the workers to join
+  CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));  // none joined
 }
 
 TEST_CASE("A profile without workers predicts their start-up from the worker timed after the run, else leaves it out") {

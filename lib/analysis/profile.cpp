@@ -156,6 +156,17 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
   }
   p.stream_worker_batches = loader.stream_worker_batches;
+  // Non-persistent workers are joined by every epoch's last next().
+  if (p.workers > 0 && !p.persistent_workers) {
+    double shutdown = 0;
+    uint32_t shutdowns = 0;
+    for (const auto& epoch : loader.epochs)
+      if (epoch.has_end_call && epoch.end_ns > epoch.end_call_ns) {
+        shutdown += (epoch.end_ns - epoch.end_call_ns) * 1e-9;
+        shutdowns++;
+      }
+    if (shutdowns > 0) p.shutdown_s_per_worker = shutdown / shutdowns / p.workers;
+  }
   // No worker started in the run: the handoff timing after it started one,
   // forked from a fresh process (smaller than the job's: a floor).
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {

@@ -446,8 +446,15 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // simulation's workers read independently; the cap is the shared device).
   const double epoch_s = std::max(epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
                                   per_epoch * b / r_bandwidth);
-  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later;
-  out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later) / epochs;
+  // Workers that do not persist are joined at each epoch's end, a cost per
+  // worker (measured where the profile had them; else unknown, 0).
+  double shutdowns = 0;
+  if (workers > 0) {
+    const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
+    shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
+  }
+  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns;
+  out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns) / epochs;
   out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
 
   // The DS-Analyzer split of the predicted step, as analyze's account splits

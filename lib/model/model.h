@@ -140,6 +140,10 @@ struct LoaderProfile {
   // started after the job to time its handoff (forked from a fresh process,
   // so a floor for the job's), not measured in the job.
   bool startup_timed = false;
+  // Seconds the next() that raised StopIteration took to shut the workers
+  // down (joining them), per worker and epoch: measured on non-persistent
+  // workers, which do it every epoch; 0 = not measured (persistent, or none).
+  double shutdown_s_per_worker = 0;
   double measured_whole_run_samples_per_s = 0;  // samples / sum of epoch wall times (start-up included)
 };
 

@@ -174,10 +174,15 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                           : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers{}) "
-                             "(measured: the first step beyond one batch's production)",
+                             "(measured: the first step beyond one batch's production){}",
                              FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
                              p.persistent_workers ? "persistent" : "non-persistent",
-                             p.objects > 1 ? fmt::format(", {} DataLoader objects: workers restart with each, persistent or not", p.objects) : ""));
+                             p.objects > 1 ? fmt::format(", {} DataLoader objects: workers restart with each, persistent or not", p.objects) : "",
+                             p.shutdown_s_per_worker > 0
+                                 ? fmt::format("; shutdown {} per worker each epoch without persistent workers (measured: "
+                                               "the StopIteration next() joining them)",
+                                               FormatSeconds(p.shutdown_s_per_worker))
+                                 : ""));
   else if (p.startup_timed)
     in.push_back(fmt::format("worker start-up: {} an epoch (timed after the run: one worker forked from a fresh "
                              "process, to its first batch beyond a later one's; a floor: the job's larger process "
