@@ -244,16 +244,20 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;
   }
+  // The simulation's steady samples/s of the chosen scenario with fewer
+  // workers or buffers (0 when it cannot predict).
+  const auto rate_with = [&](uint32_t w, uint32_t depth) {
+    Scenario s = chosen;
+    s.workers = static_cast<int32_t>(w);
+    s.prefetch_factor = static_cast<int32_t>(depth);
+    auto r = Predict(p, s);
+    return r.ok() ? r->samples_per_s : 0.0;
+  };
   // The LP sizes the pool by its rates; the simulation (in-order delivery, a
   // stream split over fewer parts than workers) may reach as much with fewer:
   // the fewest within 1% of the LP's count, each worker being memory.
   if (workers > 1) {
-    auto with = [&](uint32_t w) {
-      Scenario s = chosen;
-      s.workers = static_cast<int32_t>(w);
-      auto r = Predict(p, s);
-      return r.ok() ? r->samples_per_s : 0.0;
-    };
+    const auto with = [&](uint32_t w) { return rate_with(w, prefetch); };
     const double full = with(workers);
     for (uint32_t w = 1; w < workers; ++w)
       if (with(w) >= 0.99 * full) {
@@ -270,12 +274,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     // Little's law over the p99 latency sizes the buffers for a tail on every
     // batch; the simulation, drawing the measured costs in order, says how
     // much of that depth pays (a memory-mapped dataset asked for 34).
-    auto at = [&](uint32_t depth) {
-      Scenario s = chosen;
-      s.prefetch_factor = static_cast<int32_t>(depth);
-      auto r = Predict(p, s);
-      return r.ok() ? r->samples_per_s : 0.0;
-    };
+    const auto at = [&](uint32_t depth) { return rate_with(workers, depth); };
     const double deepest = at(prefetch);
     for (uint32_t depth = 1; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
       if (at(depth) >= 0.99 * deepest) {
