@@ -267,6 +267,13 @@ TEST_CASE("A trace without DataLoader iterations is an unsupported input, not a 
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().kind == ErrorKind::kUnsupported);
   CHECK_THAT(result.error().message, Catch::Contains("no DataLoader found in test.pb"));
+  CHECK_THAT(result.error().message, !Catch::Contains("exited"));
+  // A program that failed before its first batch: the error says so.
+  b.trace.footer.emplace();
+  b.trace.footer->exit_code = 1;
+  CHECK_THAT(Analyze(b.trace, {}).error().message, Catch::Contains("the profiled command exited with code 1 before it took a batch"));
+  b.trace.footer->term_signal = 9;
+  CHECK_THAT(Analyze(b.trace, {}).error().message, Catch::Contains("killed by signal 9"));
   TraceBuilder empty;
   CHECK_FALSE(Analyze(empty.trace, {}).ok());
 }

@@ -1142,9 +1142,18 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     std::string base = trace.path.empty() ? std::string("the trace") : trace.path;
     uint64_t total = n;
     for (const auto& st : extra_stages) total += st.count;
+    // A program that failed before its first batch is the likelier cause.
+    std::string ended;
+    if (trace.footer && trace.footer->term_signal != 0)
+      ended = "; the profiled command was killed by signal " + std::to_string(trace.footer->term_signal) +
+              " before it took a batch";
+    else if (trace.footer && trace.footer->exit_code != 0)
+      ended = "; the profiled command exited with code " + std::to_string(trace.footer->exit_code) +
+              " before it took a batch (see its output)";
     return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(total) +
                             " spans but no '" + names::kWait +
-                            "' iterations, so there are no steps to analyze; record a PyTorch training script with "
+                            "' iterations, so there are no steps to analyze" + ended +
+                            "; record a PyTorch training script with "
                             "'stallprof run -- python3 train.py' (or emit dataloader.* spans from the C API)");
   }
   MergeRecreatedLoaders(trace, loaders_seen);
