@@ -693,9 +693,16 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                            "batch from a worker (timed after the run) against {} to make it here; make __getitem__ or "
                            "collate cheaper; predict with `stallprof whatif --workers N`",
                            share, FormatSeconds(receive), FormatSeconds(produce));
-      std::string advice = fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
-                                       "with `stallprof whatif --workers N`",
-                                       share, l.config.num_workers, cores);
+      // Workers that already have every core only queue for them when added.
+      std::string advice =
+          l.config.num_workers >= cores && cores > 0
+              ? fmt::format("worker CPU ({}): the {} workers already have the {} usable cores (the step takes its share): "
+                            "more cores, or cheaper work per sample (smaller images to decode, decoded samples cached); "
+                            "more workers would only queue; predict with `stallprof whatif --cores N`",
+                            share, l.config.num_workers, cores)
+              : fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
+                            "with `stallprof whatif --workers N`",
+                            share, l.config.num_workers, cores);
       if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
         advice += fmt::format(
             "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: the allocator returns freed "
@@ -705,9 +712,18 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return advice;
     }
     case Cause::kContention:
-      return fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} workers, {} "
-                         "usable cores) or a less busy machine",
-                         share, l.config.num_workers, cores);
+      // Beyond the cores workers only queue; within them the wait is the
+      // step's and the workers' share of too few cores, and fewer workers
+      // would make less (the model says which wins).
+      return l.config.num_workers > cores
+                 ? fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} "
+                               "workers, {} usable cores) or a less busy machine; predict with `stallprof whatif "
+                               "--workers N`",
+                               share, l.config.num_workers, cores)
+                 : fmt::format("CPU contention ({}): the {} workers and the training step share the {} usable cores and "
+                               "wait for one another (or for other processes): more cores or a less busy machine; "
+                               "predict fewer workers or more cores with `stallprof whatif --workers N --cores N`",
+                               share, l.config.num_workers, cores);
     case Cause::kStorage:
       return fmt::format("storage ({}): cache the dataset (page cache, local SSD, in memory); predict with `stallprof whatif "
                          "--cache SIZE`",
