@@ -199,6 +199,23 @@ TEST_CASE("Persistent workers' start-up is told as one start and later epochs' f
   CHECK_THAT(l.advice.front(), !Catch::Contains("longer epochs"));
 }
 
+TEST_CASE("Prep advice asks for more workers only while they have cores to take") {
+  // One worker, 40 ms of CPU a batch: prep-bound. On 4 cores more workers
+  // help; on 1 core the worker already has it, and more would queue.
+  auto advice_on = [](uint32_t cores) {
+    Trace t = SlowWorker(40 * kMs, 40 * kMs, -1);
+    t.header.usable_cores = cores;
+    const auto result = Analyze(t, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.bottleneck == Cause::kPrep);
+    REQUIRE_FALSE(l.advice.empty());
+    return l.advice.front();
+  };
+  CHECK_THAT(advice_on(4), Catch::Contains("more workers or cores (num_workers=1 now, 4 usable cores)"));
+  CHECK_THAT(advice_on(1), Catch::Contains("num_workers=1 already covers the 1 usable cores"));
+  CHECK_THAT(advice_on(1), Catch::Contains("more workers would only queue"));
+}
+
 TEST_CASE("A worker that sleeps is other blocking, never storage") {
   // 20 ms per batch, 1 ms of it on CPU, 0 bytes from the device.
   const auto result = Analyze(SlowWorker(20 * kMs, kMs, 0), {});

@@ -696,7 +696,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // Workers that already have every core only queue for them when added.
       std::string advice =
           l.config.num_workers >= cores && cores > 0
-              ? fmt::format("worker CPU ({}): the {} workers already have the {} usable cores (the step takes its share): "
+              ? fmt::format("worker CPU ({}): num_workers={} already covers the {} usable cores (the step takes its share): "
                             "more cores, or cheaper work per sample (smaller images to decode, decoded samples cached); "
                             "more workers would only queue; predict with `stallprof whatif --cores N`",
                             share, l.config.num_workers, cores)
