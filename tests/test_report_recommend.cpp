@@ -98,6 +98,18 @@ TEST_CASE("Fewer workers than the LP's pool are told with the pool's prediction,
   CHECK(ParseJson(RecommendJson(Report({l}))).at("loaders").at(0).at("lp_pool_workers").at("num_workers") == 8);
 }
 
+TEST_CASE("An LP bound by the model's ingest is qualified when the simulation finds the proposal input-bound") {
+  auto l = Planned();
+  l.plan.binding.kind = model::RowKind::kIngest;
+  l.plan.binding.name = "model ingest";
+  l.plan.advice = "the model is now the bottleneck: faster input will not help";
+  l.plan.predicted.bottleneck = model::Bottleneck::kBlocking;
+  CHECK_THAT(RecommendText(Report({l})), Catch::Contains("faster input will not help; so says the LP, which sees rates "
+                                                         "only: simulated batch by batch, the proposal is blocking bound"));
+  l.plan.predicted.bottleneck = model::Bottleneck::kCompute;  // both agree: nothing added
+  CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("so says the LP"));
+}
+
 TEST_CASE("A loader built anew under one name is told that persistent workers need it built once") {
   auto l = Planned();
   l.profile.objects = 6;

@@ -102,9 +102,19 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        p.workers > 0 ? "; profiled with workers, the first figure is low (the fetch measured in a "
                                        "worker includes collating into shared memory)"
                                      : "");
-  out += fmt::format("binding:      {}{} ({}): {}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
+  // The LP sees rates only; the simulation may find the proposal bound
+  // elsewhere (in-order delivery, a stream's split): say so, not two answers.
+  const bool lp_says_model = r.binding.kind == model::RowKind::kIngest && !r.binding.name.empty();
+  const bool simulated_input = r.predicted.bottleneck != model::Bottleneck::kCompute &&
+                               r.predicted.bottleneck != model::Bottleneck::kHandoff;
+  out += fmt::format("binding:      {}{} ({}): {}{}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
                      r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name), model::ToString(r.binding.kind),
-                     TerminalSafe(r.advice));
+                     TerminalSafe(r.advice),
+                     r.workers > 0 && lp_says_model && simulated_input
+                         ? fmt::format("; so says the LP, which sees rates only: simulated batch by batch, the "
+                                       "proposal is {} bound (the throughput line)",
+                                       model::ToString(r.predicted.bottleneck))
+                         : "");
   const double rate_b = r.lp_samples_per_s / p.batch_size;
   if (r.workers == 0)
     out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
