@@ -216,6 +216,30 @@ TEST_CASE("Prep advice asks for more workers only while they have cores to take"
   CHECK_THAT(advice_on(1), Catch::Contains("more workers would only queue"));
 }
 
+TEST_CASE("Contention advice asks for fewer workers only when they outnumber the cores") {
+  // One worker whose 40 ms fetches spent 10 ms on CPU and 30 ms waiting for a
+  // core: contention is the bottleneck. The config says how many workers there were.
+  auto advice_with = [](uint32_t workers) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.iterations = 20;
+    spec.wait = 40 * kMs;
+    spec.compute = 10 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    b.Config(100, 1, "num_workers", workers);
+    b.trace.header.usable_cores = 2;
+    for (uint64_t i = 0; i < spec.iterations; ++i)
+      b.Span(w, names::kFetch, spec.start + i * 50 * kMs, 40 * kMs, 1, i, 10 * kMs, 30 * kMs);
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.bottleneck == Cause::kContention);
+    return l.advice.front();
+  };
+  CHECK_THAT(advice_with(3), Catch::Contains("use fewer workers than cores (3 workers, 2 usable cores)"));
+  CHECK_THAT(advice_with(2), Catch::Contains("the 2 workers and the training step share the 2 usable cores"));
+  CHECK_THAT(advice_with(2), !Catch::Contains("fewer workers than cores"));
+}
+
 TEST_CASE("A worker that sleeps is other blocking, never storage") {
   // 20 ms per batch, 1 ms of it on CPU, 0 bytes from the device.
   const auto result = Analyze(SlowWorker(20 * kMs, kMs, 0), {});
