@@ -22,6 +22,17 @@ Result<double> ParseBackgroundLoad(const std::string& text) {
   return v;
 }
 
+namespace {
+// A whole number from 1 to `most` given to `flag` (`what` it counts, for the error).
+Result<int32_t> ParseCount(const std::string& text, const char* flag, long most, const char* what) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || v < 1 || v > most)
+    return UsageError(fmt::format("{} '{}': expected {}, 1 to {}", flag, text, what, most));
+  return static_cast<int32_t>(v);
+}
+}  // namespace
+
 Result<Sweep> ParseSweep(const SweepFlags& f) {
   Sweep s;
   if (f.cores_given && f.cores.empty())
@@ -91,18 +102,14 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
   else if (!f.persistent_workers.empty())
     return UsageError("--persistent-workers '" + f.persistent_workers + "': expected true or false");
   if (!f.step_threads.empty()) {
-    char* end = nullptr;
-    const long v = std::strtol(f.step_threads.c_str(), &end, 10);
-    if (end == f.step_threads.c_str() || *end != '\0' || v < 1 || v > 4096)
-      return UsageError("--step-threads '" + f.step_threads + "': expected the step's intra-op threads, 1 to 4096");
-    s.step_threads = static_cast<int32_t>(v);
+    auto threads = ParseCount(f.step_threads, "--step-threads", 4096, "the step's intra-op threads");
+    if (!threads.ok()) return threads.error();
+    s.step_threads = *threads;
   }
   if (!f.prefetch_factor.empty()) {
-    char* end = nullptr;
-    const long v = std::strtol(f.prefetch_factor.c_str(), &end, 10);
-    if (end == f.prefetch_factor.c_str() || *end != '\0' || v < 1 || v > 1024)
-      return UsageError("--prefetch-factor '" + f.prefetch_factor + "': expected batches each worker keeps ahead, 1 to 1024");
-    s.prefetch_factor = static_cast<int32_t>(v);
+    auto depth = ParseCount(f.prefetch_factor, "--prefetch-factor", 1024, "batches each worker keeps ahead");
+    if (!depth.ok()) return depth.error();
+    s.prefetch_factor = *depth;
   }
   auto background = ParseBackgroundLoad(f.background_load);
   if (!background.ok()) return background.error();
