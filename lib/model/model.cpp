@@ -164,9 +164,6 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
   return out;
 }
 
-}  // namespace
-
-namespace {
 std::vector<uint64_t> StreamCounts(const LoaderProfile& p) {
   std::vector<uint64_t> counts;
   for (double c : p.stream_worker_batches) counts.push_back(static_cast<uint64_t>(std::llround(c)));

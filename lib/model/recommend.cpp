@@ -257,10 +257,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   // stream split over fewer parts than workers) may reach as much with fewer:
   // the fewest within 1% of the LP's count, each worker being memory.
   if (workers > 1) {
-    const auto with = [&](uint32_t w) { return rate_with(w, prefetch); };
-    const double full = with(workers);
+    const double full = rate_with(workers, prefetch);
     for (uint32_t w = 1; w < workers; ++w)
-      if (with(w) >= 0.99 * full) {
+      if (rate_with(w, prefetch) >= 0.99 * full) {
         rec.lp_pool_workers = workers;
         rec.lp_pool_samples_per_s = full;
         workers = w;
@@ -274,10 +273,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     // Little's law over the p99 latency sizes the buffers for a tail on every
     // batch; the simulation, drawing the measured costs in order, says how
     // much of that depth pays (a memory-mapped dataset asked for 34).
-    const auto at = [&](uint32_t depth) { return rate_with(workers, depth); };
-    const double deepest = at(prefetch);
+    const double deepest = rate_with(workers, prefetch);
     for (uint32_t depth = 1; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
-      if (at(depth) >= 0.99 * deepest) {
+      if (rate_with(workers, depth) >= 0.99 * deepest) {
         prefetch = depth;
         break;
       }
