@@ -79,3 +79,65 @@ TEST_CASE("Streaming a file that is not a trace fails with an input error naming
   CHECK_THAT(digest.error().message, Catch::Contains(path));
   std::remove(path.c_str());
 }
+
+TEST_CASE("A stage the training loop runs between next() calls is compute, apart from the pipeline's stages") {
+  // Set costs, 20 iterations of 30 ms: a 1 ms next() whose fetch runs a
+  // 0.5 ms "decode" stage (num_workers=0: on the main thread), then 29 ms of
+  // compute, of which the user's "augment" stage takes 6 ms on CPU (21%).
+  for (uint32_t workers : {0u, 1u}) {
+    INFO("num_workers=" << workers);
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "name", "train");
+    b.Config(100, 1, "batch_size", 4);
+    b.Config(100, 1, "num_workers", workers);
+    const uint32_t main = b.Thread(100, 100);
+    uint32_t fetcher = main;
+    if (workers) {
+      b.Process(201, 100);
+      fetcher = b.Thread(201, 201);
+    }
+    uint64_t t = 1000 * kMs;
+    b.Instant(main, names::kEpoch, t, 1, 0);
+    const int iterations = 20;
+    for (int i = 0; i < iterations; ++i) {
+      // In the order the threads finish them: the stage inside the fetch, the
+      // fetch, the wait around it, then the stage after it.
+      b.Span(fetcher, "decode", t + kMs / 4, kMs / 2, 0, 0, kMs / 2);
+      b.Span(fetcher, names::kFetch, t + kMs / 8, kMs * 3 / 4, 1, i, kMs * 3 / 4, 0);
+      b.Span(main, names::kWait, t, kMs, 1, i, workers ? 0 : kMs, 0);
+      b.Span(main, "augment", t + 5 * kMs, 6 * kMs, 0, 0, 6 * kMs);
+      t += 30 * kMs;
+    }
+    b.Instant(main, names::kEpochEnd, t, 1, iterations);
+    const std::string path = WriteTrace(b.trace, "main-stages");
+    auto whole = LoadTrace(path);
+    REQUIRE(whole.ok());
+    auto digest = LoadForAnalysis(path);
+    REQUIRE(digest.ok());
+    for (bool streamed : {false, true}) {
+      INFO((streamed ? "streamed" : "loaded whole"));
+      auto a = streamed ? Analyze(*digest, {}) : Analyze(*whole, {});
+      REQUIRE(a.ok());
+      REQUIRE(a->loaders.size() == 1);
+      const auto& l = a->loaders[0];
+      REQUIRE(l.main_stages.size() == 1);
+      CHECK(l.main_stages[0].name == "augment");
+      CHECK(l.main_stages[0].count == iterations);
+      CHECK(l.main_stages[0].wall_s == Approx(iterations * 0.006));
+      CHECK(l.main_stages[0].cpu_s == Approx(iterations * 0.006));
+      // The pipeline's stages: decode (inside the fetches) only.
+      REQUIRE(l.stages.size() == 1);
+      CHECK(l.stages[0].name == "decode");
+      CHECK(l.stages[0].count == iterations);
+      const auto& compute = l.account_all.Line(Cause::kCompute);
+      CHECK(compute.evidence.find("your stages on the main thread: augment 6.0 ms per batch") != std::string::npos);
+      REQUIRE_FALSE(l.advice.empty());
+      CHECK(l.bottleneck == Cause::kCompute);
+      CHECK(l.advice[0].find("21% of the step is your stage augment") != std::string::npos);
+      CHECK(l.advice[0].find(workers ? "--move-to-workers augment`" : "--move-to-workers augment --workers N`") !=
+            std::string::npos);
+    }
+    std::remove(path.c_str());
+  }
+}

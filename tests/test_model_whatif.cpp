@@ -178,3 +178,52 @@ TEST_CASE("A cache scenario on an estimated miss cost also gives the figure with
   REQUIRE(r.ok());
   CHECK_FALSE(r->rows[0].without_miss_cpu.has_value());
 }
+
+TEST_CASE("A main-thread stage moved to the workers leaves the step and joins every batch's fetch") {
+  // Set costs: a 30 ms step of which 20 ms is the user's augmentation on CPU,
+  // and a worker that makes a batch in 5 ms of CPU. On 4 cores with 2
+  // workers, the moved augmentation makes a batch 25 ms of worker CPU, 12.5
+  // ms a batch over two workers, and the step's own 10 ms no longer paces it.
+  LoaderProfile p = Loader();
+  p.compute_s_per_batch = 0.030;
+  p.compute_cpu_s_per_batch = {0.030, true, "test"};
+  p.cpu_s_per_batch = 0.005;
+  p.measured_step_s_per_batch = 0.030;
+  p.workers = 2;
+  p.main_stages = {{"augment", 0.020, 0.020}, {"log", 0.001, 0.001}};
+  auto moved = MoveStagesToWorkers(p, {"augment"});
+  REQUIRE(moved.ok());
+  CHECK(moved->compute_s_per_batch == Approx(0.010));
+  CHECK(moved->compute_cpu_s_per_batch.value == Approx(0.010));
+  CHECK(moved->cpu_s_per_batch == Approx(0.025));
+  REQUIRE(moved->main_stages.size() == 1);
+  CHECK(moved->main_stages[0].name == "log");
+  REQUIRE_FALSE(moved->stages.empty());
+  CHECK(moved->stages.back().name == "augment");
+  CHECK(moved->stages.back().cpu_s_per_sample == Approx(0.002));
+
+  Sweep sweep;
+  sweep.cores = {4};
+  sweep.move_to_workers = {"augment"};
+  Machine four;
+  four.cores = 4;
+  auto r = WhatIf(p, four, sweep);
+  REQUIRE(r.ok());
+  REQUIRE(r->rows.size() == 1);
+  CHECK(r->baseline.step_s == Approx(0.030).epsilon(0.05));  // the baseline is the run as it was
+  CHECK(r->rows[0].prediction.step_s == Approx(0.0125).epsilon(0.1));
+  CHECK(r->rows[0].prediction.bottleneck == Bottleneck::kPrep);
+
+  auto unknown = MoveStagesToWorkers(p, {"crop"});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().kind == stallprof::ErrorKind::kUsage);
+  CHECK(unknown.error().message.find("its stages: augment, log") != std::string::npos);
+  SweepFlags f;
+  f.move_to_workers = "augment,log";
+  f.move_to_workers_given = true;
+  auto s = ParseSweep(f);
+  REQUIRE(s.ok());
+  CHECK(s->move_to_workers == std::vector<std::string>{"augment", "log"});
+  f.move_to_workers = "";
+  CHECK_FALSE(ParseSweep(f).ok());
+}

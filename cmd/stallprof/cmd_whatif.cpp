@@ -88,12 +88,16 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--background-load", o->flags.background_load,
                   "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
                   "load fitted from the profile's run-queue delay), or a number");
+  auto* move = sub->add_option("--move-to-workers", o->flags.move_to_workers,
+                               "stages you marked with stallprof.stage on the main thread between next() calls (analyze lists "
+                               "them), done in the DataLoader's workers instead: a name or a list, e.g. augment,crop");
   sub->add_option("--loader", o->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");
   sub->add_option("--warmup", o->warmup, "iterations skipped at the start of each epoch")->default_val(5);
-  sub->callback([&action, o, cores] {
+  sub->callback([&action, o, cores, move] {
     o->flags.cores_given = cores->count() > 0;
+    o->flags.move_to_workers_given = move->count() > 0;
     action = [o] { return RunWhatif(*o); };
   });
 }

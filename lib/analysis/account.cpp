@@ -414,6 +414,46 @@ double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
 }
 
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
+
+// The user's stages on the training loop's thread, outside the fetches, per
+// batch of the whole run (LoaderAnalysis::main_stages; CPU-bound only when
+// `on_cpu`: CPU at least half the wall time, as an augmentation is and a
+// stage waiting for an accelerator is not).
+double MainStagesSecondsPerBatch(const LoaderAnalysis& l, bool on_cpu) {
+  double wall = 0;
+  for (const auto& st : l.main_stages)
+    if (!on_cpu || st.cpu_s >= 0.5 * st.wall_s) wall += st.wall_s;
+  return l.iterations.empty() ? 0 : wall / static_cast<double>(l.iterations.size());
+}
+
+// "; of it, your stages on the main thread: augment 6.0 ms per batch", or empty.
+std::string MainStagesEvidence(const LoaderAnalysis& l) {
+  if (l.main_stages.empty() || l.iterations.empty()) return {};
+  std::string out = "; of it, your stages on the main thread:";
+  const double batches = static_cast<double>(l.iterations.size());
+  for (size_t i = 0; i < l.main_stages.size() && i < 3; ++i)
+    out += fmt::format("{} {} {} per batch", i ? "," : "", l.main_stages[i].name, Ms(l.main_stages[i].wall_s / batches * 1e9));
+  if (l.main_stages.size() > 3) out += fmt::format(" and {} more", l.main_stages.size() - 3);
+  return out;
+}
+
+// Compute taken mostly by the user's CPU stages on the main thread: the
+// workers could run them beside the step. Empty when they are under 10% of it.
+std::string MainStagesAdvice(const LoaderAnalysis& l, const Account& a) {
+  const double stages = MainStagesSecondsPerBatch(l, true);
+  const double compute = a.batches ? a.Seconds(Cause::kCompute) / static_cast<double>(a.batches) : 0;
+  if (compute <= 0 || stages < 0.1 * compute) return {};
+  std::string names;
+  for (const auto& st : l.main_stages)
+    if (st.cpu_s >= 0.5 * st.wall_s) names += (names.empty() ? "" : ",") + st.name;
+  const uint32_t workers = l.config.num_workers;
+  return fmt::format(
+      "{} of the step is your stage {} on the main thread ({} per batch, on CPU): in the Dataset (a transform) or the "
+      "collate_fn instead, {} would run it beside the step; predict it with `stallprof whatif --move-to-workers {}{}`",
+      fmt::format("{:.0f}%", std::min(1.0, stages / compute) * 100), names, FormatSeconds(stages),
+      workers ? fmt::format("the DataLoader's {} workers", workers) : std::string("DataLoader workers (num_workers > 0)"), names,
+      workers ? "" : " --workers N");
+}
 std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
 
 Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const LoaderAnalysis& loader, bool whole_run,
@@ -441,6 +481,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)
           line.evidence += fmt::format("; the training process faulted {:.0f} pages per step", loader.main_faults_per_batch);
+        line.evidence += MainStagesEvidence(loader);
         break;
       case Cause::kPrep:
         line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
@@ -774,7 +815,9 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return fmt::format("stallprof's own cost ({}): the job is faster than the trace says, by {:.1f} us per batch", share,
                          a.batches ? line.seconds / a.batches * 1e6 : 0.0);
     case Cause::kCompute: {
-      std::string advice = fmt::format("compute ({}): the input pipeline keeps up; speed up the model step itself", share);
+      std::string advice = fmt::format("compute ({}): the input pipeline keeps up; ", share);
+      const std::string stages = MainStagesAdvice(l, a);
+      advice += stages.empty() ? "speed up the model step itself" : stages;
       if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
       return advice;
@@ -964,6 +1007,9 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     }
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
+    // Not where the workers lack CPU: moving work to them would add to it.
+    if (loader.bottleneck != Cause::kCompute && loader.bottleneck != Cause::kPrep && loader.bottleneck != Cause::kContention)
+      if (std::string advice = MainStagesAdvice(loader, a); !advice.empty()) loader.advice.push_back("compute: " + advice);
     if (loader.verdict != Verdict::kNotInputBound)
       if (std::string advice = UnevenStreamAdvice(loader); !advice.empty()) loader.advice.push_back(std::move(advice));
     // First: the step waiting for cores its own workers took is the larger lever.

@@ -754,9 +754,26 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     double wall_with_cpu_s = 0;
   };
   std::map<std::string, Merged> merged;
+  std::map<std::string, std::pair<StageStats, double>> main_stages;  // with the wall time of the spans with CPU
   for (const auto& acc : accumulators) {
     if (acc.name == fetch_name) continue;
     uint32_t pid = trace.threads[acc.thread].pid;
+    if (acc.place == StagePlace::kOutside) {
+      // Outside the fetches: the training loop's own work when on the loader's
+      // process and placed by its next() (or fetch, with num_workers=0).
+      if (pid != loader.pid || std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) == loader.scopes.end())
+        continue;
+      const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
+      auto& [st, wall_with_cpu_s] = main_stages[name];
+      st.name = name;
+      st.count += acc.count;
+      st.wall_s += acc.wall_ns * kNs;
+      st.cpu_s += acc.cpu_ns * kNs;
+      wall_with_cpu_s += acc.wall_with_cpu_ns * kNs;
+      if (acc.count_with_cpu != acc.count) st.cpu_source = CpuSource::kEstimated;
+      st.parallelism = 1;
+      continue;
+    }
     // A span with a scope belongs to that loader only; an unscoped one (a user
     // stage) to the loader whose worker thread ran it.
     bool mine = acc.scope != 0 ? std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) != loader.scopes.end() &&
@@ -797,6 +814,14 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     loader.stages.push_back(st);
   }
   for (auto& st : loader.stages) st.bottleneck = st.parallel_rate > 0 && st.parallel_rate == lowest;
+  for (auto& [name, stage] : main_stages) {
+    auto& [st, wall_with_cpu_s] = stage;
+    // Spans the counter budget skipped: their CPU at the measured ones' CPU per wall second.
+    if (st.cpu_source == CpuSource::kEstimated) st.cpu_s = wall_with_cpu_s > 0 ? st.wall_s * (st.cpu_s / wall_with_cpu_s) : 0;
+    loader.main_stages.push_back(st);
+  }
+  std::sort(loader.main_stages.begin(), loader.main_stages.end(),
+            [](const StageStats& a, const StageStats& b) { return a.wall_s > b.wall_s; });
 }
 
 SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>& loaders) {
@@ -1072,6 +1097,30 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   std::unordered_map<internal::StageKey, uint32_t, internal::StageKeyHash> accumulator_of;
   internal::StageKey last_key{std::numeric_limits<uint64_t>::max(), 0};
   uint32_t last_accumulator = 0;
+  auto accumulator_for = [&](uint32_t thread, uint32_t name, uint16_t scope, StagePlace place) -> StageAccumulator& {
+    const internal::StageKey key{(uint64_t{thread} << 32) | name, uint32_t{static_cast<uint8_t>(place)} << 16 | scope};
+    if (!(key == last_key)) {
+      auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));
+      if (inserted) {
+        accumulators.emplace_back();
+        accumulators.back().thread = thread;
+        accumulators.back().name = name;
+        accumulators.back().scope = scope;
+        accumulators.back().place = place;
+      }
+      last_key = key;
+      last_accumulator = it->second;
+    }
+    return accumulators[last_accumulator];
+  };
+  // User stages are placed inside or outside their thread's fetches (as the
+  // streaming decoder does before folding them).
+  std::vector<bool> user_stage(trace.strings.size());
+  for (size_t id = 0; id < trace.strings.size(); ++id) user_stage[id] = IsUserStageName(trace.strings[id]);
+  StagePlacer placer;
+  auto place = [&](uint32_t thread, const PendingStage& p, StagePlace where, uint16_t scope) {
+    AddToTotals(accumulator_for(thread, p.name, scope, where), p);
+  };
 
   const size_t n = s.size();
   for (size_t i = 0; i < n; ++i) {
@@ -1081,14 +1130,17 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (thread >= trace.threads.size()) continue;  // LoadTrace validates; stay safe on hand-built traces
     if (name == wait_name && kind == SpanKind::kSpan) {
       loader_for(trace.threads[thread].pid, s.scope[i]).waits.push_back(static_cast<uint32_t>(i));
+      placer.Wait(thread, s.scope[i], place);
       continue;
     }
     if (name == epoch_name) {
       loader_for(trace.threads[thread].pid, s.scope[i]).epochs.push_back(static_cast<uint32_t>(i));
+      placer.Wait(thread, s.scope[i], place);  // a span or (older hooks) an instant: a next() call either way
       continue;
     }
     if (name == epoch_end_name) {
       loader_for(trace.threads[thread].pid, s.scope[i]).epoch_ends.push_back(static_cast<uint32_t>(i));
+      placer.Wait(thread, s.scope[i], place);  // a span or (older hooks) an instant: a next() call either way
       continue;
     }
     if (kind != SpanKind::kSpan || name == worker_start_name || name == wait_name) continue;
@@ -1100,34 +1152,20 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
           .push_back(static_cast<uint32_t>(i));
       continue;
     }
+    const PendingStage span{s.start_ns[i], s.duration_ns[i], s.cpu_ns[i], name, s.scope[i], s.has_cpu[i] != 0};
+    if (name < user_stage.size() && user_stage[name]) {
+      placer.Stage(thread, span, place);
+      continue;
+    }
     if (name == fetch_name) {
       auto [fetches, inserted] = fetches_of_scope.try_emplace(s.scope[i]);
       if (inserted) fetches->second.reserve(n);  // as the waits
       fetches->second.push_back(static_cast<uint32_t>(i));
+      placer.Fetch(thread, s.start_ns[i], s.scope[i], place);
     }
-    const internal::StageKey key{(uint64_t{thread} << 32) | name, s.scope[i]};
-    if (!(key == last_key)) {
-      auto [it, inserted] = accumulator_of.try_emplace(key, static_cast<uint32_t>(accumulators.size()));
-      if (inserted) {
-        accumulators.emplace_back();
-        accumulators.back().thread = thread;
-        accumulators.back().name = name;
-        accumulators.back().scope = s.scope[i];
-      }
-      last_key = key;
-      last_accumulator = it->second;
-    }
-    auto& acc = accumulators[last_accumulator];
-    acc.count++;
-    acc.wall_ns += s.duration_ns[i];
-    if (s.has_cpu[i]) {
-      acc.count_with_cpu++;
-      acc.wall_with_cpu_ns += s.duration_ns[i];
-      acc.cpu_ns += s.cpu_ns[i];
-    }
-    acc.first_start = std::min(acc.first_start, s.start_ns[i]);
-    acc.last_end = std::max(acc.last_end, s.start_ns[i] + s.duration_ns[i]);
+    AddToTotals(accumulator_for(thread, name, s.scope[i], StagePlace::kUnplaced), span);
   }
+  placer.Finish(place);
 
   accumulators.insert(accumulators.end(), extra_stages.begin(), extra_stages.end());
   for (auto& [thread, reads] : reads_of_thread)

@@ -321,6 +321,10 @@ struct LoaderAnalysis {
   // not measured (no sampler series, or wait spans without CPU).
   double main_step_cpu_s = 0, main_step_delay_s = 0, main_step_compute_s = 0;
   std::vector<StageStats> stages;
+  // The user's stages its training loop ran outside every fetch (between
+  // next() calls, e.g. an augmentation after the batch arrived): time of the
+  // compute line, not of the pipeline. Rates and parallelism are not set.
+  std::vector<StageStats> main_stages;
   CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
 };
 

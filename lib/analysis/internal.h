@@ -26,7 +26,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
 // loaders (num_workers = 0), whose spans carry different scopes.
 struct StageKey {
   uint64_t thread_and_name = 0;  // thread << 32 | name
-  uint16_t scope = 0;
+  uint32_t scope = 0;            // StagePlace << 16 | scope
   bool operator==(const StageKey& o) const { return thread_and_name == o.thread_and_name && scope == o.scope; }
 };
 struct StageKeyHash {

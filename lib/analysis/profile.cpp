@@ -322,6 +322,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
     sp.wall_s_per_sample = samples > 0 ? st.wall_s / samples : 0;
     p.stages.push_back(sp);
   }
+  const double iterations = static_cast<double>(loader.iterations.size());
+  for (const auto& st : loader.main_stages)
+    if (iterations > 0) p.main_stages.push_back({st.name, st.cpu_s / iterations, st.wall_s / iterations});
   return p;
 }
 

@@ -10,7 +10,7 @@ namespace stallprof::analysis {
 namespace {
 
 // Keeps the spans analysis reads one by one; has the decoder fold all others
-// into stage totals (SpanSink::folds).
+// into stage totals (SpanSink::folds), a user's stages apart by where they ran.
 class DigestSink final : public SpanSink {
  public:
   explicit DigestSink(TraceDigest& digest) : d_(digest) {}
@@ -23,7 +23,10 @@ class DigestSink final : public SpanSink {
                         v == names::kSystemCpu;
       // The hook timing itself: neither kept nor folded.
       const bool calibration = v.rfind(names::kCalibrationPrefix, 0) == 0;
-      actions.push_back(keep ? SpanAction::kHand : calibration ? SpanAction::kDrop : SpanAction::kFold);
+      actions.push_back(keep          ? SpanAction::kHand
+                        : calibration ? SpanAction::kDrop
+                        : IsUserStageName(v) ? SpanAction::kStage
+                                             : SpanAction::kFold);
     }
   }
 

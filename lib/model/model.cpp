@@ -470,6 +470,36 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   return out;
 }
 
+Result<LoaderProfile> MoveStagesToWorkers(const LoaderProfile& profile, const std::vector<std::string>& names) {
+  LoaderProfile p = profile;
+  for (const std::string& name : names) {
+    auto it = std::find_if(p.main_stages.begin(), p.main_stages.end(), [&](const MainStageProfile& m) { return m.name == name; });
+    if (it == p.main_stages.end()) {
+      std::string known;
+      for (const auto& m : p.main_stages) known += (known.empty() ? "" : ", ") + m.name;
+      return UsageError(fmt::format("--move-to-workers {}: loader '{}' has no stage '{}' on its main thread ({})", name, p.name,
+                                    name, known.empty() ? "it has none: mark one with `with stallprof.stage(\"name\"):`"
+                                                        : "its stages: " + known));
+    }
+    const double cpu = it->cpu_s_per_batch, off_cpu = std::max(0.0, it->wall_s_per_batch - cpu);
+    p.compute_s_per_batch = std::max(0.0, p.compute_s_per_batch - it->wall_s_per_batch);
+    if (p.compute_cpu_s_per_batch.measured)
+      p.compute_cpu_s_per_batch.value = std::max(0.0, p.compute_cpu_s_per_batch.value - cpu);
+    p.cpu_s_per_batch += cpu;
+    p.io_s_per_batch += off_cpu;
+    p.produce_s_per_batch += it->wall_s_per_batch;
+    p.produce_p99_s += it->wall_s_per_batch;
+    for (BatchCost& b : p.batch_costs) {
+      b.cpu_s += static_cast<float>(cpu);
+      b.io_s += static_cast<float>(off_cpu);
+    }
+    const double b = p.batch_size > 0 ? p.batch_size : 1;
+    p.stages.push_back({name, cpu / b, it->wall_s_per_batch / b, 0, true});
+    p.main_stages.erase(it);
+  }
+  return p;
+}
+
 int32_t StepThreadsBesideWorkers(double cores, uint32_t workers) {
   return std::max(1, static_cast<int32_t>(std::floor(cores)) - static_cast<int32_t>(workers));
 }

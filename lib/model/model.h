@@ -48,6 +48,14 @@ struct StageProfile {
   bool random = false;           // output depends on a random transform (never cache after it)
 };
 
+// A user's stage the training loop ran on the main thread between next()
+// calls (analysis LoaderAnalysis::main_stages): part of compute.
+struct MainStageProfile {
+  std::string name;
+  double cpu_s_per_batch = 0;
+  double wall_s_per_batch = 0;
+};
+
 // Everything the model needs about one DataLoader, measured from a trace.
 struct LoaderProfile {
   std::string name;
@@ -73,6 +81,7 @@ struct LoaderProfile {
   std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
   double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run
   std::vector<StageProfile> stages;
+  std::vector<MainStageProfile> main_stages;  // in compute_s_per_batch, most time first
   // Added by the model engineer (0 = unknown; the model then says so):
   bool steady_state_measured = true;     // false: every epoch ended within the warm-up
   double measured_step_s_per_batch = 0;  // mean(step), steady state: the baseline whatif compares to
@@ -278,6 +287,13 @@ double BackgroundThreads(const LoaderProfile& profile);
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a
 // needed measurement is missing (the message names it and how to record it).
 Result<Prediction> Predict(const LoaderProfile& profile, const Scenario& scenario);
+
+// `profile` with its main-thread stages `names` done in the workers instead
+// (in the Dataset's transform or the collate_fn): their wall time leaves the
+// step and their CPU the step's CPU; every batch's fetch gains their CPU, and
+// the rest of their wall time off CPU. UsageError naming the loader's stages
+// when one of `names` is not among them.
+Result<LoaderProfile> MoveStagesToWorkers(const LoaderProfile& profile, const std::vector<std::string>& names);
 
 // The intra-op threads that leave `workers` a core each: torch.set_num_threads(max(1, cores - workers)).
 int32_t StepThreadsBesideWorkers(double cores, uint32_t workers);

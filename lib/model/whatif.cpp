@@ -111,6 +111,11 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     if (!depth.ok()) return depth.error();
     s.prefetch_factor = *depth;
   }
+  if (f.move_to_workers_given) {
+    auto names = SplitList(f.move_to_workers, "--move-to-workers");
+    if (!names.ok()) return names.error();
+    s.move_to_workers = *names;
+  }
   auto background = ParseBackgroundLoad(f.background_load);
   if (!background.ok()) return background.error();
   s.background_threads = *background;
@@ -324,6 +329,17 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
                                 out.measured_whole_run_samples_per_s;
   }
   const double reference = out.measured_samples_per_s > 0 ? out.measured_samples_per_s : out.baseline.samples_per_s;
+  if (!sweep.move_to_workers.empty()) {  // the scenarios only: the baseline is the run as it was
+    auto moved = MoveStagesToWorkers(profile, sweep.move_to_workers);
+    if (!moved.ok()) return moved.error();
+    for (const std::string& name : sweep.move_to_workers)
+      for (const auto& m : profile.main_stages)
+        if (m.name == name)
+          out.inputs.push_back(fmt::format(
+              "--move-to-workers {}: {} a batch ({} CPU) leaves the step for every batch's fetch in the workers", name,
+              FormatSeconds(m.wall_s_per_batch), FormatSeconds(m.cpu_s_per_batch)));
+    profile = std::move(*moved);
+  }
 
   const std::vector<double> cores = sweep.cores.empty() ? std::vector<double>{profiled.cores} : sweep.cores;
   const std::vector<int32_t> workers = sweep.workers.empty() ? std::vector<int32_t>{-1} : sweep.workers;

@@ -26,6 +26,8 @@ struct SweepFlags {
   std::string persistent_workers;  // "true" | "false"; empty: as profiled
   std::string step_threads;        // "1"; empty: as profiled
   std::string prefetch_factor;     // "4"; empty: as profiled
+  std::string move_to_workers;     // "augment,crop"
+  bool move_to_workers_given = false;
 };
 
 // The most cores a what-if accepts: beyond this the model (one machine, one
@@ -50,6 +52,8 @@ struct Sweep {
   int32_t persistent_workers = -1;  // -1: as profiled
   int32_t step_threads = -1;        // -1: as profiled (Scenario::step_threads)
   int32_t prefetch_factor = -1;     // -1: as profiled
+  // Main-thread stages the scenarios do in the workers (MoveStagesToWorkers).
+  std::vector<std::string> move_to_workers;
 };
 
 // --background-load: "profiled" (Scenario::kAsProfiled), or a number of busy

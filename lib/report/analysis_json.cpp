@@ -166,6 +166,14 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("main_stages").BeginArray();
+  for (const auto& st : l.main_stages) {
+    w.BeginObject();
+    w.Field("name", st.name).Field("count", st.count).Field("wall_s", st.wall_s).Field("cpu_s", st.cpu_s);
+    w.Field("cpu_source", st.cpu_source == CpuSource::kMeasured ? "measured" : "estimated");
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("counters").BeginObject();
   w.Field("share", l.counters.share);
   for (const auto& [key, x] : {std::pair<const char*, const SampledSums&>{"fetches", l.counters.fetches}, {"waits", l.counters.waits}}) {

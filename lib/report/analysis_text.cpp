@@ -191,6 +191,16 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     if (estimated_cpu) out += "    ~ CPU estimated: the spans' sampled CPU per wall second times their wall time (counter budget)\n";
     if (attributed) out += "    * CPU attributed from the wall time with the fetch spans' CPU/wall ratio (the span has no CPU of its own)\n";
   }
+  if (!l.main_stages.empty()) {
+    Heading(out, style, "  Main-thread stages (yours, between next() calls: in the compute line, not the pipeline)");
+    out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>10} {:>11}\n", "stage", "count", "wall", "CPU", "per batch", "of compute");
+    const double batches = static_cast<double>(l.account_all.batches);
+    const double compute = l.account_all.Seconds(Cause::kCompute);
+    for (const auto& st : l.main_stages)
+      out += fmt::format("    {:<24} {:>7} {:>9} {:>9} {:>10} {:>11}\n", TerminalSafe(st.name), st.count, FormatSeconds(st.wall_s),
+                         FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kEstimated ? "~" : ""),
+                         batches > 0 ? FormatSeconds(st.wall_s / batches) : "-", compute > 0 ? Pct(st.wall_s / compute) : "-");
+  }
   (void)trace;
 }
 

@@ -236,7 +236,12 @@ Status TraceDecoder::StringsChunk(const pb::Strings& s) {
   if (s.first_id() != t_.strings.size())
     return Corrupt(fmt::format("strings start at id {} where {} was expected", s.first_id(), t_.strings.size()));
   const auto first = static_cast<uint32_t>(t_.strings.size());
-  for (const auto& v : s.value()) t_.strings.push_back(v);
+  for (const auto& v : s.value()) {
+    if (v == names::kFetch) fetch_name_ = static_cast<uint32_t>(t_.strings.size());
+    if (v == names::kWait || v == names::kEpoch || v == names::kEpochEnd)
+      boundary_names_.push_back(static_cast<uint32_t>(t_.strings.size()));
+    t_.strings.push_back(v);
+  }
   sink_.Strings(t_, first);
   return Status::Ok();
 }
@@ -503,6 +508,12 @@ Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
         ReadColumnVarint<kPext>(q_cpu, col[kCpu].end, end, cpu);
         SkipColumnVarint(q_delay, col[kDelay].end, end);
       }
+      if (action == SpanAction::kStage && kind == static_cast<uint64_t>(SpanKind::kSpan)) {
+        placing_ = true;
+        placer_.Stage(thread, {start, duration, cpu, static_cast<uint32_t>(name), static_cast<uint16_t>(scope), has_cpu},
+                      [this](uint32_t th, const PendingStage& p, StagePlace place, uint16_t sc) { FoldStage(th, p, place, sc); });
+        continue;
+      }
       if (action != SpanAction::kFold || kind != static_cast<uint64_t>(SpanKind::kSpan)) continue;
       if (name != fold_name || scope != fold_scope) {
         add_run();
@@ -540,6 +551,12 @@ Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
     s.name = static_cast<uint32_t>(name);
     s.scope = static_cast<uint16_t>(scope);
     s.kind = static_cast<SpanKind>(kind);
+    if (placing_) {  // an epoch or epoch_end may be an instant (older hooks): still a next() call
+      auto fold = [this](uint32_t th, const PendingStage& p, StagePlace place, uint16_t sc) { FoldStage(th, p, place, sc); };
+      if (name == fetch_name_ && kind == static_cast<uint64_t>(SpanKind::kSpan)) placer_.Fetch(thread, start, s.scope, fold);
+      else if (std::find(boundary_names_.begin(), boundary_names_.end(), name) != boundary_names_.end())
+        placer_.Wait(thread, s.scope, fold);
+    }
     if (++k == SpanSink::kSpanBlock) {
       if (auto st = sink_.Spans(t_, std::span<const DecodedSpan>(block, k)); !st.ok()) return st;
       k = 0;
@@ -550,16 +567,26 @@ Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
   return Status::Ok();
 }
 
-uint32_t TraceDecoder::FoldOf(uint32_t thread, uint32_t name, uint16_t scope) {
-  auto [it, inserted] =
-      fold_of_key_.try_emplace(FoldKey{(uint64_t{thread} << 32) | name, scope}, static_cast<uint32_t>(sink_.folds.size()));
+uint32_t TraceDecoder::FoldOf(uint32_t thread, uint32_t name, uint16_t scope, StagePlace place) {
+  const uint32_t scope_and_place = uint32_t{static_cast<uint8_t>(place)} << 16 | scope;
+  auto [it, inserted] = fold_of_key_.try_emplace(FoldKey{(uint64_t{thread} << 32) | name, scope_and_place},
+                                                 static_cast<uint32_t>(sink_.folds.size()));
   if (inserted) {
     SpanTotals& total = sink_.folds.emplace_back();
     total.thread = thread;
     total.name = name;
     total.scope = scope;
+    total.place = place;
   }
   return it->second;
+}
+
+void TraceDecoder::FoldStage(uint32_t thread, const PendingStage& span, StagePlace place, uint16_t scope) {
+  AddToTotals(sink_.folds[FoldOf(thread, span.name, scope, place)], span);
+}
+
+void TraceDecoder::Finish() {
+  placer_.Finish([this](uint32_t th, const PendingStage& p, StagePlace place, uint16_t sc) { FoldStage(th, p, place, sc); });
 }
 
 Status DecodeChunks(ChunkReader& reader, Trace& trace, SpanSink& sink) {
@@ -574,6 +601,7 @@ Status DecodeChunks(ChunkReader& reader, Trace& trace, SpanSink& sink) {
     if (auto st = decoder.Chunk(bytes); !st.ok()) return st;
   }
   if (!decoder.seen_header()) return decoder.NoHeader();
+  decoder.Finish();
   trace.truncated = reader.truncated();
   return Status::Ok();
 }

@@ -66,8 +66,9 @@ void ReserveRows(SpanTable& table, size_t rows);
 // What the decoder does with the spans of one name (SpanSink::actions).
 enum class SpanAction : uint8_t {
   kHand,  // handed to SpanSink::Spans, one by one
-  kFold,  // spans (SpanKind::kSpan) added to SpanSink::folds; instants and counters dropped
-  kDrop,  // neither
+  kFold,   // spans (SpanKind::kSpan) added to SpanSink::folds; instants and counters dropped
+  kStage,  // as kFold, a user's stage: folded apart by where it ran (StagePlacer)
+  kDrop,   // neither
 };
 
 // Receives what the decoder does not keep in the Trace itself.
@@ -94,7 +95,9 @@ class SpanSink {
   // is summed in the decoding loop, without a DecodedSpan or a call: most
   // spans of a run are samples and stages that analysis only totals.
   std::vector<SpanAction> actions;
-  // The totals of the folded spans per (thread, name, scope), in the order first seen.
+  // The totals of the folded spans per (thread, name, scope, place), in the
+  // order first seen (a stage's once placed: at its thread's next fetch or
+  // wait, or when the decoding ends).
   std::vector<SpanTotals> folds;
 };
 
@@ -116,6 +119,8 @@ class TraceDecoder {
   // One chunk as returned by ChunkReader::NextRaw. InputError when it is
   // corrupt (see the header comment), or the sink's error.
   Status Chunk(std::string_view bytes);
+  // After the last chunk: folds the stages still waiting to be placed.
+  void Finish();
   bool seen_header() const { return seen_header_; }
   // "trace '<path>' has no header chunk, ...".
   Error NoHeader() const;
@@ -135,24 +140,33 @@ class TraceDecoder {
   // SpanBatch's work, with the varints' bits packed by pext or by shifts (decoder.cpp).
   template <bool kPext>
   Status SpanBatchOf(const uint8_t* p, const uint8_t* end);
-  // The index in sink_.folds of (thread, name, scope), added when new.
-  uint32_t FoldOf(uint32_t thread, uint32_t name, uint16_t scope);
+  // The index in sink_.folds of (thread, name, scope, place), added when new.
+  uint32_t FoldOf(uint32_t thread, uint32_t name, uint16_t scope, StagePlace place = StagePlace::kUnplaced);
+  // Adds a placed stage span to its fold.
+  void FoldStage(uint32_t thread, const PendingStage& span, StagePlace place, uint16_t scope);
 
   Trace& t_;
   SpanSink& sink_;
   const ChunkReader& r_;
   pb::Chunk chunk_;
   bool seen_header_ = false;
-  // SpanSink::folds by (thread, name, scope).
+  // SpanSink::folds by (thread, name, scope, place).
   struct FoldKey {
     uint64_t thread_and_name = 0;  // thread << 32 | name
-    uint16_t scope = 0;
+    uint32_t scope = 0;            // place << 16 | scope
     bool operator==(const FoldKey& o) const { return thread_and_name == o.thread_and_name && scope == o.scope; }
   };
   struct FoldKeyHash {
     size_t operator()(const FoldKey& k) const { return std::hash<uint64_t>()(k.thread_and_name * 65599u + k.scope); }
   };
   std::unordered_map<FoldKey, uint32_t, FoldKeyHash> fold_of_key_;
+  // User stages (SpanAction::kStage) wait here for their thread's next fetch
+  // span or next() call (a wait, epoch or epoch_end span: no fetch contains
+  // one), whose string ids are these once defined.
+  StagePlacer placer_;
+  bool placing_ = false;  // a stage span was seen
+  uint32_t fetch_name_ = UINT32_MAX;
+  std::vector<uint32_t> boundary_names_;
 };
 
 // Reads every chunk of `reader` into `trace` and `sink`: sets trace.path,

@@ -2,6 +2,7 @@
 // trace.pb. Analysis reads only this; it never sees protobuf or /proc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "common/huge_pages.h"
+#include "trace/stage_place.h"
 
 namespace stallprof {
 
@@ -134,6 +136,7 @@ struct SpanTotals {
   uint32_t thread = 0;           // index into Trace::threads
   uint32_t name = 0;             // string id
   uint16_t scope = 0;            // loader id of these spans, 0 = none
+  StagePlace place = StagePlace::kUnplaced;  // a user's stage: inside or outside the thread's fetches
   uint64_t count = 0;
   uint64_t count_with_cpu = 0;
   uint64_t wall_ns = 0;
@@ -142,6 +145,19 @@ struct SpanTotals {
   uint64_t first_start = UINT64_MAX;
   uint64_t last_end = 0;
 };
+
+// Adds one span to `totals`.
+inline void AddToTotals(SpanTotals& totals, const PendingStage& span) {
+  totals.count++;
+  totals.wall_ns += span.duration_ns;
+  if (span.has_cpu) {
+    totals.count_with_cpu++;
+    totals.wall_with_cpu_ns += span.duration_ns;
+    totals.cpu_ns += span.cpu_ns;
+  }
+  totals.first_start = std::min(totals.first_start, span.start_ns);
+  totals.last_end = std::max(totals.last_end, span.start_ns + span.duration_ns);
+}
 
 struct ConfigValue {
   uint32_t pid = 0;
