@@ -53,6 +53,25 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK_THAT(page, Catch::Contains("<ul class=\"advice\"><li>"));
 }
 
+TEST_CASE("The page lists main-thread stages in a table of their own") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  CHECK(ReportHtml(b.trace, *analysis).find("main-thread stage") == std::string::npos);
+  analysis::StageStats augment;
+  augment.name = "augment";
+  augment.count = 20;
+  augment.wall_s = augment.cpu_s = 0.120;
+  analysis->loaders.at(0).main_stages = {augment};
+  const std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<th>main-thread stage</th>"));
+  CHECK_THAT(page, Catch::Contains("<td>augment</td><td>20</td>"));
+}
+
 TEST_CASE("A trace with several ranks gets a ranks section that marks the straggler, one rank none") {
   TraceBuilder b;
   for (auto [pid, rank, wait] : {std::tuple{100u, 0, 1 * kMs}, std::tuple{200u, 1, 40 * kMs}}) {

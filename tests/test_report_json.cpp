@@ -157,3 +157,22 @@ TEST_CASE("The text report starts with the verdict and uses colour only when ask
   const std::string coloured = AnalysisText({a}, nullptr, 5, Colour::kOn);
   CHECK(coloured.find("\x1b[") != std::string::npos);
 }
+
+TEST_CASE("Main-thread stages are shown apart from the pipeline's in the text and the JSON") {
+  auto a = Analyzed();
+  auto& l = a.loaders.at(0);
+  analysis::StageStats augment;
+  augment.name = "augment";
+  augment.count = 15;
+  augment.wall_s = augment.cpu_s = 0.090;
+  l.main_stages = {augment};
+  const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  const size_t at = text.find("Main-thread stages (yours, between next() calls");
+  REQUIRE(at != std::string::npos);
+  CHECK(text.find("augment", at) != std::string::npos);
+  const auto v = ParseJson(AnalysisJson({a}, nullptr, 5));
+  const auto& stages = v.at("loaders").at(0).at("main_stages");
+  REQUIRE(stages.size() == 1);
+  CHECK(stages.at(0).at("name").get<std::string>() == "augment");
+  CHECK(stages.at(0).at("wall_s").get<double>() == Approx(0.090));
+}

@@ -362,8 +362,9 @@ std::string EpochTable(const LoaderAnalysis& l) {
 }
 
 std::string StageTable(const LoaderAnalysis& l) {
-  if (l.stages.empty()) return "<p class=\"note\">No stage spans (getitem, collate, pin, stallprof.stage) were recorded for this loader.</p>";
-  std::string s = "<table><tr><th>stage</th><th>count</th><th>wall</th><th>CPU</th><th>threads</th><th>per-core rate</th><th>parallel rate</th><th>observed rate</th><th>utilization</th></tr>";
+  if (l.stages.empty() && l.main_stages.empty())
+    return "<p class=\"note\">No stage spans (getitem, collate, pin, stallprof.stage) were recorded for this loader.</p>";
+  std::string s = l.stages.empty() ? "" : "<table><tr><th>stage</th><th>count</th><th>wall</th><th>CPU</th><th>threads</th><th>per-core rate</th><th>parallel rate</th><th>observed rate</th><th>utilization</th></tr>";
   bool attributed = false;
   for (const auto& st : l.stages) {
     attributed |= st.cpu_source == CpuSource::kAttributed;
@@ -372,11 +373,23 @@ std::string StageTable(const LoaderAnalysis& l) {
          Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}/s", st.per_core_rate)) + Cell(fmt::format("{:.1f}/s", st.parallel_rate)) +
          Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";
   }
-  s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
-  if (std::any_of(l.stages.begin(), l.stages.end(), [](const StageStats& st) { return st.cpu_source == CpuSource::kEstimated; }))
-    s += "~ CPU estimated from the spans the counter budget sampled. ";
-  if (attributed) s += "* CPU attributed from wall time with the fetch spans' CPU/wall ratio (these spans carry no CPU time).";
-  return s + "</p>";
+  if (!l.stages.empty()) {
+    s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
+    if (std::any_of(l.stages.begin(), l.stages.end(), [](const StageStats& st) { return st.cpu_source == CpuSource::kEstimated; }))
+      s += "~ CPU estimated from the spans the counter budget sampled. ";
+    if (attributed) s += "* CPU attributed from wall time with the fetch spans' CPU/wall ratio (these spans carry no CPU time).";
+    s += "</p>";
+  }
+  if (!l.main_stages.empty()) {
+    const double batches = static_cast<double>(l.account_all.batches), compute = l.account_all.Seconds(Cause::kCompute);
+    s += "<table><tr><th>main-thread stage</th><th>count</th><th>wall</th><th>CPU</th><th>per batch</th><th>of compute</th></tr>";
+    for (const auto& st : l.main_stages)
+      s += "<tr>" + Cell(st.name) + Cell(std::to_string(st.count)) + Cell(FormatSeconds(st.wall_s)) +
+           Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kEstimated ? " ~" : "")) +
+           Cell(batches > 0 ? FormatSeconds(st.wall_s / batches) : "-") + Cell(compute > 0 ? Pct(st.wall_s / compute) : "-") + "</tr>";
+    s += "</table><p class=\"note\">Your stages on the main thread between next() calls: time of the compute line, not of the pipeline.</p>";
+  }
+  return s;
 }
 
 std::string StepTable(const LoaderAnalysis& l) {
