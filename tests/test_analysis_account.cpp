@@ -640,3 +640,73 @@ TEST_CASE("A DataLoader built anew each epoch is told to be built once, since pe
   CHECK_THAT(l.advice.front(), Catch::Contains("built 3 times under this name"));
   CHECK_THAT(l.advice.front(), Catch::Contains("building it once with persistent_workers=True saves"));
 }
+
+TEST_CASE("A loader run whole inside another's step is left out of that loader's times, a zipped one is not") {
+  // Set costs: train takes 20 batches, each a 1 ms next() and a 10 ms step;
+  // after every 5th step the script runs a validation epoch of its own loader
+  // (3 batches of a 2 ms next() and a 3 ms step, 15 ms) before the next
+  // train batch. train's account is its 20 x 11 ms; val keeps its own.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 2, "name", "val");
+  b.Config(100, 1, "num_workers", 0);
+  b.Config(100, 2, "num_workers", 0);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  b.Instant(main, names::kEpoch, t, 1, 0);
+  for (uint32_t i = 0; i < 20; ++i) {
+    b.Span(main, names::kWait, t, kMs, 1, i);
+    t += 11 * kMs;
+    if (i % 5 == 4) {
+      b.Instant(main, names::kEpoch, t, 2, i / 5);
+      for (uint32_t v = 0; v < 3; ++v) b.Span(main, names::kWait, t + v * 5 * kMs, 2 * kMs, 2, v);
+      b.Instant(main, names::kEpochEnd, t + 15 * kMs, 2, 3);
+      t += 15 * kMs;
+    }
+  }
+  b.Instant(main, names::kEpochEnd, t, 1, 20);
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 2);
+  const auto& train = result->loaders[0].config.name == "train" ? result->loaders[0] : result->loaders[1];
+  const auto& val = result->loaders[0].config.name == "train" ? result->loaders[1] : result->loaders[0];
+  REQUIRE(train.nested_loaders.size() == 1);
+  CHECK(train.nested_loaders[0].name == "val");
+  CHECK(train.nested_loaders[0].runs == 4);
+  CHECK(train.nested_loaders[0].seconds == Approx(4 * 0.015));
+  CHECK(train.compute_all.max == Approx(0.010));
+  CHECK(train.account_all.wall_s == Approx(20 * 0.011));
+  CHECK(train.account_all.Seconds(Cause::kCompute) == Approx(20 * 0.010));
+  CHECK(train.active_s == Approx(20 * 0.011));
+  CHECK(train.account_all.Line(Cause::kCompute).evidence.find("less loader 'val', run whole inside it 4 time(s)") !=
+        std::string::npos);
+  CHECK(val.nested_loaders.empty());
+  CHECK(val.account_all.wall_s == Approx(4 * 0.015));
+
+  // Zipped: a and b each take a batch every step (b's iterator created after
+  // a's first batch), so b's epoch begins inside a's first step but lies
+  // inside none; each keeps the other's next() as compute.
+  TraceBuilder z;
+  z.Process(100, 1);
+  z.Config(100, 1, "num_workers", 0);
+  z.Config(100, 2, "num_workers", 0);
+  const uint32_t m = z.Thread(100, 100);
+  t = 1000 * kMs;
+  z.Instant(m, names::kEpoch, t, 1, 0);
+  z.Instant(m, names::kEpoch, t + kMs + kMs / 2, 2, 0);
+  for (uint32_t i = 0; i < 10; ++i) {
+    z.Span(m, names::kWait, t, kMs, 1, i);
+    z.Span(m, names::kWait, t + 2 * kMs, kMs, 2, i);
+    t += 10 * kMs;
+  }
+  z.Instant(m, names::kEpochEnd, t, 1, 10);
+  z.Instant(m, names::kEpochEnd, t + kMs, 2, 10);
+  const auto zipped = Analyze(z.trace, {});
+  REQUIRE(zipped.ok());
+  REQUIRE(zipped->loaders.size() == 2);
+  for (const auto& l : zipped->loaders) {
+    CHECK(l.nested_loaders.empty());
+    CHECK(l.compute_all.mean == Approx(0.009).epsilon(0.06));  // b's first step: 9 ms, a's: 9 ms
+  }
+}

@@ -181,6 +181,11 @@ struct Context {
 
 int64_t Ns(uint64_t from, uint64_t to) { return to > from ? static_cast<int64_t>(to - from) : 0; }
 
+// The main loop after next() returned, less other loaders run whole inside it.
+int64_t ComputeNs(const Iteration& it) {
+  return std::max<int64_t>(0, Ns(it.return_ns, it.compute_end_ns) - static_cast<int64_t>(std::llround(it.nested_s * 1e9)));
+}
+
 // The main loop after next() returned: compute, less the next() wrapper's part outside the wait.
 void AccountCompute(const Context& c, int64_t d, Ledger& l) {
   const int64_t hook = std::min(d, c.WrapperOutside());
@@ -482,6 +487,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         if (loader.main_faults_per_batch >= 0)
           line.evidence += fmt::format("; the training process faulted {:.0f} pages per step", loader.main_faults_per_batch);
         line.evidence += MainStagesEvidence(loader);
+        for (const auto& n : loader.nested_loaders)
+          line.evidence += fmt::format("; less loader '{}', run whole inside it {} time(s) ({})", n.name, n.runs,
+                                       FormatSeconds(n.seconds));
         break;
       case Cause::kPrep:
         line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
@@ -902,7 +910,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     const bool startup = first && loader.config.num_workers > 0;
     Ledger step;  // the next() call and the compute after it
     AccountWait(c, it, startup, step);
-    AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+    AccountCompute(c, ComputeNs(it), step);
     Ledger whole = step;  // and, in the whole run's ledgers, the epoch's start-up and shutdown
     if (first) {
       whole.epochs++;
@@ -924,7 +932,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
       if (startup) {  // steady from the first iteration (no warm-up): its wait is not start-up there
         step = Ledger{};
         AccountWait(c, it, false, step);
-        AccountCompute(c, Ns(it.return_ns, it.compute_end_ns), step);
+        AccountCompute(c, ComputeNs(it), step);
       }
       steady += step;
     }

@@ -310,6 +310,52 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   for (auto& it : loader.iterations) it.epoch = remap[it.epoch];
 }
 
+// A loader whose whole epochs ran inside one compute of another loader on the
+// same thread (a validation pass every N training steps) is not that loader's
+// step: its time leaves the compute, step and epoch times of the outer loader
+// (Iteration::nested_s), as a validation pass between epochs is outside them.
+// A loader zipped with another runs across many of its computes, none whole:
+// it stays. `built[i]` holds loader i's iterations and epochs.
+void TakeOutNestedLoaders(const Trace& trace, const std::vector<LoaderSpans>& spans, std::vector<LoaderAnalysis>& built) {
+  const auto& s = trace.spans;
+  auto thread_of = [&](size_t i) { return spans[i].waits.empty() ? UINT32_MAX : s.thread[spans[i].waits.front()]; };
+  for (size_t i = 0; i < built.size(); ++i) {
+    LoaderAnalysis& outer = built[i];
+    struct Run {
+      uint64_t start, end;
+      size_t loader;
+    };
+    std::vector<Run> runs;  // other loaders' epochs on this loader's thread
+    for (size_t j = 0; j < built.size(); ++j)
+      if (j != i && built[j].pid == outer.pid && thread_of(j) == thread_of(i))
+        for (const EpochStats& e : built[j].epochs) runs.push_back({e.start_ns, e.end_ns, j});
+    if (runs.empty()) continue;
+    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+    std::map<size_t, NestedLoader> nested;
+    size_t r = 0;
+    for (Iteration& it : outer.iterations) {
+      while (r < runs.size() && runs[r].start < it.return_ns) ++r;
+      uint64_t inside = 0;
+      for (size_t k = r; k < runs.size() && runs[k].start < it.compute_end_ns; ++k)
+        if (runs[k].end <= it.compute_end_ns) {
+          inside += runs[k].end - runs[k].start;
+          NestedLoader& n = nested[runs[k].loader];
+          n.runs++;
+          n.seconds += (runs[k].end - runs[k].start) * kNs;
+        }
+      if (inside == 0) continue;
+      it.nested_s = static_cast<float>(inside * kNs);
+      it.compute_s -= inside * kNs;
+      it.step_s -= inside * kNs;
+      outer.epochs[it.epoch].nested_s += inside * kNs;
+    }
+    for (auto& [j, n] : nested) {
+      n.name = built[j].config.name;
+      outer.nested_loaders.push_back(n);
+    }
+  }
+}
+
 // What the step uses of the main process (LoaderAnalysis::main_step_*): its
 // threads' CPU and run-queue delay over the steps after each epoch's first
 // (the first waits for the workers to start), less what its main thread spent in
@@ -329,7 +375,7 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   double cpu = 0, delay = 0, compute = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
     const Iteration& it = loader.iterations[i];
-    if (it.index_in_epoch == 0 || it.compute_unknown || it.wait_start_ns < series->t_ns.front() ||
+    if (it.index_in_epoch == 0 || it.compute_unknown || it.nested_s > 0 || it.wait_start_ns < series->t_ns.front() ||
         it.compute_end_ns > series->t_ns.back())
       continue;
     const SpanCounters c = wait_counters.At(waits[i]);
@@ -391,7 +437,7 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
         (epoch.iterations - 1) * loader.config.batch_size < loader.config.dataset_len)
       samples = static_cast<double>(loader.config.dataset_len);  // the last batch was partial
     epoch.samples = samples;
-    epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs;
+    epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs - epoch.nested_s;
     epoch.samples_per_s = epoch.seconds > 0 ? samples / epoch.seconds : 0;
     // stall_fraction: from the epoch's own account (FillAccount).
     loader.samples += samples;
@@ -1227,20 +1273,31 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   uint64_t end = trace.footer ? trace.footer->end_monotonic_ns : 0;
   const double counter_share = CounterShare(trace);
   const bool sampled = counter_share < 1;
-  for (const auto& l : loaders_seen) {
-    LoaderAnalysis loader;
+  // Every loader's iterations first: a loader whose whole epochs run inside
+  // another's compute (a validation pass every N steps) is taken out of it.
+  std::vector<LoaderAnalysis> built(loaders_seen.size());
+  std::vector<SpanIndices> sorted_waits(loaders_seen.size());
+  std::vector<std::span<const uint32_t>> waits_of(loaders_seen.size());
+  for (size_t i = 0; i < loaders_seen.size(); ++i) {
+    const auto& l = loaders_seen[i];
+    LoaderAnalysis& loader = built[i];
     loader.pid = l.pid;
     loader.scope = l.scope;
     loader.scopes = l.scopes;
     if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
     loader.config = ReadConfig(trace, l.pid, l.scopes);
+    waits_of[i] = WaitsByStart(s, l.waits, sorted_waits[i]);
+    BuildIterations(trace, l, waits_of[i], CounterEstimator(s, l.waits, sampled), options.warmup, loader);
+  }
+  TakeOutNestedLoaders(trace, loaders_seen, built);
+  for (size_t i = 0; i < loaders_seen.size(); ++i) {
+    const auto& l = loaders_seen[i];
+    LoaderAnalysis loader = std::move(built[i]);
     const CounterEstimator wait_counters(s, l.waits, sampled), fetch_counters(s, l.fetches, sampled);
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();
     loader.counters.fetches = fetch_counters.Sums();
-    SpanIndices sorted_waits;
-    const std::span<const uint32_t> waits = WaitsByStart(s, l.waits, sorted_waits);
-    BuildIterations(trace, l, waits, wait_counters, options.warmup, loader);
+    const std::span<const uint32_t> waits = waits_of[i];
     FillSummaries(loader);
     FillEpochs(trace, loader);
     FillWorkers(trace, l.fetches, fetch_counters, loader);

@@ -54,6 +54,9 @@ struct Iteration {
   // The loop was left after this batch without another next() (break, crash):
   // its compute is unknown, so it is left out of the step and compute figures.
   bool compute_unknown = false;
+  // Seconds of other loaders' whole epochs inside this compute (a validation
+  // pass every N steps): left out of compute_s and step_s (TakeOutNestedLoaders).
+  float nested_s = 0;
   int32_t ready_batches = -1;    // batches produced by workers and not yet consumed when next() was called; -1 unknown
   // The batch this next() returns was finished by a worker that has gone idle
   // since (so it could hand it over) before next() was called: the wait is the
@@ -62,7 +65,7 @@ struct Iteration {
   // The main thread's CPU time and run-queue delay inside this next() (wait
   // spans with CPU): its own work receiving the batch, measurable even when the
   // batch was late. -1 when the wait span carried no CPU time. A float, so the
-  // struct stays 72 bytes (a trace can hold millions of iterations).
+  // struct stays 80 bytes (a trace can hold millions of iterations).
   float receive_s = -1;
   // Of it, the run-queue delay: the main thread runnable but not running in
   // next() (a busy machine), CPU contention rather than handoff. 0 when unknown.
@@ -79,7 +82,8 @@ struct EpochStats {
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;
   double samples = 0;
-  double seconds = 0;
+  double seconds = 0;             // end - start, less nested_s
+  double nested_s = 0;           // other loaders' whole epochs inside its computes (Iteration::nested_s)
   double samples_per_s = 0;
   double stall_fraction = 0;
   bool has_system = false;       // the sampler covered it (the two fields below are meaningful)
@@ -234,6 +238,13 @@ struct LoaderConfig {
   uint32_t intra_op_threads = 0;  // torch.get_num_threads() at iterator creation; 0 = not recorded
 };
 
+// Another loader run whole inside this one's computes (Iteration::nested_s).
+struct NestedLoader {
+  std::string name;
+  uint32_t runs = 0;     // its epochs inside
+  double seconds = 0;    // their time, left out of this loader's
+};
+
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
@@ -325,6 +336,7 @@ struct LoaderAnalysis {
   // next() calls, e.g. an augmentation after the batch arrived): time of the
   // compute line, not of the pipeline. Rates and parallelism are not set.
   std::vector<StageStats> main_stages;
+  std::vector<NestedLoader> nested_loaders;  // run inside this one's computes, left out of its times
   CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
 };
 

@@ -166,6 +166,13 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("nested_loaders").BeginArray();
+  for (const auto& n : l.nested_loaders) {
+    w.BeginObject();
+    w.Field("name", n.name).Field("runs", n.runs).Field("seconds", n.seconds);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("main_stages").BeginArray();
   for (const auto& st : l.main_stages) {
     w.BeginObject();

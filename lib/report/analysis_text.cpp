@@ -81,6 +81,10 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                                        l.steady_samples_per_s)
                          : std::string("no steady state (no step of known length: whatif and recommend have nothing to "
                                        "compare with)"));
+  for (const auto& n : l.nested_loaders)
+    out += fmt::format("  loader '{}' ran whole inside this loader's steps {} time(s), {} in all: left out of this "
+                       "loader's times (its own account is below)\n",
+                       TerminalSafe(n.name), n.runs, FormatSeconds(n.seconds));
 
   Heading(out, style, "  Step time (ms)");
   out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
