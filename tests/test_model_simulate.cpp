@@ -162,3 +162,43 @@ TEST_CASE("Workers with equal costs do not stay in lock step: their CPU bursts s
   epoch.batches = 64;  // a short epoch from an empty pipeline: the spread start costs under one batch's production
   CHECK(SimulateLoader(epoch).seconds <= 64 * 0.035 / 8 + 0.035 + 0.002);
 }
+
+TEST_CASE("A worker waits for its next index until the main thread has received the batch before") {
+  // 1 worker, prefetch 1: one index outstanding. torch sends the next index
+  // after receiving a batch (unpickling: 1 ms here), so each batch costs the
+  // worker's 5 ms fetch and the main thread's 1 ms receive in turn: 6 ms.
+  auto c = Loader(1, 2, {{0.005f, 0.0f}}, 200);
+  c.prefetch_factor = 1;
+  c.receive_cpu_s = 0.001;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.006).epsilon(1e-6));
+  // Two outstanding: the worker always holds one, and the fetch paces it.
+  c.prefetch_factor = 2;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.005).epsilon(1e-6));
+}
+
+TEST_CASE("A fetch holding the GIL keeps its worker's sending thread from sending until it gives the GIL up") {
+  // 1 worker on 4 cores, prefetch 2: 4 ms of fetch CPU and 1 ms of sending
+  // a batch, a 0.5 ms receive, the step off CPU.
+  auto c = Loader(1, 4, {{0.004f, 0.0f}}, 400);
+  c.worker_loop_cpu_s = 0.001;
+  c.receive_cpu_s = 0.0005;
+  // Beside the fetch (the GIL released: C code), the sending overlaps the
+  // next fetch: the 4 ms fetch paces the loader.
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.004).epsilon(1e-6));
+  // Holding the GIL, the fetch lets it go only as it ends (to take the next
+  // index): the batch is sent then (1 ms), the next fetch waiting, and the
+  // main thread's receiving (0.5 ms), which needs the worker's GIL to be
+  // handed the batch's memory, waits too. torch sends the next index only
+  // after that, so the worker idles meanwhile: 4 + 1 + 0.5 = 5.5 ms a batch.
+  // Measured: a 5 ms pure-Python fetch, 0.35 ms of sending and receiving each:
+  // 5.78 ms a batch.
+  c.gil_switch_s = 0.005;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.0055).epsilon(1e-3));
+  // Deeper prefetch does not part them: the worker's GIL is free for the
+  // receiving only once the worker has run out of indices. 8 ms of fetch,
+  // 2 ms of sending and 0.5 ms of receiving: 10.5 ms (beside it: 8 ms).
+  c.costs = {{0.008f, 0.0f}};
+  c.worker_loop_cpu_s = 0.002;
+  c.prefetch_factor = 4;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.0105).epsilon(1e-3));
+}

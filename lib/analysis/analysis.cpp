@@ -774,6 +774,28 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
     loader.prefetch.serial_gap_s = gaps[gaps.size() / 2];
   }
+  // Did the batch wait in its worker for the GIL while the worker's next fetch
+  // ran? Only next() calls made while that next fetch ran and well before it
+  // would give the GIL up (its end, or Python's switch interval after its
+  // start) tell: a batch already sent returns after the main thread's own
+  // receiving; one held returns after that point.
+  constexpr uint64_t kSwitchIntervalNs = 5'000'000, kTellNs = 500'000;
+  for (const auto& it : loader.iterations) {
+    if (it.index_in_epoch == 0) continue;
+    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, loader.epochs[it.epoch].start_ns);
+    if (f < 0) continue;
+    const uint64_t end = s.start_ns[f] + s.duration_ns[f];
+    if (it.wait_start_ns <= end) continue;  // the main thread was waiting for the fetch itself
+    const auto& iv = busy_of_thread[s.thread[f]];
+    auto next = std::upper_bound(iv.begin(), iv.end(), std::make_pair(end, UINT64_MAX));
+    if (next == iv.end() || next->first > it.wait_start_ns || next->second <= it.wait_start_ns) continue;
+    const uint64_t gives_up = std::min(next->second, next->first + kSwitchIntervalNs);
+    if (gives_up < it.wait_start_ns + kTellNs) continue;
+    const double receive_ns = it.receive_s > 0 ? it.receive_s * 1e9 : 0;
+    const double arrived = static_cast<double>(it.return_ns) - receive_ns;
+    const double halfway = static_cast<double>(it.wait_start_ns) + 0.5 * static_cast<double>(gives_up - it.wait_start_ns);
+    (arrived >= halfway ? loader.prefetch.sends_held : loader.prefetch.sends_free)++;
+  }
 }
 
 void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name, bool sampled,

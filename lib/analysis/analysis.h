@@ -185,6 +185,12 @@ struct PrefetchStats {
   // 0 = none seen.
   double serial_gap_s = 0;
   uint64_t serial_gaps = 0;
+  // Whether a worker's fetch holds the GIL its sending thread needs: of the
+  // next() calls that came after their batch's fetch ended while its worker
+  // was inside its next fetch, those whose batch arrived only as that fetch
+  // left the CPU (ended, or held it a switch interval: `held`) and those that
+  // found it sent (`free`). See docs/analysis.md "Prefetch".
+  uint64_t sends_held = 0, sends_free = 0;
 };
 
 // Spans of one kind whose counters (CPU time, run-queue delay) the hook's

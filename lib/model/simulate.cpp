@@ -23,11 +23,16 @@ struct Worker {
   std::deque<uint64_t> outbox;
   bool sending = false;
   double send_left = 0;        // CPU seconds of the batch at the front of the outbox
+  // SimConfig::gil_switch_s > 0: whether the sending thread holds the
+  // worker's GIL (it runs, the fetch's CPU waits), and how long it has waited for it.
+  bool sender_has_gil = true;
+  double gil_waited = 0;
+  bool fetch_ended = false;    // the fetch just ended: its thread let the GIL go, taking the next index
 };
 
 class Simulation {
  public:
-  explicit Simulation(const SimConfig& c) : c_(c), done_(c.batches, 0), workers_(c.workers) {}
+  explicit Simulation(const SimConfig& c) : c_(c), done_(c.batches, 0), worker_of_(c.workers ? c.batches : 0), workers_(c.workers) {}
 
   SimResult Run() {
     if (c_.batches == 0) return out_;
@@ -92,6 +97,7 @@ class Simulation {
       while (dealt_[worker] >= c_.worker_quota[worker]);
       ++dealt_[worker];
     }
+    worker_of_[sent_] = static_cast<uint32_t>(worker);
     workers_[worker].queue.push_back(sent_++);
   }
 
@@ -139,6 +145,7 @@ class Simulation {
   void Fetched(Worker& worker) {
     if (c_.worker_loop_cpu_s > kDone) worker.outbox.push_back(worker.batch);
     else done_[worker.batch] = 1;
+    worker.fetch_ended = true;
   }
 
   // Applies every transition that takes no time, until none is left.
@@ -179,14 +186,24 @@ class Simulation {
         if (!worker.sending && !worker.outbox.empty()) {
           worker.sending = true;
           worker.send_left = c_.worker_loop_cpu_s;
+          worker.sender_has_gil = false;
+          worker.gil_waited = 0;
           changed = true;
         }
+        // The sending thread takes the GIL when the fetch is off CPU or has
+        // just ended (the worker's loop lets it go to take the next index),
+        // or when the fetch has held it a switch interval past its request.
+        if (worker.sending && !worker.sender_has_gil &&
+            (c_.gil_switch_s <= 0 || worker.phase != WorkerPhase::kCpu || worker.fetch_ended ||
+             worker.gil_waited >= c_.gil_switch_s - kDone)) {
+          worker.sender_has_gil = true;
+          changed = true;
+        }
+        worker.fetch_ended = false;
       }
       switch (main_) {
         case MainPhase::kNext:
           if (done_[current_]) {
-            // torch sends the next index as it takes a batch (_process_data).
-            if (sent_ < c_.batches && (epoch_len_ == 0 || sent_ / epoch_len_ == current_ / epoch_len_)) SendIndex();
             main_ = MainPhase::kReceive;
             main_left_ = c_.receive_cpu_s;
             changed = true;
@@ -208,6 +225,11 @@ class Simulation {
           break;
         case MainPhase::kReceive:
           if (main_left_ <= kDone) {
+            // torch sends the next index once it has received a batch
+            // (_get_data, then _process_data's _try_put_index): a worker
+            // without one waits for the main thread's unpickling too.
+            if (!workers_.empty() && sent_ < c_.batches && (epoch_len_ == 0 || sent_ / epoch_len_ == current_ / epoch_len_))
+              SendIndex();
             main_ = MainPhase::kComputeCpu;
             main_left_ = c_.compute_cpu_s;
             changed = true;
@@ -241,8 +263,27 @@ class Simulation {
     }
   }
 
+  // Whether a worker's fetch progresses on CPU now: not while its sending
+  // thread holds the GIL the fetch needs (SimConfig::gil_switch_s).
+  bool FetchRuns(const Worker& worker) const {
+    return worker.phase == WorkerPhase::kCpu && !(c_.gil_switch_s > 0 && worker.sending && worker.sender_has_gil);
+  }
+  bool SendRuns(const Worker& worker) const { return worker.sending && worker.sender_has_gil; }
+
+  // Receiving a batch from a worker whose fetch holds the GIL waits while
+  // that worker's GIL is taken, by its fetch or its sending thread
+  // (SimConfig::gil_switch_s): the worker's thread that hands the batch's
+  // shared memory over needs it. Measured: a 10 ms fetch of pure Python
+  // handed its previous batch over only as it ended.
+  bool ReceiveBlocked() const {
+    if (c_.gil_switch_s <= 0 || main_ != MainPhase::kReceive || workers_.empty()) return false;
+    const Worker& worker = workers_[worker_of_[current_]];
+    return FetchRuns(worker) || SendRuns(worker);
+  }
+
   // Threads of the main process that want a core now (the step counts as its width).
   double MainWidth() const {
+    if (ReceiveBlocked()) return 0;
     switch (main_) {
       case MainPhase::kFetchCpu:
       case MainPhase::kReceive: return 1;
@@ -255,36 +296,39 @@ class Simulation {
   bool Advance() {
     const double main_width = MainWidth();
     double runnable = main_width;
-    for (const auto& worker : workers_) runnable += (worker.phase == WorkerPhase::kCpu ? 1 : 0) + (worker.sending ? 1 : 0);
+    for (const auto& worker : workers_) runnable += (FetchRuns(worker) ? 1 : 0) + (SendRuns(worker) ? 1 : 0);
     const double demand = runnable + std::max(0.0, c_.background_threads);
     const double share = demand > c_.cores ? c_.cores / demand : 1;  // of a core, per runnable thread
 
     // Rates: CPU phases progress at share (x width for the step), off-CPU ones at 1.
-    const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished;
+    const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished && !ReceiveBlocked();
     const bool held_up = main_ == MainPhase::kComputeCpu && c_.compute_parallel && share < 1;
     const double main_rate = main_width <= 0 ? 1 : held_up ? share : main_width * share;
     double dt = main_timed ? main_left_ / main_rate : kInf;
     for (const auto& worker : workers_) {
-      if (worker.phase == WorkerPhase::kCpu) dt = std::min(dt, worker.left / share);
+      if (FetchRuns(worker)) dt = std::min(dt, worker.left / share);
       else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting || worker.phase == WorkerPhase::kGap)
         dt = std::min(dt, worker.left);
-      if (worker.sending) dt = std::min(dt, worker.send_left / share);
+      if (SendRuns(worker)) dt = std::min(dt, worker.send_left / share);
+      else if (worker.sending) dt = std::min(dt, c_.gil_switch_s - worker.gil_waited);  // waiting for the GIL
     }
     if (!(dt < kInf)) return false;
     dt = std::max(dt, 0.0);
 
     if (main_timed) main_left_ = std::max(0.0, main_left_ - main_rate * dt);
     for (auto& worker : workers_) {
-      if (worker.phase == WorkerPhase::kCpu) {
+      if (FetchRuns(worker)) {
         worker.left = std::max(0.0, worker.left - share * dt);
         out_.worker_delay_s += (1 - share) * dt;
       } else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting ||
                  worker.phase == WorkerPhase::kGap) {
         worker.left = std::max(0.0, worker.left - dt);
       }
-      if (worker.sending) {
+      if (SendRuns(worker)) {
         worker.send_left = std::max(0.0, worker.send_left - share * dt);
         out_.job_delay_s += (1 - share) * dt;  // not the fetch spans': a thread of its own
+      } else if (worker.sending) {
+        worker.gil_waited += dt;
       }
     }
     const double main_delay = main_width * (1 - share) * dt;
@@ -307,6 +351,7 @@ class Simulation {
 
   const SimConfig& c_;
   std::vector<uint8_t> done_;     // per batch: produced
+  std::vector<uint32_t> worker_of_;  // per batch: the worker its index went to
   std::vector<Worker> workers_;
   std::vector<double> step_ends_;
   MainPhase main_ = MainPhase::kNext;

@@ -222,6 +222,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                          "putting the batch, taking the index, the GIL its sending thread holds)",
                          p.worker_gap_s_per_batch.value, FormatSeconds(p.worker_gap_s_per_batch.value),
                          p.worker_gap_s_per_batch.measured, p.worker_gap_s_per_batch.source));
+  in.push_back(fmt::format("a worker's sending thread {} ({}, {})",
+                           p.fetch_holds_gil.value > 0.5
+                               ? "waits for the GIL while the worker's next fetch runs Python: a finished batch goes out "
+                                 "when that fetch ends or after the 5 ms switch interval"
+                               : "runs beside the worker's next fetch",
+                           p.fetch_holds_gil.measured ? "measured" : "assumed", p.fetch_holds_gil.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
   if (p.workers == 0)
     in.push_back(fmt::format("the DataLoader's own code in next() outside the fetch (sampler, bookkeeping): {} per "

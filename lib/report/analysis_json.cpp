@@ -151,6 +151,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("capacity", l.prefetch.capacity).Field("mean_ready", l.prefetch.mean_ready).Field("max_ready", l.prefetch.max_ready);
   w.Field("starved_fraction", l.prefetch.starved_fraction).Field("ever_full", l.prefetch.ever_full);
   w.Field("serial_gap_s", l.prefetch.serial_gap_s).Field("serial_gaps", l.prefetch.serial_gaps);
+  w.Field("sends_held", l.prefetch.sends_held).Field("sends_free", l.prefetch.sends_free);
   w.EndObject();
 
   w.Key("stages").BeginArray();
