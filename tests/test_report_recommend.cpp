@@ -86,6 +86,14 @@ TEST_CASE("The prefetch line gives Little's depth and the smaller one the simula
                                    "it (fewer buffers in memory)\n"));
 }
 
+TEST_CASE("A proposal whose threads wait for cores says its figure may be off, as whatif's rows do") {
+  auto l = Planned();
+  CHECK(RecommendText(Report({l})).find("wait for a core on average") == std::string::npos);
+  l.plan.predicted.waiting_threads = 0.31;
+  CHECK_THAT(RecommendText(Report({l})),
+             Catch::Contains("0.31 of the job's threads wait for a core on average: the kernel's scheduling"));
+}
+
 TEST_CASE("Fewer workers than the LP's pool are told with the pool's prediction, and a stream's split named") {
   auto l = Planned();
   l.plan.workers = 3;

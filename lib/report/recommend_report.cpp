@@ -87,6 +87,13 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += fmt::format("; measured {:.1f} samples/s steady state: {:.2f}x\n", r.measured_samples_per_s, speedup);
   else
     out += "\n";
+  // As under whatif's rows: the kernel's scheduling of an oversubscribed job is not modelled.
+  if (r.predicted.waiting_threads >= model::kTimeSlicedThreads && !r.predicted.step_oversubscribed)
+    out += fmt::format("              {:.2f} of the job's threads wait for a core on average: the kernel's scheduling "
+                       "of them is not modelled (it leaves a core idle while a thread waits, or favours the step), so "
+                       "this figure may be off by about 10% either way; a host whose vCPUs slow when all are busy "
+                       "makes it high (docs/model.md)\n",
+                       r.predicted.waiting_threads);
   out += WholeRunLine(r, p);
   if (r.lp_pool_workers > 0 && r.workers > 0)
     out += fmt::format("workers:      {} predicted within 1% of the LP's {} ({:.1f} samples/s): more would only hold "
