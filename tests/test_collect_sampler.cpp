@@ -68,3 +68,44 @@ TEST_CASE("each tick samples every process under the root and the system") {
   close(ready[0]);
   close(ready[1]);
 }
+
+TEST_CASE("a process first seen on the ring is sampled from the next tick, before the next /proc scan") {
+  const std::string path = "/tmp/stallprof-test-sampler-ring-" + std::to_string(getpid()) + ".pb";
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t child = -1;
+  {
+    auto header = DescribeMachine({"test"}, {1 << 20, 4}, 10, 1);
+    auto writer = TraceWriter::Create(path, header);
+    REQUIRE(writer.ok());
+    TraceSink sink(std::move(*writer));
+    Sampler sampler(sink, getpid());
+    sampler.Tick(MonotonicNs());  // scans /proc: the worker is not there yet
+    child = fork();               // a DataLoader worker starting, its hook's first record drained
+    if (child == 0) {
+      char c = 'x';
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      pause();
+      _exit(0);
+    }
+    char c;
+    REQUIRE(read(ready[0], &c, 1) == 1);
+    sink.NoteProcess(child, MonotonicNs(), TraceSink::Seen::kOnRing);
+    for (int i = 0; i < 2; ++i) {  // well within the scan's second
+      sampler.Tick(MonotonicNs());
+      usleep(5000);
+    }
+    sampler.Flush();
+    REQUIRE(sink.Close().ok());
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  auto t = LoadTrace(path);
+  REQUIRE(t.ok());
+  REQUIRE(t->process_series.size() == 1);
+  CHECK(t->process_series[0].pid == static_cast<uint32_t>(child));
+  CHECK(t->process_series[0].t_ns.size() == 2);
+  std::remove(path.c_str());
+  close(ready[0]);
+  close(ready[1]);
+}

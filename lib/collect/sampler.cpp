@@ -1,5 +1,7 @@
 #include "sampler.h"
 
+#include <algorithm>
+
 #include "procfs.h"
 
 namespace stallprof::collect {
@@ -13,6 +15,9 @@ void Sampler::Tick(uint64_t now_ns) {
     known_ = procfs::Descendants(root_);
     last_scan_ns_ = now_ns;
   }
+  // Processes that reached the ring since (a DataLoader worker as it starts).
+  for (pid_t pid : sink_.TakeNewOnRing())
+    if (std::find(known_.begin(), known_.end(), pid) == known_.end()) known_.push_back(pid);
   std::vector<pid_t> alive;
   alive.reserve(known_.size());
   for (pid_t pid : known_) {

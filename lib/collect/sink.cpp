@@ -105,6 +105,7 @@ void TraceSink::NoteProcess(pid_t pid, uint64_t now_ns, Seen seen) {
     std::lock_guard lock(mu_);
     const bool first = described_.insert(pid).second;
     const bool first_on_ring = seen == Seen::kOnRing && described_from_ring_.insert(pid).second;
+    if (first_on_ring) new_on_ring_.push_back(pid);
     if (!first && !first_on_ring) return;
   }
   pb::Chunk c;
@@ -127,6 +128,13 @@ void TraceSink::NoteProcess(pid_t pid, uint64_t now_ns, Seen seen) {
   p->set_local_rank(int_env("LOCAL_RANK", -1));
   p->set_world_size(int_env("WORLD_SIZE", 0));
   Write(c);
+}
+
+std::vector<pid_t> TraceSink::TakeNewOnRing() {
+  std::lock_guard lock(mu_);
+  std::vector<pid_t> out;
+  out.swap(new_on_ring_);
+  return out;
 }
 
 Status TraceSink::Close() {

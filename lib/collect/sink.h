@@ -36,6 +36,10 @@ class TraceSink {
   // more when it first shows up on the ring after the sampler described it
   // (readers keep the last description).
   void NoteProcess(pid_t pid, uint64_t now_ns, Seen seen);
+  // The processes first seen on the ring since the last call: the sampler
+  // samples them from its next tick, not only from its next /proc scan
+  // (about a second apart: a short-lived worker would get a sample or none).
+  std::vector<pid_t> TakeNewOnRing();
   // After a write error: one more attempt at `footer`, which says where the
   // trace ends (cutting the failed chunk may have freed room for it).
   void WriteFooterAfterFailure(const pb::Chunk& footer);
@@ -72,6 +76,7 @@ class TraceSink {
   uint32_t pending_first_ = 1;
   std::unordered_set<pid_t> described_;
   std::unordered_set<pid_t> described_from_ring_;
+  std::vector<pid_t> new_on_ring_;  // since the last TakeNewOnRing
 };
 
 }  // namespace stallprof::collect
