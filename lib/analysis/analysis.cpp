@@ -775,7 +775,7 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     loader.prefetch.serial_gap_s = gaps[gaps.size() / 2];
   }
   // Did the batch wait in its worker for the GIL while the worker's next fetch
-  // ran? Only next() calls made while that next fetch ran and well before it
+  // ran (or a later one)? Only next() calls made while such a fetch ran and well before it
   // would give the GIL up (its end, or Python's switch interval after its
   // start) tell: a batch already sent returns after the main thread's own
   // receiving; one held returns after that point.
@@ -786,9 +786,12 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     if (f < 0) continue;
     const uint64_t end = s.start_ns[f] + s.duration_ns[f];
     if (it.wait_start_ns <= end) continue;  // the main thread was waiting for the fetch itself
+    // The fetch the worker was running at the call (its next, or a later one with a deeper prefetch).
     const auto& iv = busy_of_thread[s.thread[f]];
-    auto next = std::upper_bound(iv.begin(), iv.end(), std::make_pair(end, UINT64_MAX));
-    if (next == iv.end() || next->first > it.wait_start_ns || next->second <= it.wait_start_ns) continue;
+    auto next = std::upper_bound(iv.begin(), iv.end(), std::make_pair(it.wait_start_ns, UINT64_MAX));
+    if (next == iv.begin()) continue;
+    --next;
+    if (next->first < end || next->second <= it.wait_start_ns) continue;
     const uint64_t gives_up = std::min(next->second, next->first + kSwitchIntervalNs);
     if (gives_up < it.wait_start_ns + kTellNs) continue;
     const double receive_ns = it.receive_s > 0 ? it.receive_s * 1e9 : 0;
