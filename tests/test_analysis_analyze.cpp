@@ -216,14 +216,17 @@ TEST_CASE("Prefetch occupancy counts batches produced but not yet consumed at ea
   CHECK(loader.prefetch.starved_fraction == Approx(1.0 / 6));
 }
 
-TEST_CASE("A batch the worker's next fetch held back until it ended counts as held, one found sent as free") {
+TEST_CASE("A batch a later fetch of its worker held back until it ended counts as held, one found sent as free") {
   // 1 worker making a batch in 5 ms with 0.5 ms between fetches; the main
   // loop calls next() for batch i 3 ms after its fetch ended, while the
   // worker is 2.5 ms into the next fetch, and spends 0.3 ms of CPU in it.
   // Held: next() returns as that fetch ends (5.5 ms after), plus the 0.3 ms.
   // Sent: it returns after the 0.3 ms alone.
-  for (bool held : {true, false}) {
-    INFO((held ? "held" : "sent"));
+  // Ahead: the call comes 8 ms after, while the worker runs the fetch after
+  // the next (a deeper prefetch), and returns as that one ends.
+  for (int mode : {0, 1, 2}) {
+    const bool held = mode != 1, ahead = mode == 2;
+    INFO((ahead ? "held, two fetches ahead" : held ? "held" : "sent"));
     TraceBuilder b;
     b.Process(100, 1);
     b.Process(201, 100);
@@ -236,15 +239,17 @@ TEST_CASE("A batch the worker's next fetch held back until it ended counts as he
     const int n = 20;
     for (int i = 0; i < n; ++i) b.Span(w, names::kFetch, start + i * period, 5 * kMs, 1, i, 5 * kMs, 0);
     for (int i = 0; i < n - 1; ++i) {
-      const uint64_t end = start + i * period + 5 * kMs, call = end + 3 * kMs;
-      const uint64_t back = held ? end + period + 300 * kUs : call + 300 * kUs;
+      const uint64_t end = start + i * period + 5 * kMs, call = end + (ahead ? 8 : 3) * kMs;
+      const uint64_t back = held ? end + (ahead ? 2 : 1) * period + 300 * kUs : call + 300 * kUs;
       b.Span(main, names::kWait, call, back - call, 1, i, 300 * kUs, 0);
     }
     const auto result = Analyze(b.trace, {});
     const auto& loader = OnlyLoader(result);
-    // Every call but the first (its epoch's) tells: the next fetch runs until 2.5 ms after it.
-    CHECK(loader.prefetch.sends_held == (held ? n - 2 : 0));
-    CHECK(loader.prefetch.sends_free == (held ? 0 : n - 2));
+    // Every call but the first (its epoch's) tells, while a fetch runs 2.5 ms
+    // on; two ahead, the last batch's call has no fetch after the next.
+    const int telling = ahead ? n - 3 : n - 2;
+    CHECK(loader.prefetch.sends_held == (held ? telling : 0));
+    CHECK(loader.prefetch.sends_free == (held ? 0 : telling));
   }
 }
 
