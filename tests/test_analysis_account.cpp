@@ -710,3 +710,43 @@ TEST_CASE("A loader run whole inside another's step is left out of that loader's
     CHECK(l.compute_all.mean == Approx(0.009).epsilon(0.06));  // b's first step: 9 ms, a's: 9 ms
   }
 }
+
+TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers down, when that comes soon") {
+  // Set costs: 2 epochs of 5 batches (1 ms next(), 10 ms step), each left
+  // without the StopIteration next() (islice, break); the iterator's
+  // deletion then shuts its workers down for 15 ms, right after the last
+  // step. In the second run the shutdown comes 5 s later (an iterator kept
+  // alive to the exit): no end then, the last compute unknown.
+  for (bool soon : {true, false}) {
+    INFO((soon ? "deleted at once" : "deleted 5 s later"));
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", 2);
+    const uint32_t main = b.Thread(100, 100);
+    uint64_t t = 1000 * kMs;
+    for (uint32_t e = 0; e < 2; ++e) {
+      b.Span(main, names::kEpoch, t, 2 * kMs, 1, e);
+      t += 2 * kMs;
+      for (uint32_t i = 0; i < 5; ++i) {
+        b.Span(main, names::kWait, t, kMs, 1, i);
+        t += 11 * kMs;
+      }
+      const uint64_t at = soon ? t : t + 5000 * kMs;
+      b.Span(main, names::kShutdown, at, 15 * kMs, 1, 0);
+      t = at + 15 * kMs + 100 * kMs;  // then something else, outside the epochs
+    }
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.epochs.size() == 2);
+    if (soon) {
+      CHECK(l.epochs[0].seconds == Approx((2 + 5 * 11 + 15) * 1e-3));
+      CHECK(l.iterations[4].compute_s == Approx(0.010));
+      CHECK_FALSE(l.iterations[4].compute_unknown);
+      CHECK(l.account_all.wall_s == Approx(2 * (2 + 5 * 11 + 15) * 1e-3));
+      CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(2 * (2 + 15) * 1e-3 + 2 * 1e-3).epsilon(0.01));
+    } else {
+      CHECK(l.epochs[0].seconds == Approx((2 + 4 * 11 + 1) * 1e-3));
+      CHECK(l.iterations[4].compute_unknown);
+    }
+  }
+}

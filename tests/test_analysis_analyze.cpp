@@ -247,9 +247,9 @@ TEST_CASE("A batch a later fetch of its worker held back until it ended counts a
     const auto& loader = OnlyLoader(result);
     // Every call but the first (its epoch's) tells, while a fetch runs 2.5 ms
     // on; two ahead, the last batch's call has no fetch after the next.
-    const int telling = ahead ? n - 3 : n - 2;
-    CHECK(loader.prefetch.sends_held == (held ? telling : 0));
-    CHECK(loader.prefetch.sends_free == (held ? 0 : telling));
+    const uint64_t telling = ahead ? n - 3 : n - 2;
+    CHECK(loader.prefetch.sends_held == (held ? telling : 0u));
+    CHECK(loader.prefetch.sends_free == (held ? 0u : telling));
   }
 }
 

@@ -45,6 +45,7 @@ struct LoaderSpans {
   SpanIndices waits;
   SpanIndices epochs;      // dataloader.epoch spans (or instants)
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
+  SpanIndices shutdowns;   // dataloader.shutdown spans: workers shut down, in or out of an epoch_end
   SpanIndices fetches;
 };
 
@@ -195,7 +196,7 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
       LoaderSpans& target = loaders[into];
       LoaderSpans& source = loaders[from];
       for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
-                           std::pair{&target.epoch_ends, &source.epoch_ends}})
+                           std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns}})
         to->insert(to->end(), v->begin(), v->end());
       target.scopes.push_back(source.scope);
       ends[into] = std::max(ends[into], ends[from]);
@@ -237,6 +238,10 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   std::vector<std::pair<uint64_t, uint64_t>> ends;
   for (uint32_t e : spans.epoch_ends) ends.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
   std::sort(ends.begin(), ends.end());
+  // Workers shut down as an iterator left early was deleted (called, returned).
+  std::vector<std::pair<uint64_t, uint64_t>> shutdowns;
+  for (uint32_t e : spans.shutdowns) shutdowns.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
+  std::sort(shutdowns.begin(), shutdowns.end());
   // Iterations before any epoch mark (a client that records no epochs)
   // form an epoch of their own starting at the first next().
   if (!waits.empty() && (epochs.empty() || s.start_ns[waits.front()] < epochs.front().start))
@@ -278,8 +283,22 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     all_epochs[epoch].end_ns = std::max(all_epochs[epoch].end_ns, it.return_ns);
     loader.iterations.push_back(it);
   }
+  // The median compute of the batches followed by another next(): how soon
+  // an iterator left early is deleted to count as the loop's end (below).
+  std::vector<uint64_t> computes;
+  for (size_t i = 0; i + 1 < loader.iterations.size(); ++i)
+    if (loader.iterations[i + 1].epoch == loader.iterations[i].epoch)
+      computes.push_back(loader.iterations[i].compute_end_ns - loader.iterations[i].return_ns);
+  uint64_t median_compute = 0;
+  if (!computes.empty()) {
+    std::nth_element(computes.begin(), computes.begin() + computes.size() / 2, computes.end());
+    median_compute = computes[computes.size() / 2];
+  }
   // The last batch of each epoch computes until the next() that raised
   // StopIteration (the first one after its return, before the next epoch).
+  // A loop left early (for ... break, islice) has no such call: its
+  // iterator's deletion shutting the workers down ends it instead, when that
+  // comes within a few steps' compute (not an iterator kept to the exit).
   for (size_t i = 0; i < loader.iterations.size(); ++i) {
     auto& it = loader.iterations[i];
     const bool last_of_epoch = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
@@ -292,6 +311,13 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       epoch_stats.has_end_call = true;
       epoch_stats.end_call_ns = end->first;
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, end->second);
+    } else if (auto down = std::lower_bound(shutdowns.begin(), shutdowns.end(), std::make_pair(it.return_ns, uint64_t{0}));
+               down != shutdowns.end() && down->first <= next_epoch &&
+               down->first - it.return_ns <= std::max<uint64_t>(3 * median_compute, 1'000'000)) {
+      it.compute_end_ns = down->first;
+      epoch_stats.has_end_call = true;
+      epoch_stats.end_call_ns = down->first;
+      epoch_stats.end_ns = std::max(epoch_stats.end_ns, down->second);
     } else {
       it.compute_unknown = true;  // the loop was left early: the epoch ends at the last return
     }
@@ -1142,6 +1168,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t epoch_name = NameId(trace, names::kEpoch);
   const uint32_t fetch_name = NameId(trace, names::kFetch);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
+  const uint32_t shutdown_name = NameId(trace, names::kShutdown);
   const uint32_t worker_start_name = NameId(trace, names::kWorkerStart);
   const uint32_t read_storage_name = NameId(trace, names::kReadStorage);
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
@@ -1207,6 +1234,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (name == epoch_name) {
       loader_for(trace.threads[thread].pid, s.scope[i]).epochs.push_back(static_cast<uint32_t>(i));
       placer.Wait(thread, s.scope[i], place);  // a span or (older hooks) an instant: a next() call either way
+      continue;
+    }
+    if (name == shutdown_name && kind == SpanKind::kSpan) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).shutdowns.push_back(static_cast<uint32_t>(i));
+      placer.Wait(thread, s.scope[i], place);
       continue;
     }
     if (name == epoch_end_name) {

@@ -24,6 +24,10 @@ inline constexpr const char* kEpoch = "dataloader.epoch";
 // main, span: the next() that raised StopIteration (worker shutdown); arg = iterations.
 // Older traces: an instant at the raise (read as a zero-length span).
 inline constexpr const char* kEpochEnd = "dataloader.epoch_end";
+// main, span: an iterator shutting its workers down (torch's
+// _shutdown_workers): inside the epoch_end span when the epoch ran to its
+// end; else as the iterator was deleted (for ... break, islice). arg = 0.
+inline constexpr const char* kShutdown = "dataloader.shutdown";
 inline constexpr const char* kFetch = "dataloader.fetch";        // worker (or main when num_workers=0): one batch; arg = batch index; has cpu/delay
 inline constexpr const char* kGetitem = "dataloader.getitem";    // one sample; arg = sample index
 inline constexpr const char* kCollate = "dataloader.collate";    // collate_fn of one batch; arg = batch index

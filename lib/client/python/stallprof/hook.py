@@ -73,6 +73,7 @@ import time
 WAIT = "dataloader.wait"
 EPOCH = "dataloader.epoch"
 EPOCH_END = "dataloader.epoch_end"
+SHUTDOWN = "dataloader.shutdown"
 FETCH = "dataloader.fetch"
 GETITEM = "dataloader.getitem"
 COLLATE = "dataloader.collate"
@@ -571,6 +572,24 @@ def _patch():
         return iterator
 
     dl.DataLoader.__iter__ = __iter__
+
+    # -- workers shut down: an iterator left before its StopIteration -----------
+    # (for ... break, itertools.islice) shuts its workers down when it is
+    # deleted; the one that ran to its end did so inside the epoch_end span.
+    shutdown_id = ext.name(SHUTDOWN)
+    original_shutdown = dl._MultiProcessingDataLoaderIter._shutdown_workers
+
+    def _shutdown_workers(self):
+        scope = getattr(self, "_stallprof_scope", None)
+        if scope is None or getattr(self, "_shutdown", True):  # nothing left to shut down
+            return original_shutdown(self)
+        start = now()
+        try:
+            return original_shutdown(self)
+        finally:
+            span_since(shutdown_id, start, 0, scope)
+
+    dl._MultiProcessingDataLoaderIter._shutdown_workers = _shutdown_workers
 
     # -- _BaseDataLoaderIter.__next__ and the fetchers' fetch() --------------------
     # The extension's NextWrapper and Fetch do the per-batch work in one C call

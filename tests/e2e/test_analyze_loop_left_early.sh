@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A loop that takes a fixed number of steps per epoch (itertools.islice)
+# leaves each iterator without the next() that raises StopIteration; the
+# iterator's deletion then shuts the workers down. The hook records that
+# (dataloader.shutdown) and analysis ends the epoch there: the last batch's
+# step is known and the shutdown counts as epoch start-up, so the whole-run
+# figure matches what the script measures itself. Before, each epoch ended
+# at its last next() and the whole run read about 10% fast.
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+cat > islice.py <<'PY'
+import itertools, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        time.sleep(0.0005)
+        return torch.zeros(8)
+
+
+loader = DataLoader(Slow(), batch_size=16, shuffle=True, num_workers=2)
+t0 = time.perf_counter()
+n = 0
+for epoch in range(4):
+    for x in itertools.islice(loader, 30):
+        time.sleep(0.004)
+        n += len(x)
+print(f"own: {n / (time.perf_counter() - t0):.1f}")
+PY
+$SP run -q -o islice.pb -- "$PY" islice.py >run.log 2>&1 || fail "the run failed: $(tail -3 run.log)"
+$SP analyze islice.pb --json >islice.json || fail "analyze failed"
+"$PY" - islice.json "$(sed -n 's/^own: //p' run.log)" <<'PY' || fail "the loop's end is not accounted (above)"
+import json, sys
+l = json.load(open(sys.argv[1]))["loaders"][0]
+own = float(sys.argv[2])
+print(f"whole run {l['samples_per_s']:.1f} samples/s, the script's own {own:.1f}")
+assert abs(l["samples_per_s"] / own - 1) <= 0.04, (l["samples_per_s"], own)
+shutdown = l["startup_split"] if "startup_split" in l else None
+lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
+assert "shutdown" in lines["startup"]["evidence"], lines["startup"]["evidence"]
+assert "shutdown 0.0 ms" not in lines["startup"]["evidence"], lines["startup"]["evidence"]
+PY
+echo PASS
