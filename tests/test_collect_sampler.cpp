@@ -12,11 +12,12 @@
 using namespace stallprof;
 using namespace stallprof::collect;
 
-TEST_CASE("each tick samples every process under the root and the system") {
-  const std::string path = "/tmp/stallprof-test-sampler-" + std::to_string(getpid()) + ".pb";
+namespace {
+// Forks a child that waits (pause) until killed; returns once it runs.
+pid_t ForkWaitingChild() {
   int ready[2];
   REQUIRE(pipe(ready) == 0);
-  pid_t child = fork();
+  const pid_t child = fork();
   if (child == 0) {
     char c = 'x';
     if (write(ready[1], &c, 1) != 1) _exit(1);
@@ -25,6 +26,15 @@ TEST_CASE("each tick samples every process under the root and the system") {
   }
   char c;
   REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  close(ready[1]);
+  return child;
+}
+}  // namespace
+
+TEST_CASE("each tick samples every process under the root and the system") {
+  const std::string path = "/tmp/stallprof-test-sampler-" + std::to_string(getpid()) + ".pb";
+  const pid_t child = ForkWaitingChild();
   {
     auto header = DescribeMachine({"test"}, {1 << 20, 4}, 10, 1);
     auto writer = TraceWriter::Create(path, header);
@@ -65,14 +75,10 @@ TEST_CASE("each tick samples every process under the root and the system") {
   CHECK_FALSE(t->header.cwd.empty());
   CHECK(t->header.sample_period_ms == 10);
   std::remove(path.c_str());
-  close(ready[0]);
-  close(ready[1]);
 }
 
 TEST_CASE("a process first seen on the ring is sampled from the next tick, before the next /proc scan") {
   const std::string path = "/tmp/stallprof-test-sampler-ring-" + std::to_string(getpid()) + ".pb";
-  int ready[2];
-  REQUIRE(pipe(ready) == 0);
   pid_t child = -1;
   {
     auto header = DescribeMachine({"test"}, {1 << 20, 4}, 10, 1);
@@ -81,15 +87,7 @@ TEST_CASE("a process first seen on the ring is sampled from the next tick, befor
     TraceSink sink(std::move(*writer));
     Sampler sampler(sink, getpid());
     sampler.Tick(MonotonicNs());  // scans /proc: the worker is not there yet
-    child = fork();               // a DataLoader worker starting, its hook's first record drained
-    if (child == 0) {
-      char c = 'x';
-      if (write(ready[1], &c, 1) != 1) _exit(1);
-      pause();
-      _exit(0);
-    }
-    char c;
-    REQUIRE(read(ready[0], &c, 1) == 1);
+    child = ForkWaitingChild();   // a DataLoader worker starting, its hook's first record drained
     sink.NoteProcess(child, MonotonicNs(), TraceSink::Seen::kOnRing);
     for (int i = 0; i < 2; ++i) {  // well within the scan's second
       sampler.Tick(MonotonicNs());
@@ -106,6 +104,4 @@ TEST_CASE("a process first seen on the ring is sampled from the next tick, befor
   CHECK(t->process_series[0].pid == static_cast<uint32_t>(child));
   CHECK(t->process_series[0].t_ns.size() == 2);
   std::remove(path.c_str());
-  close(ready[0]);
-  close(ready[1]);
 }
