@@ -192,7 +192,7 @@ TEST_CASE("A fetch holding the GIL keeps its worker's sending thread from sendin
   // after that, so the worker idles meanwhile: 4 + 1 + 0.5 = 5.5 ms a batch.
   // Measured: a 5 ms pure-Python fetch, 0.35 ms of sending and receiving each:
   // 5.78 ms a batch.
-  c.gil_switch_s = 0.005;
+  c.fetch_holds_gil = true;
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.0055).epsilon(1e-3));
   // Deeper prefetch does not part them: the worker's GIL is free for the
   // receiving only once the worker has run out of indices. 8 ms of fetch,

@@ -187,9 +187,9 @@ struct PrefetchStats {
   uint64_t serial_gaps = 0;
   // Whether a worker's fetch holds the GIL its sending thread needs: of the
   // next() calls that came after their batch's fetch ended while its worker
-  // was inside its next fetch, those whose batch arrived only as that fetch
-  // left the CPU (ended, or held it a switch interval: `held`) and those that
-  // found it sent (`free`). See docs/analysis.md "Prefetch".
+  // was inside a later fetch, those whose batch arrived only as that fetch
+  // ended (`held`) and those that found it sent (`free`). See docs/model.md
+  // "A fetch that holds the GIL".
   uint64_t sends_held = 0, sends_free = 0;
 };
 

@@ -231,7 +231,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
   c.worker_gap_s = workers > 0 ? p.worker_gap_s_per_batch.value : 0;
-  c.gil_switch_s = workers > 0 && p.fetch_holds_gil.value > 0.5 ? kPythonSwitchInterval : 0;
+  c.fetch_holds_gil = workers > 0 && p.fetch_holds_gil.value > 0.5;
   c.worker_fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
   c.costs = costs;
   c.cpu_scale = cpu_scale;

@@ -147,7 +147,7 @@ struct LoaderProfile {
   Input worker_gap_s_per_batch;
   // 1: a worker's fetch holds the GIL while on CPU (pure-Python work), so its
   // sending thread sends a finished batch only when the next fetch gives the
-  // GIL up (SimConfig::gil_switch_s); measured in a profile with workers
+  // GIL up (SimConfig::fetch_holds_gil); measured in a profile with workers
   // (analysis PrefetchStats::sends_held). 0: it runs beside the fetch.
   Input fetch_holds_gil;
   // Profiled without workers: start-up is that of the worker `stallprof run`
@@ -175,9 +175,6 @@ double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
 // A step runnable on at least this many threads, with torch's intra-op
 // threads above one, is parallel over them.
 inline constexpr double kParallelStepThreads = 1.5;
-// Python's GIL switch interval (sys.getswitchinterval()): how long a thread
-// that wants the GIL waits before the holder must hand it over.
-inline constexpr double kPythonSwitchInterval = 0.005;
 
 // Whether the profile's step is parallel over torch's intra-op threads
 // (intra_op_threads > 1, runnable on kParallelStepThreads or more), and

@@ -23,10 +23,9 @@ struct Worker {
   std::deque<uint64_t> outbox;
   bool sending = false;
   double send_left = 0;        // CPU seconds of the batch at the front of the outbox
-  // SimConfig::gil_switch_s > 0: whether the sending thread holds the
-  // worker's GIL (it runs, the fetch's CPU waits), and how long it has waited for it.
+  // SimConfig::fetch_holds_gil: whether the sending thread holds the
+  // worker's GIL (it runs, the fetch's CPU waits).
   bool sender_has_gil = true;
-  double gil_waited = 0;
   bool fetch_ended = false;    // the fetch just ended: its thread let the GIL go, taking the next index
 };
 
@@ -187,15 +186,12 @@ class Simulation {
           worker.sending = true;
           worker.send_left = c_.worker_loop_cpu_s;
           worker.sender_has_gil = false;
-          worker.gil_waited = 0;
           changed = true;
         }
         // The sending thread takes the GIL when the fetch is off CPU or has
-        // just ended (the worker's loop lets it go to take the next index),
-        // or when the fetch has held it a switch interval past its request.
+        // just ended (the worker's loop lets it go to take the next index).
         if (worker.sending && !worker.sender_has_gil &&
-            (c_.gil_switch_s <= 0 || worker.phase != WorkerPhase::kCpu || worker.fetch_ended ||
-             worker.gil_waited >= c_.gil_switch_s - kDone)) {
+            (!c_.fetch_holds_gil || worker.phase != WorkerPhase::kCpu || worker.fetch_ended)) {
           worker.sender_has_gil = true;
           changed = true;
         }
@@ -264,19 +260,19 @@ class Simulation {
   }
 
   // Whether a worker's fetch progresses on CPU now: not while its sending
-  // thread holds the GIL the fetch needs (SimConfig::gil_switch_s).
+  // thread holds the GIL the fetch needs (SimConfig::fetch_holds_gil).
   bool FetchRuns(const Worker& worker) const {
-    return worker.phase == WorkerPhase::kCpu && !(c_.gil_switch_s > 0 && worker.sending && worker.sender_has_gil);
+    return worker.phase == WorkerPhase::kCpu && !(c_.fetch_holds_gil && worker.sending && worker.sender_has_gil);
   }
   bool SendRuns(const Worker& worker) const { return worker.sending && worker.sender_has_gil; }
 
   // Receiving a batch from a worker whose fetch holds the GIL waits while
   // that worker's GIL is taken, by its fetch or its sending thread
-  // (SimConfig::gil_switch_s): the worker's thread that hands the batch's
+  // (SimConfig::fetch_holds_gil): the worker's thread that hands the batch's
   // shared memory over needs it. Measured: a 10 ms fetch of pure Python
   // handed its previous batch over only as it ended.
   bool ReceiveBlocked() const {
-    if (c_.gil_switch_s <= 0 || main_ != MainPhase::kReceive || workers_.empty()) return false;
+    if (!c_.fetch_holds_gil || main_ != MainPhase::kReceive || workers_.empty()) return false;
     const Worker& worker = workers_[worker_of_[current_]];
     return FetchRuns(worker) || SendRuns(worker);
   }
@@ -310,7 +306,6 @@ class Simulation {
       else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting || worker.phase == WorkerPhase::kGap)
         dt = std::min(dt, worker.left);
       if (SendRuns(worker)) dt = std::min(dt, worker.send_left / share);
-      else if (worker.sending) dt = std::min(dt, c_.gil_switch_s - worker.gil_waited);  // waiting for the GIL
     }
     if (!(dt < kInf)) return false;
     dt = std::max(dt, 0.0);
@@ -327,8 +322,6 @@ class Simulation {
       if (SendRuns(worker)) {
         worker.send_left = std::max(0.0, worker.send_left - share * dt);
         out_.job_delay_s += (1 - share) * dt;  // not the fetch spans': a thread of its own
-      } else if (worker.sending) {
-        worker.gil_waited += dt;
       }
     }
     const double main_delay = main_width * (1 - share) * dt;

@@ -54,13 +54,13 @@ struct SimConfig {
   // parallel with the next fetch (torch's queue feeder thread pickles; the
   // worker loop only hands it the batch).
   double worker_loop_cpu_s = 0;
-  // > 0: a worker's fetch holds the GIL while on CPU (pure-Python work), so
-  // its sending thread waits for it: until the fetch leaves the CPU (ends,
-  // or waits on I/O) or has held it this long (Python's switch interval,
-  // when it must hand it over); the fetch then waits while the batch is sent.
-  // 0: the sending thread runs beside the fetch (a fetch in C that releases
-  // the GIL, e.g. image decoding).
-  double gil_switch_s = 0;
+  // A worker's fetch holds the GIL while on CPU (pure-Python work), so its
+  // sending thread sends when the fetch leaves the CPU (ends, or waits on
+  // I/O), the next fetch waiting meanwhile, and the main thread's receive
+  // of its batch waits while either holds it. False: the sending thread
+  // runs beside the fetch (a fetch in C that releases the GIL, e.g. image
+  // decoding).
+  bool fetch_holds_gil = false;
   // W >= 1: CPU each fetch costs in a worker beyond `costs` (not scaled by
   // cpu_scale): collating into shared memory, for costs measured without workers.
   double worker_fetch_extra_cpu_s = 0;

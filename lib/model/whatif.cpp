@@ -225,7 +225,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   in.push_back(fmt::format("a worker's sending thread {} ({}, {})",
                            p.fetch_holds_gil.value > 0.5
                                ? "waits for the GIL while the worker's next fetch runs Python: a finished batch goes out "
-                                 "when that fetch ends or after the 5 ms switch interval"
+                                 "when that fetch ends, and the main thread's receive waits for it too"
                                : "runs beside the worker's next fetch",
                            p.fetch_holds_gil.measured ? "measured" : "assumed", p.fetch_holds_gil.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
