@@ -193,7 +193,10 @@ TEST_CASE("A fetch holding the GIL keeps its worker's sending thread from sendin
   // Measured: a 5 ms pure-Python fetch, 0.35 ms of sending and receiving each:
   // 5.78 ms a batch.
   c.fetch_holds_gil = true;
-  CHECK(SimulateLoader(c).steady_step_s == Approx(0.0055).epsilon(1e-3));
+  const SimResult held = SimulateLoader(c);
+  CHECK(held.steady_step_s == Approx(0.0055).epsilon(1e-3));
+  // Waiting for the worker's GIL is waiting for the batch, not receiving it.
+  CHECK(held.receive_s == Approx(400 * 0.0005).epsilon(0.01));
   // Deeper prefetch does not part them: the worker's GIL is free for the
   // receiving only once the worker has run out of indices. 8 ms of fetch,
   // 2 ms of sending and 0.5 ms of receiving: 10.5 ms (beside it: 8 ms).

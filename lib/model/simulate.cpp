@@ -297,7 +297,8 @@ class Simulation {
     const double share = demand > c_.cores ? c_.cores / demand : 1;  // of a core, per runnable thread
 
     // Rates: CPU phases progress at share (x width for the step), off-CPU ones at 1.
-    const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished && !ReceiveBlocked();
+    const bool receive_blocked = ReceiveBlocked();  // the batch still held in its worker: a wait, not receiving
+    const bool main_timed = main_ != MainPhase::kNext && main_ != MainPhase::kFinished && !receive_blocked;
     const bool held_up = main_ == MainPhase::kComputeCpu && c_.compute_parallel && share < 1;
     const double main_rate = main_width <= 0 ? 1 : held_up ? share : main_width * share;
     double dt = main_timed ? main_left_ / main_rate : kInf;
@@ -330,7 +331,7 @@ class Simulation {
       case MainPhase::kNext:
       case MainPhase::kFetchCpu:
       case MainPhase::kFetchIo: out_.wait_s += dt; break;
-      case MainPhase::kReceive: out_.receive_s += dt; break;
+      case MainPhase::kReceive: (receive_blocked ? out_.wait_s : out_.receive_s) += dt; break;
       case MainPhase::kComputeCpu:
         out_.compute_delay_s += main_delay;
         out_.compute_s += dt;
