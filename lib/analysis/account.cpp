@@ -420,14 +420,16 @@ double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
 
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
 
-// The user's stages on the training loop's thread, outside the fetches, per
-// batch of the whole run (LoaderAnalysis::main_stages; CPU-bound only when
-// `on_cpu`: CPU at least half the wall time, as an augmentation is and a
-// stage waiting for an accelerator is not).
-double MainStagesSecondsPerBatch(const LoaderAnalysis& l, bool on_cpu) {
+// A user's stage on the training loop's thread that works on the CPU: CPU at
+// least half its wall time, as an augmentation does and a stage waiting for
+// an accelerator does not.
+bool OnCpu(const StageStats& st) { return st.cpu_s >= 0.5 * st.wall_s; }
+
+// The CPU stages of LoaderAnalysis::main_stages, per batch of the whole run.
+double MainCpuStagesSecondsPerBatch(const LoaderAnalysis& l) {
   double wall = 0;
   for (const auto& st : l.main_stages)
-    if (!on_cpu || st.cpu_s >= 0.5 * st.wall_s) wall += st.wall_s;
+    if (OnCpu(st)) wall += st.wall_s;
   return l.iterations.empty() ? 0 : wall / static_cast<double>(l.iterations.size());
 }
 
@@ -445,12 +447,12 @@ std::string MainStagesEvidence(const LoaderAnalysis& l) {
 // Compute taken mostly by the user's CPU stages on the main thread: the
 // workers could run them beside the step. Empty when they are under 10% of it.
 std::string MainStagesAdvice(const LoaderAnalysis& l, const Account& a) {
-  const double stages = MainStagesSecondsPerBatch(l, true);
+  const double stages = MainCpuStagesSecondsPerBatch(l);
   const double compute = a.batches ? a.Seconds(Cause::kCompute) / static_cast<double>(a.batches) : 0;
   if (compute <= 0 || stages < 0.1 * compute) return {};
   std::string names;
   for (const auto& st : l.main_stages)
-    if (st.cpu_s >= 0.5 * st.wall_s) names += (names.empty() ? "" : ",") + st.name;
+    if (OnCpu(st)) names += (names.empty() ? "" : ",") + st.name;
   const uint32_t workers = l.config.num_workers;
   return fmt::format(
       "{} of the step is your stage {} on the main thread ({} per batch, on CPU): in the Dataset (a transform) or the "

@@ -851,34 +851,22 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     double wall_with_cpu_s = 0;
   };
   std::map<std::string, Merged> merged;
-  std::map<std::string, std::pair<StageStats, double>> main_stages;  // with the wall time of the spans with CPU
+  std::map<std::string, Merged> main_stages;  // the training loop's own, outside the fetches
   for (const auto& acc : accumulators) {
     if (acc.name == fetch_name) continue;
     uint32_t pid = trace.threads[acc.thread].pid;
-    if (acc.place == StagePlace::kOutside) {
-      // Outside the fetches: the training loop's own work when on the loader's
-      // process and placed by its next() (or fetch, with num_workers=0).
-      if (pid != loader.pid || std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) == loader.scopes.end())
-        continue;
-      const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
-      auto& [st, wall_with_cpu_s] = main_stages[name];
-      st.name = name;
-      st.count += acc.count;
-      st.wall_s += acc.wall_ns * kNs;
-      st.cpu_s += acc.cpu_ns * kNs;
-      wall_with_cpu_s += acc.wall_with_cpu_ns * kNs;
-      if (acc.count_with_cpu != acc.count) st.cpu_source = CpuSource::kEstimated;
-      st.parallelism = 1;
-      continue;
-    }
-    // A span with a scope belongs to that loader only; an unscoped one (a user
-    // stage) to the loader whose worker thread ran it.
-    bool mine = acc.scope != 0 ? std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) != loader.scopes.end() &&
-                                     (pid == loader.pid || worker_pids.count(pid))
-                               : worker_threads.count(acc.thread) > 0;
+    const bool in_scope = std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) != loader.scopes.end();
+    // Outside the fetches: the training loop's own work when on the loader's
+    // process and placed by its next() (or fetch, with num_workers=0).
+    // Else a span with a scope belongs to that loader only; an unscoped one
+    // (a user stage) to the loader whose worker thread ran it.
+    const bool outside = acc.place == StagePlace::kOutside;
+    const bool mine = outside          ? pid == loader.pid && in_scope
+                      : acc.scope != 0 ? in_scope && (pid == loader.pid || worker_pids.count(pid))
+                                       : worker_threads.count(acc.thread) > 0;
     if (!mine) continue;
     const std::string& name = acc.name < trace.strings.size() ? trace.strings[acc.name] : "?";
-    auto& m = merged[name];
+    auto& m = (outside ? main_stages : merged)[name];
     m.stats.name = name;
     m.stats.count += acc.count;
     m.stats.wall_s += acc.wall_ns * kNs;
@@ -911,10 +899,13 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     loader.stages.push_back(st);
   }
   for (auto& st : loader.stages) st.bottleneck = st.parallel_rate > 0 && st.parallel_rate == lowest;
-  for (auto& [name, stage] : main_stages) {
-    auto& [st, wall_with_cpu_s] = stage;
-    // Spans the counter budget skipped: their CPU at the measured ones' CPU per wall second.
-    if (st.cpu_source == CpuSource::kEstimated) st.cpu_s = wall_with_cpu_s > 0 ? st.wall_s * (st.cpu_s / wall_with_cpu_s) : 0;
+  for (auto& [name, m] : main_stages) {
+    auto& st = m.stats;
+    if (!m.all_cpu) {  // spans without CPU: at the measured ones' CPU per wall second
+      st.cpu_source = CpuSource::kEstimated;
+      st.cpu_s = m.wall_with_cpu_s > 0 ? st.wall_s * (st.cpu_s / m.wall_with_cpu_s) : 0;
+    }
+    st.parallelism = 1;
     loader.main_stages.push_back(st);
   }
   std::sort(loader.main_stages.begin(), loader.main_stages.end(),
@@ -1335,6 +1326,8 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   std::vector<LoaderAnalysis> built(loaders_seen.size());
   std::vector<SpanIndices> sorted_waits(loaders_seen.size());
   std::vector<std::span<const uint32_t>> waits_of(loaders_seen.size());
+  std::vector<CounterEstimator> wait_counters_of;
+  wait_counters_of.reserve(loaders_seen.size());
   for (size_t i = 0; i < loaders_seen.size(); ++i) {
     const auto& l = loaders_seen[i];
     LoaderAnalysis& loader = built[i];
@@ -1344,13 +1337,15 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
     loader.config = ReadConfig(trace, l.pid, l.scopes);
     waits_of[i] = WaitsByStart(s, l.waits, sorted_waits[i]);
-    BuildIterations(trace, l, waits_of[i], CounterEstimator(s, l.waits, sampled), options.warmup, loader);
+    const CounterEstimator& wait_counters = wait_counters_of.emplace_back(s, l.waits, sampled);
+    BuildIterations(trace, l, waits_of[i], wait_counters, options.warmup, loader);
   }
   TakeOutNestedLoaders(trace, loaders_seen, built);
   for (size_t i = 0; i < loaders_seen.size(); ++i) {
     const auto& l = loaders_seen[i];
     LoaderAnalysis loader = std::move(built[i]);
-    const CounterEstimator wait_counters(s, l.waits, sampled), fetch_counters(s, l.fetches, sampled);
+    const CounterEstimator& wait_counters = wait_counters_of[i];
+    const CounterEstimator fetch_counters(s, l.fetches, sampled);
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();
     loader.counters.fetches = fetch_counters.Sums();

@@ -121,12 +121,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
   const uint64_t sends = loader.prefetch.sends_held + loader.prefetch.sends_free;
   if (sends >= kMinSends)
     p.fetch_holds_gil = {2 * loader.prefetch.sends_held >= sends ? 1.0 : 0.0, true,
-                         fmt::format("{} of {} next() calls made while their batch's worker ran its next fetch found the "
-                                     "batch held there until that fetch gave the GIL up",
+                         fmt::format("{} of {} next() calls made while their batch's worker ran a later fetch found the "
+                                     "batch held there until that fetch ended",
                                      loader.prefetch.sends_held, sends)};
   else
     p.fetch_holds_gil = {0, false,
-                         p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran its next fetch, {} "
+                         p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran a later fetch, {} "
                                                      "needed): the sending thread taken to run beside the fetch",
                                                      sends, kMinSends)
                                        : "not measured (no workers in the profile): the sending thread taken to run "
