@@ -603,3 +603,37 @@ TEST_CASE("Non-persistent workers' shutdown at each epoch's end is measured per 
   REQUIRE(profiles.ok());
   CHECK(profiles->front().shutdown_s_per_worker == 0);
 }
+
+TEST_CASE("Without workers the GIL probes decide whether the fetch holds the GIL, from ten probes on") {
+  // 0 workers: each next() a 10 ms fetch on the main thread, then a 30 ms
+  // step; the probe thread asks 10 us into some fetches and waits 8 ms
+  // (held) or 20 us (free).
+  auto profile = [](int held, int free) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.iterations = 30;
+    AddMainProcessLoader(b, spec);
+    b.Config(100, 1, "num_workers", 0);
+    const uint32_t probe = b.Thread(100, 101);
+    for (uint32_t i = 0; i < spec.iterations; ++i) {
+      const uint64_t t = spec.start + i * (spec.wait + spec.compute);
+      b.Span(spec.thread, names::kFetch, t, spec.wait, 1, i, spec.wait, 0);
+      if (static_cast<int>(i) < held + free)
+        b.Span(probe, names::kGilProbe, t + 10'000, static_cast<int>(i) < held ? 8 * kMs : 20'000, 1, 5 * kMs, 0, 0);
+    }
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front().fetch_holds_gil;
+  };
+  const auto held = profile(7, 4);
+  CHECK(held.measured);
+  CHECK(held.value == 1);
+  CHECK(held.source.find("7 of 11 probes") != std::string::npos);
+  const auto free = profile(4, 7);
+  CHECK(free.measured);
+  CHECK(free.value == 0);
+  const auto few = profile(9, 0);
+  CHECK_FALSE(few.measured);
+  CHECK(few.value == 0);
+  CHECK(few.source.find("9 GIL probes of the fetches, 10 needed") != std::string::npos);
+}

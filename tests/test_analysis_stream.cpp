@@ -141,3 +141,46 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
     std::remove(path.c_str());
   }
 }
+
+TEST_CASE("Without workers a GIL probe that waited half the rest of its fetch or of the switch interval counts as held") {
+  // 0 workers: each next() a 5 ms fetch on the main thread, then a 4 ms
+  // step. The hook's probe thread asks for the GIL 10 us into some fetches.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  const uint32_t main = b.Thread(100, 100), probe = b.Thread(100, 101);
+  constexpr uint64_t kUs = 1000;
+  const uint64_t start = 1000 * kMs, period = 9 * kMs;
+  b.Instant(main, names::kEpoch, start, 1, 0);
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t t = start + i * period;
+    b.Span(main, names::kWait, t, 5 * kMs, 1, i, 5 * kMs, 0);
+    b.Span(main, names::kFetch, t, 5 * kMs, 1, i, 5 * kMs, 0);
+  }
+  auto ask = [&](int i, uint64_t into, uint64_t waited, uint64_t switch_interval, uint16_t scope = 1) {
+    b.Span(probe, names::kGilProbe, start + i * period + into, waited, scope, switch_interval, 0, 0);
+  };
+  ask(0, 10 * kUs, 4500 * kUs, 5 * kMs);  // held to near the fetch's end: held
+  ask(1, 10 * kUs, 20 * kUs, 5 * kMs);    // let go at once: free
+  ask(2, 4900 * kUs, 150 * kUs, 5 * kMs); // asked 100 us before the end: tells nothing
+  ask(3, 10 * kUs, 1500 * kUs, 2 * kMs);  // past half a 2 ms switch interval: held
+  ask(4, 10 * kUs, 1500 * kUs, 5 * kMs);  // under half of 5 ms and of the fetch's rest: free
+  ask(5, 10 * kUs, 4500 * kUs, 5 * kMs, 2);  // another loader's
+  ask(6, 6 * kMs, 10 * kUs, 5 * kMs);     // during the step, not a fetch
+  const std::string path = WriteTrace(b.trace, "gil-probes");
+  auto whole = LoadTrace(path);
+  REQUIRE(whole.ok());
+  auto digest = LoadForAnalysis(path);
+  REQUIRE(digest.ok());
+  for (bool streamed : {false, true}) {
+    INFO((streamed ? "streamed" : "loaded whole"));
+    auto a = streamed ? Analyze(*digest, {}) : Analyze(*whole, {});
+    REQUIRE(a.ok());
+    REQUIRE(a->loaders.size() == 1);
+    const auto& l = a->loaders[0];
+    CHECK(l.prefetch.gil_probes_held == 2u);
+    CHECK(l.prefetch.gil_probes_free == 2u);
+    for (const auto& st : l.stages) CHECK(st.name != names::kGilProbe);  // a measurement, not a stage
+    for (const auto& st : l.main_stages) CHECK(st.name != names::kGilProbe);
+  }
+}

@@ -827,6 +827,35 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   }
 }
 
+// Whether the loader's main-process fetches held the GIL: each probe of the
+// hook's (names::kGilProbe) against the fetch it asked during.
+void CountGilProbes(const Trace& trace, std::span<const uint32_t> probes, std::span<const uint32_t> fetches,
+                    LoaderAnalysis& loader) {
+  const auto& s = trace.spans;
+  auto in_process = [&](uint32_t i) { return trace.threads[s.thread[i]].pid == loader.pid; };
+  auto of_loader = [&](uint32_t i) {
+    return in_process(i) && std::find(loader.scopes.begin(), loader.scopes.end(), s.scope[i]) != loader.scopes.end();
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> main_fetches;  // (start, end) of the fetches in the loader's process
+  for (uint32_t f : fetches)
+    if (in_process(f)) main_fetches.emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
+  if (main_fetches.empty()) return;
+  std::sort(main_fetches.begin(), main_fetches.end());
+  constexpr uint64_t kTellNs = 200'000;
+  for (uint32_t p : probes) {
+    if (!of_loader(p)) continue;
+    const uint64_t ask = s.start_ns[p];
+    auto at = std::upper_bound(main_fetches.begin(), main_fetches.end(), std::make_pair(ask, UINT64_MAX));
+    if (at == main_fetches.begin()) continue;
+    const uint64_t end = std::prev(at)->second;
+    if (end < ask + kTellNs) continue;  // asked after the fetch, or too near its end to tell
+    const double wait = static_cast<double>(s.duration_ns[p]);
+    const double switch_interval = s.arg[p] > 0 ? static_cast<double>(s.arg[p]) : 5e6;
+    const bool held = wait >= 0.5 * std::min(static_cast<double>(end - ask), switch_interval);
+    (held ? loader.prefetch.gil_probes_held : loader.prefetch.gil_probes_free)++;
+  }
+}
+
 void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name, bool sampled,
                 LoaderAnalysis& loader) {
   std::set<uint32_t> worker_threads, worker_pids;
@@ -1164,7 +1193,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t read_storage_name = NameId(trace, names::kReadStorage);
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
   const uint32_t system_cpu_name = NameId(trace, names::kSystemCpu);
+  const uint32_t gil_probe_name = NameId(trace, names::kGilProbe);
   std::unordered_map<uint32_t, ThreadReads> reads_of_thread;
+  SpanIndices gil_probes;
   const std::vector<bool> calibration = internal::CalibrationNames(trace);
 
   std::vector<LoaderSpans> loader_spans;
@@ -1244,6 +1275,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       auto& reads = reads_of_thread[thread];
       (name == read_storage_name ? reads.storage : name == read_calls_name ? reads.calls : reads.system)
           .push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (name == gil_probe_name) {  // a measurement of a fetch, not a stage
+      gil_probes.push_back(static_cast<uint32_t>(i));
       continue;
     }
     const PendingStage span{s.start_ns[i], s.duration_ns[i], s.cpu_ns[i], name, s.scope[i], s.has_cpu[i] != 0};
@@ -1357,6 +1392,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     FillFetchReads(trace, l.fetches, reads_of_thread, loader);
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
+    CountGilProbes(trace, gil_probes, l.fetches, loader);
     FillStages(trace, accumulators, fetch_name, sampled, loader);
     if (!loader.config.batch_size_known) {
       // No batch_size config (e.g. a C client): samples per batch from getitem spans per fetch span.

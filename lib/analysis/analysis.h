@@ -191,6 +191,13 @@ struct PrefetchStats {
   // ended (`held`) and those that found it sent (`free`). See docs/model.md
   // "A fetch that holds the GIL".
   uint64_t sends_held = 0, sends_free = 0;
+  // The same question without workers: the hook's probe thread asked for the
+  // GIL as a main-process fetch began (names::kGilProbe). Held: it got the
+  // GIL only halfway or later from its ask to the fetch's end, or after half
+  // the switch interval (when the interpreter forces the holder to let go; a
+  // sending thread needs it several times a batch). Probes asked within
+  // 200 us of the fetch's end tell neither.
+  uint64_t gil_probes_held = 0, gil_probes_free = 0;
 };
 
 // Spans of one kind whose counters (CPU time, run-queue delay) the hook's

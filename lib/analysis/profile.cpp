@@ -116,21 +116,31 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
                                                             "index, {} needed): taken as 0",
                                                             loader.prefetch.serial_gaps, kMinGaps)
                                               : "not measured (no workers in the profile): taken as 0"};
-  // Whether the fetch holds the GIL its worker's sending thread needs.
+  // Whether the fetch holds the GIL its worker's sending thread needs: seen
+  // in when batches arrived (workers), or asked by the hook's probe thread
+  // (no workers).
   constexpr uint64_t kMinSends = 10;
   const uint64_t sends = loader.prefetch.sends_held + loader.prefetch.sends_free;
+  const uint64_t probes = loader.prefetch.gil_probes_held + loader.prefetch.gil_probes_free;
   if (sends >= kMinSends)
     p.fetch_holds_gil = {2 * loader.prefetch.sends_held >= sends ? 1.0 : 0.0, true,
                          fmt::format("{} of {} next() calls made while their batch's worker ran a later fetch found the "
                                      "batch held there until that fetch ended",
                                      loader.prefetch.sends_held, sends)};
+  else if (p.workers == 0 && probes >= kMinSends)
+    p.fetch_holds_gil = {2 * loader.prefetch.gil_probes_held >= probes ? 1.0 : 0.0, true,
+                         fmt::format("a thread asking for the GIL as a fetch began waited half the rest of the fetch "
+                                     "(or of the switch interval) in {} of {} probes",
+                                     loader.prefetch.gil_probes_held, probes)};
   else
     p.fetch_holds_gil = {0, false,
                          p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran a later fetch, {} "
                                                      "needed): the sending thread taken to run beside the fetch",
                                                      sends, kMinSends)
-                                       : "not measured (no workers in the profile): the sending thread taken to run "
-                                         "beside the fetch"};
+                                       : fmt::format("not measured ({} GIL probes of the fetches, {} needed; the hook's "
+                                                     "ctypes fallback does not probe): the sending thread taken to "
+                                                     "run beside the fetch",
+                                                     probes, kMinSends)};
   p.batch_costs = loader.batch_costs;
   p.intra_op_threads = c.intra_op_threads;
 

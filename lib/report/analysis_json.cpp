@@ -152,6 +152,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("starved_fraction", l.prefetch.starved_fraction).Field("ever_full", l.prefetch.ever_full);
   w.Field("serial_gap_s", l.prefetch.serial_gap_s).Field("serial_gaps", l.prefetch.serial_gaps);
   w.Field("sends_held", l.prefetch.sends_held).Field("sends_free", l.prefetch.sends_free);
+  w.Field("gil_probes_held", l.prefetch.gil_probes_held).Field("gil_probes_free", l.prefetch.gil_probes_free);
   w.EndObject();
 
   w.Key("stages").BeginArray();

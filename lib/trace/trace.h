@@ -40,6 +40,11 @@ inline constexpr const char* kReadStorage = "dataloader.read_storage";  // arg =
 inline constexpr const char* kReadCalls = "dataloader.read_calls";      // arg = rchar: through read syscalls (hits and misses)
 inline constexpr const char* kSystemCpu = "dataloader.system_cpu";      // arg = the thread's system CPU ns (getrusage)
 inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worker, instant: arg = worker id
+// A thread of the hook's in a process fetching without workers, span: from
+// asking for the GIL as one of the main thread's fetches began to getting it;
+// scope = that fetch's loader, arg = the interpreter's switch interval in ns.
+// Whether the fetch held it (analysis PrefetchStats::gil_probes_held).
+inline constexpr const char* kGilProbe = "dataloader.gil_probe";
 // Spans the hook records while timing its own cost at start, named with this
 // prefix: analysis ignores them (they are neither loaders nor stages).
 inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";

@@ -7,6 +7,11 @@
 # beside the fetch and missed by +14% (prefetch_factor=2) and +22% (4); the
 # profile now measures the GIL held (sends_held) and the simulation holds the
 # sending and the receive for the fetch.
+# Profiled without workers, the same loader has no sending thread to watch:
+# the hook's probe thread asks for the GIL as each probed fetch begins
+# (gil_probes_held), and whatif's 1-worker prediction from that profile meets
+# the 1-worker run (taking the sending as free, it was 14-16% high). A loader
+# whose samples sleep instead lets the GIL go (gil_probes_free).
 source "$(dirname "$0")/lib.sh"
 need_torch
 require_quiet_cpus
@@ -27,21 +32,30 @@ class PythonSamples(Dataset):
         return 1280
 
     def __getitem__(self, i):
-        burn(0.3)
+        if sys.argv[3] == "sleep":
+            time.sleep(0.0003)  # lets the GIL go
+        else:
+            burn(0.3)
         return torch.zeros(8)
 
 
-train_loader = DataLoader(PythonSamples(), batch_size=16, shuffle=True, num_workers=1,
-                          prefetch_factor=int(sys.argv[1]))
+workers = int(sys.argv[2])
+deeper = {"prefetch_factor": int(sys.argv[1])} if workers else {}
+train_loader = DataLoader(PythonSamples(), batch_size=16, shuffle=True, num_workers=workers, **deeper)
 for epoch in range(2):
     for x in train_loader:
         burn(4)  # the training step
 PY
 for depth in 2 4; do
-  $SP run -q -o p$depth.pb -- "$PY" pyloader.py $depth >run$depth.log 2>&1 || fail "the run failed: $(tail -3 run$depth.log)"
+  $SP run -q -o p$depth.pb -- "$PY" pyloader.py $depth 1 burn >run$depth.log 2>&1 || fail "the run failed: $(tail -3 run$depth.log)"
   $SP whatif p$depth.pb --json >p$depth.json || fail "whatif failed"
   $SP analyze p$depth.pb --json >a$depth.json || fail "analyze failed"
 done
+for kind in burn sleep; do
+  $SP run -q -o w0$kind.pb -- "$PY" pyloader.py 2 0 $kind >run0$kind.log 2>&1 || fail "the run failed: $(tail -3 run0$kind.log)"
+  $SP analyze w0$kind.pb --json >a0$kind.json || fail "analyze failed"
+done
+$SP whatif w0burn.pb --workers 1 --json >w0burn.json || fail "whatif failed"
 "$PY" - a2.json p2.json a4.json p4.json <<'PY' || fail "the GIL-held fetch is measured or predicted wrong (above)"
 import json, sys
 for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
@@ -51,5 +65,21 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     print(f"{a}: sends held {prefetch['sends_held']}, free {prefetch['sends_free']}; baseline predicted {predicted:.0f}, measured {measured:.0f}")
     assert prefetch["sends_held"] >= 10 and prefetch["sends_held"] > 2 * prefetch["sends_free"], prefetch
     assert abs(predicted / measured - 1) <= 0.07, f"baseline {predicted:.0f} against {measured:.0f}"
+PY
+"$PY" - a0burn.json a0sleep.json w0burn.json p2.json <<'PY' || fail "the GIL probe of a loader without workers is wrong (above)"
+import json, sys
+burn = json.load(open(sys.argv[1]))["loaders"][0]["prefetch"]
+sleep = json.load(open(sys.argv[2]))["loaders"][0]["prefetch"]
+print(f"probes without workers: burning held {burn['gil_probes_held']}, free {burn['gil_probes_free']}; "
+      f"sleeping held {sleep['gil_probes_held']}, free {sleep['gil_probes_free']}")
+assert burn["gil_probes_held"] >= 10 and burn["gil_probes_held"] > 2 * burn["gil_probes_free"], burn
+assert sleep["gil_probes_free"] >= 10 and sleep["gil_probes_free"] > 2 * sleep["gil_probes_held"], sleep
+w = json.load(open(sys.argv[3]))["loaders"][0]
+gil = [i for i in w["inputs"] if i.startswith("a worker's sending thread")]
+predicted = w["scenarios"][0]["prediction"]["samples_per_s"]
+measured = json.load(open(sys.argv[4]))["loaders"][0]["measured_samples_per_s"]
+print(f"0 -> 1 worker: predicted {predicted:.0f}, the 1-worker run measured {measured:.0f} ({predicted / measured - 1:+.1%}); {gil}")
+assert len(gil) == 1 and "waits for the GIL" in gil[0] and "(measured" in gil[0], gil
+assert abs(predicted / measured - 1) <= 0.08, f"predicted {predicted:.0f} against {measured:.0f}"
 PY
 echo PASS

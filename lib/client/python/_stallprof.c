@@ -775,6 +775,118 @@ static int64_t take_batch_index(PyObject* fetcher) {
   return next < 0 ? 0 : next;
 }
 
+/* ---- the GIL probe: does a fetch let the GIL go? ----------------------------
+ * A worker's fetch that holds the GIL stalls the worker's sending thread, so
+ * its batch reaches the main process only when the fetch ends (docs/model.md
+ * "A fetch that holds the GIL"). A profile with workers sees that in when
+ * batches arrive; one with num_workers=0 has no sending thread to watch. So
+ * there a thread of the hook's own does what a sending thread does: at the
+ * start of a main-process fetch (at most one every 50 ms, 256 per process) it
+ * asks for the GIL and records a gil_probe span from its ask to the moment it
+ * got it, arg = the switch interval in ns (after which the interpreter forces
+ * the holder to let go). Analysis holds it against the fetch span it began
+ * in. The probe runs no Python code; where the fetch holds the GIL it costs
+ * the fetch one forced switch (tens of microseconds) per probe. */
+#include <pthread.h>
+
+#define GIL_PROBE_EVERY_NS 50000000ull
+#define GIL_PROBE_MAX 256
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int enabled;                 /* start_gil_probe was called in this process or its parent */
+  int thread_started;          /* this process's probe thread runs */
+  int busy;                    /* a probe is pending or running (main sets, probe clears) */
+  uint64_t request_ns;         /* the probed fetch's start; 0: nothing asked */
+  uint16_t scope;
+  uint32_t name;
+  uint64_t switch_interval_ns;
+  uint64_t next_due_ns;
+  unsigned left;
+  PyInterpreterState* interp;
+} g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void* gil_probe_thread(void* unused) {
+  (void)unused;
+  PyThreadState* ts = PyThreadState_New(g_probe.interp); /* needs no GIL */
+  if (ts == NULL) return NULL;
+  for (;;) {
+    pthread_mutex_lock(&g_probe.mu);
+    while (g_probe.request_ns == 0) pthread_cond_wait(&g_probe.cv, &g_probe.mu);
+    g_probe.request_ns = 0;
+    const uint16_t scope = g_probe.scope;
+    pthread_mutex_unlock(&g_probe.mu);
+    const uint64_t ask = stallprof_now_ns();
+    PyEval_RestoreThread(ts); /* the wait a sending thread has; exits this thread if the interpreter is finalizing */
+    const uint64_t got = stallprof_now_ns();
+    ts = PyEval_SaveThread();
+    __atomic_store_n(&g_probe.busy, 0, __ATOMIC_RELEASE);
+    stallprof_span_complete(g_probe.name, ask, got - ask, g_probe.switch_interval_ns, scope);
+  }
+  return NULL;
+}
+
+static void gil_probe_after_fork_child(void) {
+  /* The child has no probe thread (and Python dropped its thread state). */
+  pthread_mutex_init(&g_probe.mu, NULL);
+  pthread_cond_init(&g_probe.cv, NULL);
+  g_probe.thread_started = 0;
+  g_probe.busy = 0;
+  g_probe.request_ns = 0;
+  g_probe.left = GIL_PROBE_MAX;
+}
+
+/* At the start of a main-process fetch, holding the GIL: asks the probe
+ * thread to probe this fetch when one is due. */
+static void gil_probe_fetch_started(uint16_t scope) {
+  if (!g_probe.enabled || g_probe.left == 0 || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return;
+  const uint64_t now = stallprof_now_ns();
+  if (now < g_probe.next_due_ns) return;
+  g_probe.next_due_ns = now + GIL_PROBE_EVERY_NS;
+  if (!g_probe.thread_started) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    const int rc = pthread_create(&thread, &attr, gil_probe_thread, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      g_probe.enabled = 0;
+      return;
+    }
+    g_probe.thread_started = 1;
+  }
+  g_probe.left--;
+  __atomic_store_n(&g_probe.busy, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&g_probe.mu);
+  g_probe.scope = scope;
+  g_probe.request_ns = now;
+  pthread_cond_signal(&g_probe.cv);
+  pthread_mutex_unlock(&g_probe.mu);
+}
+
+/* start_gil_probe(name, switch_interval_s) */
+static PyObject* py_start_gil_probe(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  ARGS_AT_LEAST(2, "start_gil_probe")
+  uint32_t name;
+  if (!name_id(args[0], &name)) return NULL;
+  const double interval_s = PyFloat_AsDouble(args[1]);
+  if (interval_s < 0 && PyErr_Occurred()) return NULL;
+  if (name == 0 || g_probe.enabled) Py_RETURN_NONE; /* not recording, or started already */
+  static int at_fork_registered;
+  if (!at_fork_registered && pthread_atfork(NULL, NULL, gil_probe_after_fork_child) != 0) Py_RETURN_NONE;
+  at_fork_registered = 1;
+  g_probe.name = name;
+  g_probe.switch_interval_ns = (uint64_t)(interval_s > 0 ? interval_s * 1e9 : 5e6);
+  g_probe.interp = PyInterpreterState_Get();
+  g_probe.left = GIL_PROBE_MAX;
+  g_probe.enabled = 1;
+  Py_RETURN_NONE;
+}
+
 /* fetch(fetcher, possibly_batched_index): the batch (samples, then collate)
  * inside a fetch span (arg = batch index) with its getitem and collate spans.
  * The counters (CPU, delay, the thread's io and system CPU) all or none: by
@@ -800,6 +912,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
     }
   }
   uint16_t scope = (uint16_t)attr_u64(fetcher, g_str_scope, 0);
+  if (scope != 0) gil_probe_fetch_started(scope); /* scope set: a main-process fetch */
   if (scope == 0) scope = g_worker_scope;
   const int64_t index = take_batch_index(fetcher);
   const int sampled = f->counters == FETCH_COUNTERS_BUDGET
@@ -942,6 +1055,8 @@ static PyMethodDef module_methods[] = {
     {"set_batch_index", py_set_batch_index, METH_O,
      "set_batch_index(i): the calling thread's next fetch is for batch i (a worker, from its index queue)."},
     {"set_worker_scope", py_set_worker_scope, METH_O, "set_worker_scope(scope): the loader this worker serves."},
+    {"start_gil_probe", (PyCFunction)(void (*)(void))py_start_gil_probe, METH_FASTCALL,
+     "start_gil_probe(name, switch_interval_s): probe whether main-process fetches hold the GIL."},
     {"set_stage_decorator", py_set_stage_decorator, METH_O,
      "set_stage_decorator(fn): fn(name, scope, function) makes @stage(name, scope) wrappers."},
     {NULL, NULL, 0, NULL}};

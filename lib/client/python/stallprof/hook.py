@@ -26,7 +26,10 @@ system_cpu span (arg = the thread's system CPU ns during the fetch). The
 pin-memory thread: pin spans. A loader without workers also records its
 first batch's tensors (batch_tensors, batch_bytes) and leaves a request in
 STALLPROF_IPC_DIR for `stallprof run` to time a worker's handoff of such a
-batch after the job (stallprof.calibrate_ipc).
+batch after the job (stallprof.calibrate_ipc), and, with the extension,
+gil_probe spans: a thread of the hook's asks for the GIL as a main-process
+fetch starts (one every 50 ms at most), as a worker's sending thread would,
+so analysis can tell whether the fetch holds it.
 
 Counters (a span's thread CPU time and run-queue delay, the fetching thread's
 /proc/thread-self/io and getrusage) cost a syscall each, so the C client gives
@@ -82,6 +85,7 @@ WORKER_START = "dataloader.worker_start"
 READ_STORAGE = "dataloader.read_storage"
 READ_CALLS = "dataloader.read_calls"
 SYSTEM_CPU = "dataloader.system_cpu"
+GIL_PROBE = "dataloader.gil_probe"
 CALIBRATION = "stallprof.calibration."
 # Repetitions per event kind when the hook times itself at start.
 _CALIBRATION_REPS = 200
@@ -635,6 +639,12 @@ def _patch():
             _calibrate(ext, make_next, make_fetch, original_map_fetch)
     except Exception as error:  # the figures are optional; the recording is not
         _warn("could not time the hook's own cost (%s); analysis takes it as 0" % error)
+
+    # -- whether main-process fetches (num_workers=0) hold the GIL -----------------
+    # (the extension's probe thread; see _stallprof.c "the GIL probe"). After
+    # the calibration, so its fetches are not probed.
+    if hasattr(ext, "start_gil_probe"):
+        ext.start_gil_probe(ext.name(GIL_PROBE), sys.getswitchinterval())
 
 
 # ---- the per-batch path in Python (the ctypes fallback) ------------------------
