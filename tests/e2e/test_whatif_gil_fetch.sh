@@ -73,7 +73,9 @@ sleep = json.load(open(sys.argv[2]))["loaders"][0]["prefetch"]
 print(f"probes without workers: burning held {burn['gil_probes_held']}, free {burn['gil_probes_free']}; "
       f"sleeping held {sleep['gil_probes_held']}, free {sleep['gil_probes_free']}")
 assert burn["gil_probes_held"] >= 10 and burn["gil_probes_held"] > 2 * burn["gil_probes_free"], burn
-assert sleep["gil_probes_free"] >= 10 and sleep["gil_probes_free"] > 2 * sleep["gil_probes_held"], sleep
+# (A probe woken late, after its fetch ended, tells nothing: of the sleeping
+# run's 16-20 probes, 7-14 landed in a fetch.)
+assert sleep["gil_probes_free"] >= 4 and sleep["gil_probes_held"] == 0, sleep
 w = json.load(open(sys.argv[3]))["loaders"][0]
 gil = [i for i in w["inputs"] if i.startswith("a worker's sending thread")]
 predicted = w["scenarios"][0]["prediction"]["samples_per_s"]
