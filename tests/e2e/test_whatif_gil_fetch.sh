@@ -11,7 +11,8 @@
 # the hook's probe thread asks for the GIL as each probed fetch begins
 # (gil_probes_held), and whatif's 1-worker prediction from that profile meets
 # the 1-worker run (taking the sending as free, it was 14-16% high). A loader
-# whose samples sleep instead lets the GIL go (gil_probes_free).
+# whose samples sleep instead lets the GIL go (gil_probes_free); one whose
+# fetches take microseconds is not probed.
 source "$(dirname "$0")/lib.sh"
 need_torch
 require_quiet_cpus
@@ -34,7 +35,7 @@ class PythonSamples(Dataset):
     def __getitem__(self, i):
         if sys.argv[3] == "sleep":
             time.sleep(0.0003)  # lets the GIL go
-        else:
+        elif sys.argv[3] == "burn":
             burn(0.3)
         return torch.zeros(8)
 
@@ -56,6 +57,12 @@ for kind in burn sleep; do
   $SP analyze w0$kind.pb --json >a0$kind.json || fail "analyze failed"
 done
 $SP whatif w0burn.pb --workers 1 --json >w0burn.json || fail "whatif failed"
+# Fetches of microseconds are not probed: a probe would land after them and
+# cost the main thread a forced switch all the same.
+$SP run -q -o w0fast.pb -- "$PY" pyloader.py 2 0 fast >run0fast.log 2>&1 || fail "the run failed: $(tail -3 run0fast.log)"
+$SP export w0fast.pb -o w0fast.json >/dev/null || fail "export failed"
+probes=$({ grep -o '"name":"dataloader.gil_probe"' w0fast.json || true; } | wc -l)
+[ "$probes" -eq 0 ] || fail "$probes GIL probes of fetches taking microseconds"
 "$PY" - a2.json p2.json a4.json p4.json <<'PY' || fail "the GIL-held fetch is measured or predicted wrong (above)"
 import json, sys
 for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):

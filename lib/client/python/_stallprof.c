@@ -785,17 +785,20 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * span from its ask to the moment it got it, arg = the switch interval in ns
  * (after which the interpreter forces the holder to let go). Analysis holds
  * it against the fetch span it began in. The probe runs no Python code, but
- * where the main thread holds the GIL the forced switch costs it about 0.6 ms
- * (three wake-ups across cores; measured on a 2-vCPU VM), so the first 16
- * probes (analysis needs 10 that land inside a fetch) are 50 ms apart, the
- * rest 1 s, and a process makes 64 at most: about 10 ms once, then 0.06% of
- * the main thread. */
+ * where the main thread holds the GIL the forced switch costs it 0.6-1.4 ms
+ * (wake-ups across cores; measured on a 2-vCPU VM), so the first 16 probes
+ * (analysis needs 10 that land inside a fetch) are 50 ms apart, the rest 1 s,
+ * a process makes 64 at most (about 10-20 ms once, then 0.06-0.14% of the
+ * main thread), and only after a fetch of 1 ms or more: a probe woken after
+ * a shorter fetch ended tells nothing and would cost all the same (1.2% of a
+ * 2 s run of a fast loader, whose fetches take microseconds). */
 #include <pthread.h>
 
 #define GIL_PROBE_FIRST 16
 #define GIL_PROBE_FIRST_EVERY_NS 50000000ull
 #define GIL_PROBE_THEN_EVERY_NS 1000000000ull
 #define GIL_PROBE_MAX 64
+#define GIL_PROBE_MIN_FETCH_NS 1000000ull
 
 static struct {
   pthread_mutex_t mu;
@@ -808,6 +811,7 @@ static struct {
   uint32_t name;
   uint64_t switch_interval_ns;
   uint64_t next_due_ns;
+  uint64_t last_fetch_ns; /* the last main-process fetch's wall time */
   unsigned left;
   PyInterpreterState* interp;
 } g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -843,11 +847,14 @@ static void gil_probe_after_fork_child(void) {
 }
 
 /* At the start of a main-process fetch, holding the GIL: asks the probe
- * thread to probe this fetch when one is due. */
-static void gil_probe_fetch_started(uint16_t scope) {
-  if (!g_probe.enabled || g_probe.left == 0 || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return;
+ * thread to probe this fetch when one is due. Returns the fetch's start for
+ * gil_probe_fetch_ended, 0 once the process has made all its probes. */
+static uint64_t gil_probe_fetch_started(uint16_t scope) {
+  if (!g_probe.enabled || g_probe.left == 0) return 0;
   const uint64_t now = stallprof_now_ns();
-  if (now < g_probe.next_due_ns) return;
+  if (now < g_probe.next_due_ns || g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS ||
+      __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE))
+    return now;
   g_probe.left--;
   g_probe.next_due_ns =
       now + (GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS : GIL_PROBE_THEN_EVERY_NS);
@@ -861,7 +868,7 @@ static void gil_probe_fetch_started(uint16_t scope) {
     pthread_attr_destroy(&attr);
     if (rc != 0) {
       g_probe.enabled = 0;
-      return;
+      return 0;
     }
     g_probe.thread_started = 1;
   }
@@ -871,6 +878,12 @@ static void gil_probe_fetch_started(uint16_t scope) {
   g_probe.request_ns = now;
   pthread_cond_signal(&g_probe.cv);
   pthread_mutex_unlock(&g_probe.mu);
+  return now;
+}
+
+static void gil_probe_fetch_ended(uint64_t started) {
+  const uint64_t now = stallprof_now_ns();
+  g_probe.last_fetch_ns = now > started ? now - started : 0;
 }
 
 /* start_gil_probe(name, switch_interval_s) */
@@ -918,7 +931,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
     }
   }
   uint16_t scope = (uint16_t)attr_u64(fetcher, g_str_scope, 0);
-  if (scope != 0) gil_probe_fetch_started(scope); /* scope set: a main-process fetch */
+  const uint64_t probe_clock = scope != 0 ? gil_probe_fetch_started(scope) : 0; /* scope set: a main-process fetch */
   if (scope == 0) scope = g_worker_scope;
   const int64_t index = take_batch_index(fetcher);
   const int sampled = f->counters == FETCH_COUNTERS_BUDGET
@@ -952,6 +965,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
     }
     Py_DECREF(data);
   }
+  if (probe_clock != 0) gil_probe_fetch_ended(probe_clock);
   if (batch == NULL) {
     /* no batch (the stream ended): not a fetch, so fetch spans == batches */
     if (!PyErr_ExceptionMatches(PyExc_StopIteration)) stallprof_span_end(&span, (uint64_t)index);
