@@ -522,6 +522,44 @@ TEST_CASE("The workers' CPU outside their fetch spans is the sampled process CPU
   CHECK(OnlyLoader(Analyze(SlowWorker(20 * kMs, 19 * kMs, 0), {})).worker_cpu_outside_fetch_s == -1);
 }
 
+TEST_CASE("The workers' CPU outside their fetch spans is counted between samples, not interpolated at the fetches") {
+  // SlowWorker's 20 fetches (batch i from 1000 + 30 i ms, 20 ms, 19 ms of
+  // CPU), each followed by 2 ms of the loop's CPU, and 50 ms of start-up
+  // CPU before them; idle after. The sampler reads the process every 100 ms
+  // from 950 ms. Interpolating at the first fetch's start and the last's end
+  // spread the start-up and the last fetches over their sampler periods
+  // (1.28 ms a batch).
+  struct Busy {
+    uint64_t from, to;
+    double rate;  // CPU per wall ns
+  };
+  std::vector<Busy> busy = {{950 * kMs, 1000 * kMs, 1.0}};
+  for (uint64_t i = 0; i < 20; ++i) {
+    const uint64_t start = 1000 * kMs + i * 30 * kMs;
+    busy.push_back({start, start + 20 * kMs, 19.0 / 20});
+    busy.push_back({start + 20 * kMs, start + 22 * kMs, 1.0});
+  }
+  auto cpu_at = [&](uint64_t t) {
+    double cpu = 0;
+    for (const auto& b : busy)
+      if (t > b.from) cpu += b.rate * static_cast<double>(std::min(t, b.to) - b.from);
+    return static_cast<uint64_t>(cpu);
+  };
+  Trace t = SlowWorker(20 * kMs, 19 * kMs, 0);
+  ProcessSeries worker;
+  worker.pid = 201;
+  for (uint64_t tick = 950 * kMs; tick <= 1650 * kMs; tick += 100 * kMs) {
+    worker.t_ns.push_back(tick);
+    worker.cpu_ns.push_back(cpu_at(tick));
+  }
+  const size_t n = worker.t_ns.size();
+  worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = std::vector<uint64_t>(n, 0);
+  worker.threads.assign(n, 1);
+  t.process_series.push_back(worker);
+  const auto result = Analyze(t, {});
+  CHECK(OnlyLoader(result).worker_cpu_outside_fetch_s == Approx(0.002).epsilon(0.1));
+}
+
 TEST_CASE("Without fault counts or system CPU the figures are unknown, not zero") {
   const auto result = Analyze(SlowWorker(20 * kMs, 19 * kMs, 0), {});
   const auto& l = OnlyLoader(result);
