@@ -12,6 +12,27 @@ using namespace stallprof;
 using namespace stallprof::analysis;
 using namespace stallprof::testing;
 
+namespace {
+
+// `trace` written to a file and analyzed loaded whole, then streamed.
+std::vector<TraceAnalysis> AnalyzedBothWays(const Trace& trace, const std::string& name) {
+  const std::string path = WriteTrace(trace, name);
+  auto whole = LoadTrace(path);
+  REQUIRE(whole.ok());
+  auto digest = LoadForAnalysis(path);
+  REQUIRE(digest.ok());
+  std::remove(path.c_str());
+  std::vector<TraceAnalysis> out;
+  for (bool streamed : {false, true}) {
+    auto a = streamed ? Analyze(*digest, {}) : Analyze(*whole, {});
+    REQUIRE(a.ok());
+    out.push_back(std::move(*a));
+  }
+  return out;
+}
+
+}  // namespace
+
 
 TEST_CASE("Streaming a trace for analysis gives the same results as loading it whole") {
   TraceBuilder b;
@@ -110,17 +131,11 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
       t += 30 * kMs;
     }
     b.Instant(main, names::kEpochEnd, t, 1, iterations);
-    const std::string path = WriteTrace(b.trace, "main-stages");
-    auto whole = LoadTrace(path);
-    REQUIRE(whole.ok());
-    auto digest = LoadForAnalysis(path);
-    REQUIRE(digest.ok());
-    for (bool streamed : {false, true}) {
-      INFO((streamed ? "streamed" : "loaded whole"));
-      auto a = streamed ? Analyze(*digest, {}) : Analyze(*whole, {});
-      REQUIRE(a.ok());
-      REQUIRE(a->loaders.size() == 1);
-      const auto& l = a->loaders[0];
+    const auto analyses = AnalyzedBothWays(b.trace, "main-stages");
+    for (size_t way = 0; way < analyses.size(); ++way) {
+      INFO((way ? "streamed" : "loaded whole"));
+      REQUIRE(analyses[way].loaders.size() == 1);
+      const auto& l = analyses[way].loaders[0];
       REQUIRE(l.main_stages.size() == 1);
       CHECK(l.main_stages[0].name == "augment");
       CHECK(l.main_stages[0].count == iterations);
@@ -138,7 +153,6 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
       CHECK(l.advice[0].find(workers ? "--move-to-workers augment`" : "--move-to-workers augment --workers N`") !=
             std::string::npos);
     }
-    std::remove(path.c_str());
   }
 }
 
@@ -167,17 +181,11 @@ TEST_CASE("Without workers a GIL probe that waited half the rest of its fetch or
   ask(4, 10 * kUs, 1500 * kUs, 5 * kMs);  // under half of 5 ms and of the fetch's rest: free
   ask(5, 10 * kUs, 4500 * kUs, 5 * kMs, 2);  // another loader's
   ask(6, 6 * kMs, 10 * kUs, 5 * kMs);     // during the step, not a fetch
-  const std::string path = WriteTrace(b.trace, "gil-probes");
-  auto whole = LoadTrace(path);
-  REQUIRE(whole.ok());
-  auto digest = LoadForAnalysis(path);
-  REQUIRE(digest.ok());
-  for (bool streamed : {false, true}) {
-    INFO((streamed ? "streamed" : "loaded whole"));
-    auto a = streamed ? Analyze(*digest, {}) : Analyze(*whole, {});
-    REQUIRE(a.ok());
-    REQUIRE(a->loaders.size() == 1);
-    const auto& l = a->loaders[0];
+  const auto analyses = AnalyzedBothWays(b.trace, "gil-probes");
+  for (size_t way = 0; way < analyses.size(); ++way) {
+    INFO((way ? "streamed" : "loaded whole"));
+    REQUIRE(analyses[way].loaders.size() == 1);
+    const auto& l = analyses[way].loaders[0];
     CHECK(l.prefetch.gil_probes_held == 2u);
     CHECK(l.prefetch.gil_probes_free == 2u);
     for (const auto& st : l.stages) CHECK(st.name != names::kGilProbe);  // a measurement, not a stage
