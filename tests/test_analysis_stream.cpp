@@ -156,6 +156,33 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
   }
 }
 
+TEST_CASE("A main-thread stage whose CPU the counter budget skipped gets the measured spans' CPU per wall second") {
+  // 0 workers, 20 batches: a 1 ms fetch, then an augment stage of 6 ms wall
+  // on the main thread, 4.5 ms of it on CPU; every other augment span without
+  // its CPU (the budget skipped it).
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 0);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  b.Instant(main, names::kEpoch, t, 1, 0);
+  for (int i = 0; i < 20; ++i) {
+    b.Span(main, names::kFetch, t + kMs / 8, kMs * 3 / 4, 1, i, kMs * 3 / 4, 0);
+    b.Span(main, names::kWait, t, kMs, 1, i, kMs, 0);
+    b.Span(main, "augment", t + 2 * kMs, 6 * kMs, 0, 0, i % 2 ? -1 : static_cast<int64_t>(4500'000));
+    t += 10 * kMs;
+  }
+  b.Instant(main, names::kEpochEnd, t, 1, 20);
+  for (const auto& a : AnalyzedBothWays(b.trace, "main-stage-estimated")) {
+    REQUIRE(a.loaders.size() == 1);
+    const auto& l = a.loaders[0];
+    REQUIRE(l.main_stages.size() == 1);
+    CHECK(l.main_stages[0].cpu_source == CpuSource::kEstimated);
+    CHECK(l.main_stages[0].wall_s == Approx(20 * 0.006));
+    CHECK(l.main_stages[0].cpu_s == Approx(20 * 0.0045));
+  }
+}
+
 TEST_CASE("Without workers a GIL probe that waited half the rest of its fetch or of the switch interval counts as held") {
   // 0 workers: each next() a 5 ms fetch on the main thread, then a 4 ms
   // step. The hook's probe thread asks for the GIL 10 us into some fetches.
