@@ -137,9 +137,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*ana
                          p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran a later fetch, {} "
                                                      "needed): the sending thread taken to run beside the fetch",
                                                      sends, kMinSends)
-                                       : fmt::format("not measured ({} GIL probes of the fetches, {} needed; the hook's "
-                                                     "ctypes fallback does not probe): the sending thread taken to "
-                                                     "run beside the fetch",
+                                       : fmt::format("not measured ({} GIL probes of the fetches, {} needed: the hook "
+                                                     "probes only fetches of 1 ms or more, and not through its ctypes "
+                                                     "fallback): the sending thread taken to run beside the fetch",
                                                      probes, kMinSends)};
   p.batch_costs = loader.batch_costs;
   p.intra_op_threads = c.intra_op_threads;
