@@ -355,8 +355,9 @@ double WorkerCounterPerBatch(const Trace& trace, const FetchFactList& fetches, u
       if (s.pid == f.pid && counter(s).size() >= 2 && counter(s).size() == s.t_ns.size()) series_of[f.pid] = &s;
   }
   double total = 0, batches = 0;
-  for (const auto& [pid, series] : series_of) {
+  for (const auto& [worker_pid, series] : series_of) {
     if (!series) continue;
+    const uint32_t pid = worker_pid;  // a copy: lambdas cannot capture a structured binding before C++20 (clang)
     const auto& t = series->t_ns;
     const auto& values = counter(*series);
     // The fetches (by their share) in [from, to], and the counter's change over it.
