@@ -148,7 +148,8 @@ struct LoaderProfile {
   // 1: a worker's fetch holds the GIL while on CPU (pure-Python work), so its
   // sending thread sends a finished batch only when the next fetch gives the
   // GIL up (SimConfig::fetch_holds_gil); measured in a profile with workers
-  // (analysis PrefetchStats::sends_held). 0: it runs beside the fetch.
+  // (analysis PrefetchStats::sends_held), or without them by the hook's GIL
+  // probe (gil_probes_held). 0: it runs beside the fetch.
   Input fetch_holds_gil;
   // Profiled without workers: start-up is that of the worker `stallprof run`
   // started after the job to time its handoff (forked from a fresh process,

@@ -811,7 +811,7 @@ static struct {
   uint32_t name;
   uint64_t switch_interval_ns;
   uint64_t next_due_ns;
-  uint64_t last_fetch_ns; /* the last main-process fetch's wall time */
+  uint64_t last_fetch_ns; /* the wall time of the last fetch timed (when a probe was due) */
   unsigned left;
   PyInterpreterState* interp;
 } g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -846,15 +846,15 @@ static void gil_probe_after_fork_child(void) {
   g_probe.left = GIL_PROBE_MAX;
 }
 
-/* At the start of a main-process fetch, holding the GIL: asks the probe
- * thread to probe this fetch when one is due. Returns the fetch's start for
- * gil_probe_fetch_ended, 0 once the process has made all its probes. */
+/* At the start of a main-process fetch, holding the GIL: when a probe is due,
+ * asks the probe thread to probe this fetch if the last fetch timed took
+ * 1 ms or more. Returns the fetch's start when gil_probe_fetch_ended should
+ * time it (a probe is due), else 0: a fetch between probes reads one clock. */
 static uint64_t gil_probe_fetch_started(uint16_t scope) {
   if (!g_probe.enabled || g_probe.left == 0) return 0;
   const uint64_t now = stallprof_now_ns();
-  if (now < g_probe.next_due_ns || g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS ||
-      __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE))
-    return now;
+  if (now < g_probe.next_due_ns || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return 0;
+  if (g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS) return now; /* timed first */
   g_probe.left--;
   g_probe.next_due_ns =
       now + (GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS : GIL_PROBE_THEN_EVERY_NS);
@@ -884,6 +884,8 @@ static uint64_t gil_probe_fetch_started(uint16_t scope) {
 static void gil_probe_fetch_ended(uint64_t started) {
   const uint64_t now = stallprof_now_ns();
   g_probe.last_fetch_ns = now > started ? now - started : 0;
+  /* Too short to probe: time another fetch later, not every one from now on. */
+  if (g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS) g_probe.next_due_ns = now + GIL_PROBE_FIRST_EVERY_NS;
 }
 
 /* start_gil_probe(name, switch_interval_s) */
