@@ -933,7 +933,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
     }
   }
   uint16_t scope = (uint16_t)attr_u64(fetcher, g_str_scope, 0);
-  const uint64_t probe_clock = scope != 0 ? gil_probe_fetch_started(scope) : 0; /* scope set: a main-process fetch */
+  const int main_process_fetch = scope != 0;
   if (scope == 0) scope = g_worker_scope;
   const int64_t index = take_batch_index(fetcher);
   const int sampled = f->counters == FETCH_COUNTERS_BUDGET
@@ -952,6 +952,9 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
   const uint64_t io_start = have_io ? stallprof_now_ns() : 0; /* the read spans' start, only when they are recorded */
   stallprof_span span;
   stallprof_span_begin(&span, f->fetch_id, scope, sampled ? STALLPROF_SPAN_CPU_ALWAYS : STALLPROF_SPAN_WALL);
+  /* Asked after the span began: a probe thread woken at once (15 us) asked
+   * before the counter reads above ended, outside the fetch it was to probe. */
+  const uint64_t probe_clock = main_process_fetch ? gil_probe_fetch_started(scope) : 0;
   PyObject* data = f->iterable ? iterable_samples(f, fetcher, indices, scope) : map_samples(f, fetcher, indices, scope);
   PyObject* batch = NULL;
   if (data != NULL) {
