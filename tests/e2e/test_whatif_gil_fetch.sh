@@ -57,6 +57,22 @@ for kind in burn sleep; do
   $SP analyze w0$kind.pb --json >a0$kind.json || fail "analyze failed"
 done
 $SP whatif w0burn.pb --workers 1 --json >w0burn.json || fail "whatif failed"
+# Two more 1-worker runs: a single one measured 2568 to 2897 samples/s over
+# 8 runs here (the worker's and the main process's threads interleave
+# differently run to run); the prediction is held against their median.
+for again in b c; do
+  $SP run -q -o p2$again.pb -- "$PY" pyloader.py 2 1 burn >run2$again.log 2>&1 || fail "the run failed: $(tail -3 run2$again.log)"
+  $SP whatif p2$again.pb --json >p2$again.json || fail "whatif failed"
+done
+# Beside a busy loop the probe thread wakes within microseconds: it must
+# still ask inside the fetch it probes (it once asked before the fetch's
+# counter reads ended, and no probe told). Whether it then gets the GIL is
+# the machine's answer under that load (a worker's sending thread, too, wins
+# the fetch's brief releases when the other core runs another process).
+bash -c 'while :; do :; done' & hog=$!
+$SP run -q -o w0hog.pb -- "$PY" pyloader.py 2 0 burn >run0hog.log 2>&1 || { kill $hog; fail "the run failed: $(tail -3 run0hog.log)"; }
+kill $hog; wait $hog 2>/dev/null || true
+$SP analyze w0hog.pb --json >a0hog.json || fail "analyze failed"
 # Fetches of microseconds are not probed: a probe would land after them and
 # cost the main thread a forced switch all the same.
 $SP run -q -o w0fast.pb -- "$PY" pyloader.py 2 0 fast >run0fast.log 2>&1 || fail "the run failed: $(tail -3 run0fast.log)"
@@ -73,7 +89,7 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     assert prefetch["sends_held"] >= 10 and prefetch["sends_held"] > 2 * prefetch["sends_free"], prefetch
     assert abs(predicted / measured - 1) <= 0.07, f"baseline {predicted:.0f} against {measured:.0f}"
 PY
-"$PY" - a0burn.json a0sleep.json w0burn.json p2.json <<'PY' || fail "the GIL probe of a loader without workers is wrong (above)"
+"$PY" - a0burn.json a0sleep.json w0burn.json p2.json a0hog.json <<'PY' || fail "the GIL probe of a loader without workers is wrong (above)"
 import json, sys
 burn = json.load(open(sys.argv[1]))["loaders"][0]["prefetch"]
 sleep = json.load(open(sys.argv[2]))["loaders"][0]["prefetch"]
@@ -83,14 +99,19 @@ assert burn["gil_probes_held"] >= 10 and burn["gil_probes_held"] > 2 * burn["gil
 # (A probe woken late, after its fetch ended, tells nothing: of the sleeping
 # run's 16-20 probes, 7-14 landed in a fetch.)
 assert sleep["gil_probes_free"] >= 4 and sleep["gil_probes_held"] == 0, sleep
+hog = json.load(open(sys.argv[5]))["loaders"][0]["prefetch"]
+print(f"beside a busy loop: held {hog['gil_probes_held']}, free {hog['gil_probes_free']}")
+assert hog["gil_probes_held"] + hog["gil_probes_free"] >= 10, hog
 w = json.load(open(sys.argv[3]))["loaders"][0]
 gil = [i for i in w["inputs"] if i.startswith("a worker's sending thread")]
 predicted = w["scenarios"][0]["prediction"]["samples_per_s"]
-measured = json.load(open(sys.argv[4]))["loaders"][0]["measured_samples_per_s"]
-print(f"0 -> 1 worker: predicted {predicted:.0f}, the 1-worker run measured {measured:.0f} ({predicted / measured - 1:+.1%}); {gil}")
+runs = sorted(json.load(open(f))["loaders"][0]["measured_samples_per_s"] for f in (sys.argv[4], "p2b.json", "p2c.json"))
+measured = runs[1]
+print(f"0 -> 1 worker: predicted {predicted:.0f}, the 1-worker runs measured {[round(r) for r in runs]}, "
+      f"median {measured:.0f} ({predicted / measured - 1:+.1%}); {gil}")
 assert len(gil) == 1 and "waits for the GIL" in gil[0] and "(measured" in gil[0], gil
-# Within 15%: over 11 runs on this 2-vCPU host the held prediction met the
-# 1-worker run at -6.9% to +13.6% (the profile's after-the-job handoff
+# Within 15%: over 11 runs on this 2-vCPU host the held prediction met a
+# single 1-worker run at -6.9% to +15.3% (the profile's after-the-job handoff
 # timing and the 1-worker run each drift with the host's minute). Taking the
 # sending as free gave +14% to +16%, so this bound alone does not separate the
 # two; the probe counts and the measured input above do.
