@@ -12,6 +12,10 @@ difference is the launcher's. Prints the medians per side and the
 traced - bare differences; asserts nothing. Usage:
   bench_job_cpu.py [pairs] [stallprof binary] -- script.py [args...]
 (default: 5 pairs, build/stallprof, scripts/workloads/train_demo.py --epochs 2)
+glibc's malloc thresholds are fixed as in bench_overhead.sh (under its dynamic
+ones the demo's main process faulted 200 K to 800 K pages a run, bare and
+traced alike: a lottery larger than the difference measured);
+BENCH_DEFAULT_MALLOC=1 keeps the defaults.
 """
 import json
 import os
@@ -50,7 +54,12 @@ def run(cmd, out):
     return row
 
 
+FIXED_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912"
+
+
 def main():
+    if os.environ.get("BENCH_DEFAULT_MALLOC") != "1":
+        os.environ["GLIBC_TUNABLES"] = FIXED_MALLOC
     args = sys.argv[1:]
     script = [os.path.join(ROOT, "scripts/workloads/train_demo.py"), "--epochs", "2"]
     if "--" in args:
@@ -72,6 +81,9 @@ def main():
             order = list(sides) if p % 2 == 0 else list(reversed(sides))
             for side in order:
                 rows[side].append(run(sides[side], out))
+                r = rows[side][-1]  # progress, and shows a run that fell into another allocator regime
+                print(f"  pair {p + 1} {side:<6} wall {r['wall']:.3f} s, main {r['main_user']:.3f} + {r['main_sys']:.3f} s, "
+                      f"{r['main_minflt']:.0f} faults", flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         keys = ["wall", "main_user", "main_sys", "workers_user", "workers_sys", "after_exit", "main_minflt", "workers_minflt"]
         med = {s: {k: statistics.median(r[k] for r in rows[s]) for k in keys} for s in rows}
