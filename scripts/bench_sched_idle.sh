@@ -14,7 +14,11 @@
 #     run's own trace (its own measured costs): the sum of those costs over
 #     the 2 cores, against what they delivered.
 #     These are averages over the 3 s: they do not show that a CPU idled at
-#     the same moment as a thread waited.
+#     the same moment as a thread waited. Where `perf` can record the
+#     scheduler's tracepoints (root, or perf_event_paranoid -1), the 2-worker
+#     run's same 3 s are also recorded (sched_switch, sched_waking) and the
+#     script prints how long a CPU sat idle while one of the job's threads
+#     waited for the other one, the main thread's and the workers' apart.
 #   SWITCH_INTERVAL=S sets Python's GIL switch interval in the job and its
 #   workers (default: Python's 5 ms).
 #   scripts/bench_sched_idle.sh [repeats]     (default 2; about 40 s each)
@@ -66,6 +70,12 @@ if [ -n "${SWITCH_INTERVAL:-}" ]; then
   echo "GIL switch interval: $SWITCH_INTERVAL s"
 fi
 
+PERF=
+if command -v perf >/dev/null && perf record -q -a -o "$TMP/probe.data" -e sched:sched_switch -- true 2>/dev/null; then
+  PERF=perf
+else
+  echo "(perf cannot record the scheduler's tracepoints here: the idle-while-waiting figure is left out)"
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$REPEATS"); do
   taskset -c 0 "$SP" run -q -o "$TMP/one0.pb" -- "${JOB[@]}" --workers 0 --batches 60 "${FLAGS[@]}" >/dev/null
@@ -81,7 +91,11 @@ for r in $(seq "$REPEATS"); do
     sleep 2.5
     job=$(pgrep -o -P "$launcher")  # the job, not the launcher
     snapshot "$job" >"$TMP/before"
-    sleep 3
+    if [ "$workers" = 2 ] && [ -n "$PERF" ]; then
+      perf record -q -a -o "$TMP/sched.data" -e sched:sched_switch -e sched:sched_waking -- sleep 3 2>/dev/null
+    else
+      sleep 3
+    fi
     snapshot "$job" >"$TMP/after"
     wait "$launcher"
     "$SP" whatif "$TMP/two.pb" --json >"$TMP/two.json"
@@ -105,5 +119,52 @@ print(f"2 cores, {workers} workers: both CPUs {idle:.0%} idle in the steady stat
       f"{2 / (workers + 1):.2f}); {measured:.1f} samples/s measured, "
       f"{baseline:.1f} predicted from the run's own costs ({baseline / measured - 1:+.1%})")
 PY
+    if [ "$workers" = 2 ] && [ -n "$PERF" ]; then
+      perf script -i "$TMP/sched.data" -F cpu,time,event,trace >"$TMP/sched.txt" 2>/dev/null
+      "$PY" - "$TMP/after" "$TMP/sched.txt" <<'PY'
+import re, sys
+# The job's threads: the snapshot's tids, the main thread first; the workers'
+# main threads are the other processes' first tids (pid == tid).
+tids = [l.split()[0] for l in open(sys.argv[1]).readlines()[1:]]
+main = int(tids[0])
+job = set(map(int, tids))
+events = []
+for line in open(sys.argv[2]):
+    m = re.match(r"\[(\d+)\]\s+([\d.]+):\s+sched:(\w+):\s+(.*)", line)
+    if m:
+        events.append((float(m[2]), int(m[1]), m[3], dict(re.findall(r"(\w+)=(\S+)", m[4]))))
+events.sort(key=lambda e: e[0])
+running, idle_since = {}, {}  # cpu -> tid; cpu -> when it went idle (None: busy)
+waiting = {}  # tid -> when it became runnable
+idle_waits = {"main": 0.0, "other": 0.0}
+waited = {"main": 0.0, "other": 0.0}
+cpus = sorted({e[1] for e in events})
+for t, cpu, name, kv in events:
+    if name == "sched_waking":
+        tid = int(kv["pid"])
+        if tid in job and tid not in running.values():
+            waiting.setdefault(tid, t)
+    elif name == "sched_switch":
+        prev, nxt = int(kv["prev_pid"]), int(kv["next_pid"])
+        if prev in job and kv["prev_state"].startswith("R"):
+            waiting[prev] = t
+        if nxt in waiting:
+            t0 = waiting.pop(nxt)
+            who = "main" if nxt == main else "other"
+            waited[who] += t - t0
+            # the longest any other CPU had been idle through this wait
+            idle = max((t - max(since, t0) for c, since in idle_since.items() if c != cpu and since is not None), default=0)
+            idle_waits[who] += max(0.0, idle)
+        running[cpu] = nxt
+        idle_since[cpu] = t if nxt == 0 else None
+span = events[-1][0] - events[0][0] if events else 0
+if span > 0:
+    total = idle_waits["main"] + idle_waits["other"]
+    print(f"  perf sched, the same 3 s: a CPU sat idle while one of the job's threads waited for the other: "
+          f"{total * 1e3:.0f} ms of {span:.2f} s ({total / (span * len(cpus)):.1%} of the CPUs' time); the main thread "
+          f"waited {waited['main'] * 1e3:.0f} ms ({idle_waits['main'] * 1e3:.0f} ms of it with a CPU idle), its other "
+          f"threads and the workers' {waited['other'] * 1e3:.0f} ms ({idle_waits['other'] * 1e3:.0f} ms)")
+PY
+    fi
   done
 done
