@@ -479,6 +479,8 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bot
 .meta,.note{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:6px 0}
 td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:right;white-space:nowrap} th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
 tr.bottleneck td{background:#fdf1dc;font-weight:600}
+table.account td:last-child,table.account th:last-child{white-space:normal;text-align:left;min-width:300px}
+table{display:block;max-width:100%;overflow-x:auto}
 svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-weight:600;fill:#333} .tick{fill:#555} .unit{fill:#777;font-size:11px}
 .grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
 .legend{font-size:12px;color:#444;margin:0 0 10px} .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
