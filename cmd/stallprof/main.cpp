@@ -50,6 +50,23 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extras last to first ("0 --prefetch"): name the first
+    // one, as given, and the subcommand's own help.
+    std::string where = "stallprof";
+    std::vector<std::string> extras = app.remaining();
+    for (const CLI::App* sub : app.get_subcommands()) {
+      where += " " + sub->get_name();
+      if (extras.empty()) extras = sub->remaining();
+    }
+    if (extras.empty()) {
+      fmt::print(stderr, "stallprof: error: {} (see '{} --help')\n", e.what(), where);
+    } else {
+      const std::string& first = extras.front();
+      fmt::print(stderr, "stallprof: error: {} '{}' for '{}' (see '{} --help')\n",
+                 first.size() > 1 && first[0] == '-' ? "unknown option" : "unexpected argument", first, where, where);
+    }
+    return static_cast<int>(stallprof::ErrorKind::kUsage);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "stallprof: error: {} (see 'stallprof --help')\n", e.what());
     return static_cast<int>(stallprof::ErrorKind::kUsage);

@@ -59,6 +59,10 @@ expect_usage --disk-bw --disk-bw 2G
 expect_usage --workers --workers lots
 expect_usage --loader --loader nosuch
 expect_usage --prefetch-factor --prefetch-factor 0
+# An option of another name, or a stray word: the first one named as given,
+# with the subcommand's help (CLI11 listed them last to first: "0 --prefetch").
+expect_usage "unknown option '--prefetch' for 'stallprof whatif' (see 'stallprof whatif --help')" --prefetch 0
+expect_usage "unexpected argument 'stray' for 'stallprof whatif'" --workers 1 stray
 set +e
 $SP whatif prep.pb --cache 1G 2>err.txt
 rc=$?
