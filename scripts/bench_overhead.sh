@@ -14,6 +14,12 @@
 # Usage: scripts/bench_overhead.sh [pairs, default 10] [workloads, default "demo fast"]
 # With STALLPROF_BIN_OTHER=<another build's stallprof> a fourth side runs that
 # build in the same rotation (e.g. the hook before a change against after).
+# CONCURRENT=1 runs bare and `stallprof run` at the same time instead, each
+# pinned to a CPU of its own (taskset), the CPUs swapped from pair to pair:
+# this host slows both vCPUs together by up to 1.7x from minute to minute
+# (scripts/bench_corun.py), which one-after-another pairs see as noise and
+# simultaneous ones cancel. Each job then has one core (the launcher's
+# threads share the traced job's); torch.profiler is left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every side runs with fixed malloc thresholds: under glibc's dynamic ones the
@@ -40,9 +46,11 @@ workload_args() {
 }
 
 # One run of side $1 on the workload "$@": appends "samples/s cpu_s" to $TMP/<side>.
+# PIN=<cpu> runs it on that CPU alone.
 run_side() {
   local side=$1; shift
-  local -a cmd
+  local -a cmd pin=()
+  [ -n "${PIN:-}" ] && pin=(taskset -c "$PIN")
   case "$side" in
     bare) cmd=("$PY" "$@") ;;
     # --no-handoff-timing: the timing runs after the job (fast has no
@@ -51,21 +59,32 @@ run_side() {
     other) cmd=("$OTHER" run -q --no-handoff-timing -o "$TMP/o.pb" -- "$PY" "$@") ;;
     torch.profiler) cmd=("$PY" scripts/workloads/with_torch_profiler.py "$@") ;;
   esac
-  /usr/bin/time -f "%U %S" -o "$TMP/time" "${cmd[@]}" >"$TMP/out" 2>"$TMP/err" || {
-    echo "bench_overhead.sh: $side failed:" >&2; cat "$TMP/err" >&2; exit 1; }
-  { awk '/^epoch/ { s += $3; t += $6 } END { printf "%.3f ", s / t }' "$TMP/out"
-    awk '{ printf "%.3f\n", $1 + $2 }' "$TMP/time"; } >>"$TMP/$side"
+  "${pin[@]}" /usr/bin/time -f "%U %S" -o "$TMP/$side.time" "${cmd[@]}" >"$TMP/$side.out" 2>"$TMP/$side.err" || {
+    echo "bench_overhead.sh: $side failed:" >&2; cat "$TMP/$side.err" >&2; exit 1; }
+  { awk '/^epoch/ { s += $3; t += $6 } END { printf "%.3f ", s / t }' "$TMP/$side.out"
+    awk '{ printf "%.3f\n", $1 + $2 }' "$TMP/$side.time"; } >>"$TMP/$side"
 }
 
 sides=(bare stallprof torch.profiler)
 [ -n "$OTHER" ] && sides+=(other)
-echo "pairs: $PAIRS per workload, sides rotating; $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "${CONCURRENT:-0}" = 1 ]; then
+  [ "$(nproc)" -ge 2 ] || { echo "bench_overhead.sh: CONCURRENT=1 needs 2 CPUs" >&2; exit 2; }
+  sides=(bare stallprof)
+fi
+echo "pairs: $PAIRS per workload, $([ "${CONCURRENT:-0}" = 1 ] && echo "bare and stallprof at once, a CPU each, swapped every pair" || echo "sides rotating"); $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for w in $WORKLOADS; do
   read -r -a args <<<"$(workload_args "$w")"
   "$PY" "${args[@]}" >/dev/null  # creates the dataset, warms the page cache and the imports
   rm -f "$TMP"/bare "$TMP"/stallprof "$TMP"/torch.profiler "$TMP"/other
   n=${#sides[@]}
   for i in $(seq 0 $((PAIRS - 1))); do
+    if [ "${CONCURRENT:-0}" = 1 ]; then
+      PIN=$((i % 2)) run_side bare "${args[@]}" &
+      bare_pid=$!
+      PIN=$(((i + 1) % 2)) run_side stallprof "${args[@]}"
+      wait "$bare_pid"
+      continue
+    fi
     for j in $(seq 0 $((n - 1))); do run_side "${sides[$(((i + j) % n))]}" "${args[@]}"; done
   done
   echo
