@@ -227,3 +227,24 @@ TEST_CASE("A main-thread stage moved to the workers leaves the step and joins ev
   f.move_to_workers = "";
   CHECK_FALSE(ParseSweep(f).ok());
 }
+
+TEST_CASE("A GIL found free beside other processes' busy cores is flagged when the scenarios assume less load") {
+  auto flagged = [](double outside_cores, double gil_held, bool measured, double scenario_load) {
+    LoaderProfile p = Loader();
+    p.outside_busy_cores = outside_cores;
+    p.fetch_holds_gil = {gil_held, measured, "probes"};
+    Sweep sweep;
+    sweep.workers = {2};
+    sweep.background_threads = scenario_load;
+    auto r = WhatIf(p, OneCore(), sweep);
+    REQUIRE(r.ok());
+    for (const auto& line : r->inputs)
+      if (line.find("other processes kept") != std::string::npos) return true;
+    return false;
+  };
+  CHECK(flagged(1.0, 0, true, 0));
+  CHECK_FALSE(flagged(0.1, 0, true, 0));   // a quiet profile
+  CHECK_FALSE(flagged(1.0, 1, true, 0));   // found held: the load did not hide it
+  CHECK_FALSE(flagged(1.0, 0, false, 0));  // not measured: the input says so already
+  CHECK_FALSE(flagged(1.0, 0, true, -1));  // the scenarios keep the profiled load
+}

@@ -14,10 +14,13 @@ namespace stallprof::analysis {
 
 namespace internal {
 
-model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*analysis*/, const LoaderAnalysis& loader) {
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
   constexpr double kNs = 1e-9;
   model::LoaderProfile p;
   p.name = loader.config.name;
+  if (analysis.system.available && analysis.system.job_cpu_cores > 0)
+    p.outside_busy_cores = std::max(
+        0.0, analysis.system.machine_cpu_fraction * trace.header.online_cores - analysis.system.job_cpu_cores);
   p.batch_size = loader.config.batch_size;
   p.workers = loader.config.num_workers;
   p.prefetch_factor = loader.config.prefetch_factor;

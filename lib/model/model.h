@@ -70,6 +70,7 @@ struct LoaderProfile {
   double produce_s_per_batch = 0;   // mean fetch span wall time
   double produce_p99_s = 0;         // p99 of the fetch span wall time
   double main_cpu_cores = 0;        // cores the main process itself keeps busy
+  double outside_busy_cores = 0;    // other processes' CPU during the run, in cores (/proc/stat less the job's)
   double worker_rss_bytes = 0;      // mean RSS of one worker
   double batch_bytes = 0;           // bytes of one collated batch in memory (prefetch buffers), 0 = unknown
   Input bytes_per_sample;           // storage bytes read per sample
