@@ -637,3 +637,42 @@ TEST_CASE("Without workers the GIL probes decide whether the fetch holds the GIL
   CHECK(few.value == 0);
   CHECK(few.source.find("9 GIL probes of the fetches, 10 needed") != std::string::npos);
 }
+
+TEST_CASE("Other processes' busy cores are the machine's busy time less the job's, a late-born worker counted whole") {
+  // 2 s sampled every 100 ms. The main process uses 0.5 cores; a worker born
+  // at 1 s spends 300 ms of CPU on imports before its first reading at 1.1 s,
+  // then 0.5 cores. /proc/stat: the job's CPU plus `loop` cores of a busy loop.
+  auto outside = [](double loop) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Process(201, 100);
+    b.Config(100, 1, "batch_size", 4);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    spec.iterations = 25;
+    AddLoop(b, spec);
+    ProcessSeries main, worker;
+    main.pid = 100;
+    worker.pid = 201;
+    auto& sys = b.trace.system;
+    for (uint64_t t = 0; t <= 2000 * kMs; t += 100 * kMs) {
+      const uint64_t main_cpu = t / 2;
+      const uint64_t worker_cpu = t >= 1100 * kMs ? 300 * kMs + (t - 1100 * kMs) / 2 : 0;
+      main.t_ns.push_back(t);
+      main.cpu_ns.push_back(main_cpu);
+      if (t >= 1100 * kMs) {
+        worker.t_ns.push_back(t);
+        worker.cpu_ns.push_back(worker_cpu);
+      }
+      sys.t_ns.push_back(t);
+      sys.cpu_busy_ns.push_back(main_cpu + worker_cpu + static_cast<uint64_t>(loop * static_cast<double>(t)));
+      sys.cpu_total_ns.push_back(2 * t);
+    }
+    b.trace.process_series = {main, worker};
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front().outside_busy_cores;
+  };
+  CHECK(outside(0) == Approx(0).margin(1e-6));  // the worker's imports are the job's, not another process's
+  CHECK(outside(1) == Approx(1).margin(1e-6));
+}

@@ -258,6 +258,33 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(BackgroundThreads(p) > 1);
 }
 
+TEST_CASE("A busy process on a core the job left idle is an outside load though it delays none of the job's threads") {
+  // Profiled without workers on 2 cores beside one busy loop (/proc/stat: 1
+  // core busy beyond the job's): the fetching thread had a core to itself.
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.profiled_cores = 2;
+  p.cpu_s_per_batch = 0.04;   // 4 ms a sample
+  p.compute_s_per_batch = 0.01;
+  p.compute_cpu_s_per_batch = {0.01, true, "test"};
+  p.outside_busy_cores = 1.0;
+  CHECK(BackgroundThreads(p) == Approx(1.0));
+  // 2 workers beside the loop, as profiled: 3 busy workers and loop threads
+  // (the step is the main thread's) share 2 cores; the machine to itself,
+  // a core each.
+  Scenario busy = On(2, 2);
+  Scenario quiet = On(2, 2);
+  quiet.background_threads = 0;
+  auto loaded = Predict(p, busy), alone = Predict(p, quiet);
+  REQUIRE(loaded.ok());
+  REQUIRE(alone.ok());
+  CHECK(loaded->background_threads == Approx(1.0));
+  CHECK(loaded->samples_per_s < 0.85 * alone->samples_per_s);
+  // Under half a core is the launcher and housekeeping, not a load.
+  p.outside_busy_cores = 0.3;
+  CHECK(BackgroundThreads(p) == 0);
+}
+
 TEST_CASE("Delay from workers filling an epoch's prefetch window at once is the job's own, not an outside load") {
   // 8 persistent workers, prefetch 2, 16 batches an epoch: every fetch is in
   // the burst at the epoch's start. 40 ms of CPU a fetch on 2 cores: the 8

@@ -283,7 +283,8 @@ double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
   return std::max(0.0, p.cpu_s_per_batch - miss_cpu * (1 - miss / profiled_miss));
 }
 
-double BackgroundThreads(const LoaderProfile& p) {
+namespace {
+double BackgroundFromDelay(const LoaderProfile& p) {
   if (p.profiled_cores <= 0) return 0;
   const double measured = p.delay_s_per_batch + p.compute_delay_s_per_batch;  // per batch, job threads
   // A delay under 1% of the batch's CPU is wake-up latency, not a load: on a
@@ -316,6 +317,15 @@ double BackgroundThreads(const LoaderProfile& p) {
     (delay_at(mid) < measured ? lo : hi) = mid;
   }
   return (lo + hi) / 2;
+}
+}  // namespace
+
+double BackgroundThreads(const LoaderProfile& p) {
+  // A busy process on a core the job left idle delays none of the job's
+  // threads; /proc/stat's busy time less the job's own sees it. Below half a
+  // core it is the launcher and the machine's housekeeping.
+  const double outside = p.outside_busy_cores >= kOutsideCoresSeen ? p.outside_busy_cores : 0;
+  return std::max(BackgroundFromDelay(p), outside);
 }
 
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {

@@ -287,8 +287,10 @@ inline constexpr double kTimeSlicedThreads = 0.1;
 // Runnable threads from outside the job in the profiled run: the background
 // load with which the simulation of the profiled configuration shows the
 // run-queue delay the job's threads measured (docs/model.md "Background
-// load"). 0 when the job's own oversubscription explains the delay, or the
-// profiled cores are unknown.
+// load"), or the other processes' busy cores (outside_busy_cores) when they
+// are kOutsideCoresSeen or more, whichever is larger. 0 when the job's own
+// oversubscription explains the delay and nothing else ran.
+inline constexpr double kOutsideCoresSeen = 0.5;
 double BackgroundThreads(const LoaderProfile& profile);
 
 // Predicted throughput and stalls of `profile` under `scenario`. Fails when a

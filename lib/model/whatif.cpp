@@ -319,18 +319,17 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   out.baseline = *base;
   out.profiled_background_threads = base->background_threads;
   out.inputs.push_back(fmt::format(
-      "outside load in the profiled run: {:.2f} busy threads (fitted: the run-queue delay the job's own threads do "
-      "not explain); the scenarios assume {}",
-      out.profiled_background_threads,
+      "outside load in the profiled run: {:.2f} busy threads (the larger of: fitted to the run-queue delay the job's "
+      "own threads do not explain; the other processes' busy cores by /proc/stat, {:.2f}, counted from {:g}); the "
+      "scenarios assume {}",
+      out.profiled_background_threads, profile.outside_busy_cores, kOutsideCoresSeen,
       sweep.background_threads < 0 ? "the same (--background-load profiled)"
                                    : fmt::format("{:g} (--background-load)", sweep.background_threads)));
   // Beside another process's busy threads, a thread waiting for the GIL wakes
   // at once and wins the fetch's brief releases (a torch op's dispatch): the
   // probe and the sending threads find it free where a quiet machine holds it.
-  // The run-queue delay misses a busy thread on a core the job left idle, so
-  // the other processes' CPU from /proc/stat tells too.
-  const double outside = std::max(out.profiled_background_threads, profile.outside_busy_cores);
-  if (outside >= 0.5 && profile.fetch_holds_gil.measured && profile.fetch_holds_gil.value == 0 &&
+  const double outside = out.profiled_background_threads;
+  if (outside >= kOutsideCoresSeen && profile.fetch_holds_gil.measured && profile.fetch_holds_gil.value == 0 &&
       sweep.background_threads >= 0 && sweep.background_threads < outside)
     out.inputs.push_back(fmt::format(
         "other processes kept {:.2f} cores busy in the profiled run, and beside such load a thread waiting for the "
