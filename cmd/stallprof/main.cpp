@@ -27,18 +27,21 @@ int main(int argc, char** argv) {
   RegisterExport(app, action);
   RegisterWhatif(app, action);
   RegisterRecommend(app, action);
-  // CLI11 reports a word that is no subcommand as "A subcommand is required";
-  // name the word and the choices instead.
-  if (argc >= 2 && argv[1][0] != '-') {
+  // CLI11 reports a word that is no subcommand, or an option before any (not
+  // --help or --version), as "A subcommand is required"; name the word and
+  // the choices instead.
+  if (argc >= 2) {
+    const std::string first = argv[1];
     std::string known;
     bool found = false;
     for (const CLI::App* sub : app.get_subcommands({})) {
-      found = found || sub->get_name() == argv[1];
+      found = found || sub->get_name() == first;
       known += (known.empty() ? "" : ", ") + sub->get_name();
     }
-    if (!found) {
-      fmt::print(stderr, "stallprof: error: unknown subcommand '{}': use one of {} (see 'stallprof --help')\n",
-                 argv[1], known);
+    const bool app_option = first == "--help" || first == "-h" || first == "--version";
+    if (!found && !app_option) {
+      fmt::print(stderr, "stallprof: error: {} '{}': use one of {} (see 'stallprof --help')\n",
+                 first[0] == '-' ? "unknown option before a subcommand" : "unknown subcommand", first, known);
       return static_cast<int>(stallprof::ErrorKind::kUsage);
     }
   }

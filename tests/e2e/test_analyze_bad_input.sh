@@ -123,5 +123,14 @@ set -e
 [ $rc -eq 2 ] || fail "stallprof bogus: exit $rc, expected 2"
 [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown subcommand 'bogus': use one of run, analyze" err.txt \
   || fail "stallprof bogus: unexpected message: $(cat err.txt)"
+# So is an option before any subcommand (CLI11 said only "A subcommand is required").
+set +e
+$SP --bogus >/dev/null 2>err.txt
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "stallprof --bogus: exit $rc, expected 2"
+[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown option before a subcommand '--bogus': use one of run, analyze" err.txt \
+  || fail "stallprof --bogus: unexpected message: $(cat err.txt)"
+$SP --version >/dev/null || fail "stallprof --version failed"
 [ -z "${partial:-}" ] || skip "$partial"
 echo "PASS"
