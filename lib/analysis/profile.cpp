@@ -12,51 +12,13 @@
 
 namespace stallprof::analysis {
 
-namespace {
-// A cumulative counter at time t, linear between its samples; clamped to the
-// first and last.
-double CounterAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& v, uint64_t t) {
-  if (t <= t_ns.front()) return static_cast<double>(v.front());
-  if (t >= t_ns.back()) return static_cast<double>(v.back());
-  const size_t i = static_cast<size_t>(std::upper_bound(t_ns.begin(), t_ns.end(), t) - t_ns.begin());
-  const double f = static_cast<double>(t - t_ns[i - 1]) / static_cast<double>(t_ns[i] - t_ns[i - 1]);
-  return static_cast<double>(v[i - 1]) + f * (static_cast<double>(v[i]) - static_cast<double>(v[i - 1]));
-}
-
-// Other processes' busy cores while the job ran: /proc/stat's busy time less
-// the job's processes' CPU, over the job's first process's sampled span. A
-// process born inside it counts all its CPU (a spawned worker's imports come
-// before its first reading); CPU a process spent after its last reading
-// (under one sampler period) is missed, and so counted outside.
-double OutsideBusyCores(const Trace& trace) {
-  const auto& sys = trace.system;
-  const size_t n = sys.t_ns.size();
-  if (n < 2 || sys.cpu_busy_ns.size() != n || trace.process_series.empty()) return 0;
-  const ProcessSeries* root = nullptr;
-  for (const auto& ps : trace.process_series)
-    if (ps.t_ns.size() >= 2 && ps.cpu_ns.size() == ps.t_ns.size() && (!root || ps.t_ns.front() < root->t_ns.front()))
-      root = &ps;
-  if (!root) return 0;
-  const uint64_t a = std::max(root->t_ns.front(), sys.t_ns.front()), b = std::min(root->t_ns.back(), sys.t_ns.back());
-  if (b <= a) return 0;
-  double job_ns = 0;
-  for (const auto& ps : trace.process_series) {
-    if (ps.t_ns.empty() || ps.cpu_ns.size() != ps.t_ns.size() || ps.t_ns.front() > b) continue;
-    const double start = &ps == root || ps.t_ns.front() <= a ? CounterAt(ps.t_ns, ps.cpu_ns, a) : 0;
-    job_ns += CounterAt(ps.t_ns, ps.cpu_ns, b) - start;
-  }
-  const double busy_ns = CounterAt(sys.t_ns, sys.cpu_busy_ns, b) - CounterAt(sys.t_ns, sys.cpu_busy_ns, a);
-  return std::max(0.0, (busy_ns - job_ns) / static_cast<double>(b - a));
-}
-}  // namespace
-
 namespace internal {
 
-model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& /*analysis*/, const LoaderAnalysis& loader) {
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
   constexpr double kNs = 1e-9;
   model::LoaderProfile p;
   p.name = loader.config.name;
-  p.outside_busy_cores = OutsideBusyCores(trace);
+  p.outside_busy_cores = analysis.system.outside_busy_cores;
   p.batch_size = loader.config.batch_size;
   p.workers = loader.config.num_workers;
   p.prefetch_factor = loader.config.prefetch_factor;
