@@ -269,9 +269,8 @@ TEST_CASE("A busy process on a core the job left idle is an outside load though 
   p.compute_cpu_s_per_batch = {0.01, true, "test"};
   p.outside_busy_cores = 1.0;
   CHECK(BackgroundThreads(p) == Approx(1.0));
-  // 2 workers beside the loop, as profiled: 3 busy workers and loop threads
-  // (the step is the main thread's) share 2 cores; the machine to itself,
-  // a core each.
+  // 2 workers, as profiled: they and the loop share the 2 cores; on the
+  // machine to itself, a core each.
   Scenario busy = On(2, 2);
   Scenario quiet = On(2, 2);
   quiet.background_threads = 0;

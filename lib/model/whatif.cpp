@@ -328,14 +328,14 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   // Beside another process's busy threads, a thread waiting for the GIL wakes
   // at once and wins the fetch's brief releases (a torch op's dispatch): the
   // probe and the sending threads find it free where a quiet machine holds it.
-  const double outside = out.profiled_background_threads;
-  if (outside >= kOutsideCoresSeen && profile.fetch_holds_gil.measured && profile.fetch_holds_gil.value == 0 &&
-      sweep.background_threads >= 0 && sweep.background_threads < outside)
+  if (out.profiled_background_threads >= kOutsideCoresSeen && profile.fetch_holds_gil.measured &&
+      profile.fetch_holds_gil.value == 0 && sweep.background_threads >= 0 &&
+      sweep.background_threads < out.profiled_background_threads)
     out.inputs.push_back(fmt::format(
-        "other processes kept {:.2f} cores busy in the profiled run, and beside such load a thread waiting for the "
+        "other processes kept {:.2f} threads busy in the profiled run, and beside such load a thread waiting for the "
         "GIL wins a fetch's brief releases of it: the fetch was found to let the GIL go, which a quiet machine may "
         "not confirm (workers would then deliver less than predicted; docs/model.md \"A fetch that holds the GIL\")",
-        outside));
+        out.profiled_background_threads));
   out.steady_state_measured = profile.steady_state_measured;
   if (profile.measured_step_s_per_batch > 0) {
     out.measured_samples_per_s = profile.batch_size / profile.measured_step_s_per_batch;
