@@ -16,7 +16,6 @@ BINS=("$@")
 export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
 TRACE=$(mktemp /tmp/stallprof-launcher-cpu.XXXXXX.pb)
 trap 'rm -f "$TRACE"' EXIT
-tick=$(getconf CLK_TCK)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in $(seq "$RUNS"); do
   for bin in "${BINS[@]}"; do
@@ -25,10 +24,10 @@ for run in $(seq "$RUNS"); do
     last=""
     while kill -0 "$pid" 2>/dev/null; do
       cur=$(for t in $(ls /proc/"$pid"/task 2>/dev/null | sort -n); do
-              awk -v t="$tick" '{ printf "%.2f ", ($14 + $15) / t }' /proc/"$pid"/task/"$t"/stat 2>/dev/null
+              awk '{ printf "%.3f ", $1 / 1e9 }' /proc/"$pid"/task/"$t"/schedstat 2>/dev/null
             done) || true
       [ -z "$cur" ] || last=$cur
-      sleep 0.1
+      sleep 0.05
     done
     wait "$pid" || true
     echo "run $run $bin: launcher CPU s by thread (main drain sampler ...): $last"

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
+#include <filesystem>
 
 #include "collect/machine.h"
 #include "collect/procfs.h"
@@ -57,6 +59,11 @@ TEST_CASE("a forked child and its child are descendants, and vanish once reaped"
   auto tree = procfs::Descendants(getpid());
   CHECK(tree.size() == 2);
   CHECK(std::find(tree.begin(), tree.end(), child) != tree.end());
+  // The children files (where the kernel has them) and the ppid scan find the same tree.
+  auto scanned = procfs::DescendantsByScan(getpid());
+  std::sort(tree.begin(), tree.end());
+  std::sort(scanned.begin(), scanned.end());
+  CHECK(scanned == tree);
   CHECK(procfs::ReadEnvVar(child, "PATH").has_value());
   CHECK_FALSE(procfs::ReadCmdline(child).empty());
   for (pid_t p : tree) kill(p, SIGKILL);
@@ -86,4 +93,66 @@ TEST_CASE("the page-cache copy cost per byte is measured and plausible") {
   // Between 100 GB/s and 50 MB/s of CPU per byte copied: anything outside is a unit or timing error.
   CHECK(ns_per_byte > 0.01);
   CHECK(ns_per_byte < 20);
+}
+
+namespace {
+size_t OpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("a kept /proc file reads fresh values and fails once its process is reaped") {
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  procfs::Files files(8);
+  const size_t fds_before = OpenFds();
+  auto first = procfs::ReadStat(child, files);
+  REQUIRE(first.has_value());
+  CHECK(first->ppid == static_cast<uint32_t>(getpid()));
+  CHECK(OpenFds() == fds_before + 1);  // kept open
+  // Our own stat, read twice through the same kept file, moves with our CPU.
+  auto mine = procfs::ReadStat(getpid(), files);
+  REQUIRE(mine.has_value());
+  const clock_t until = clock() + CLOCKS_PER_SEC / 20;
+  volatile uint64_t x = 0;
+  while (clock() < until) x = x + 1;
+  auto mine_later = procfs::ReadStat(getpid(), files);
+  REQUIRE(mine_later.has_value());
+  CHECK(mine_later->cpu_ns > mine->cpu_ns);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  CHECK_FALSE(procfs::ReadStat(child, files).has_value());
+  // Files not read since the last sweep close at the next.
+  files.Sweep();
+  files.Sweep();
+  CHECK(OpenFds() == fds_before);
+}
+
+TEST_CASE("files over the limit are opened and closed on each read") {
+  procfs::Files files(1);
+  const size_t fds_before = OpenFds();
+  for (int i = 0; i < 3; ++i) {
+    CHECK(procfs::ReadIo(getpid(), files).has_value());
+    CHECK(procfs::ReadStat(getpid(), files).has_value());
+    CHECK(procfs::ReadSystem(files).cpu_total_ns > 0);
+  }
+  CHECK(OpenFds() == fds_before + 1);
+  procfs::Files none;
+  CHECK(procfs::ReadStat(getpid(), none).has_value());
+  CHECK(OpenFds() == fds_before + 1);
+}
+
+TEST_CASE("the run-queue delay read through kept files matches the one read by path") {
+  procfs::Files files(64);
+  const uint64_t by_path = procfs::ReadRunQueueDelay(getpid());
+  const uint64_t kept = procfs::ReadRunQueueDelay(getpid(), files);
+  const uint64_t by_path_after = procfs::ReadRunQueueDelay(getpid());
+  CHECK(kept >= by_path);
+  CHECK(kept <= by_path_after);
+  CHECK(procfs::ReadRunQueueDelay(getpid(), files) >= kept);
 }

@@ -514,12 +514,15 @@ Result<RunSummary> Run(const RunOptions& options) {
         last_flush = now;
       }
       // Come back before the fullest lane could pass an eighth of its
-      // capacity at the rate it filled since the last drain, within 1-10 ms:
+      // capacity at the rate it filled since the last drain, within 1-50 ms:
       // a wake-up is not free (on this VM a thread woken per batch costs
-      // 1.6-3x the CPU of one kept busy), and a job writing a steady stream
-      // kept this thread waking every 1 ms for lanes a few percent full.
-      // Idle: back off to 10 ms.
-      constexpr auto kMinPause = std::chrono::microseconds(1000), kMaxPause = std::chrono::microseconds(10000);
+      // 1.6-3x the CPU of one kept busy; each wake here also walks the 128
+      // lanes' control words, a page apart), and a job writing a steady
+      // stream kept this thread waking every 1 ms for lanes a few percent
+      // full. At 50 ms a lane of 512 KiB is an eighth full only at 80 k
+      // records a second from one thread (the fast loader writes 27 k).
+      // Idle: back off to 50 ms.
+      constexpr auto kMinPause = std::chrono::microseconds(1000), kMaxPause = std::chrono::microseconds(50000);
       if (stats.records == 0) pause = std::min(pause * 2, kMaxPause);
       else if (stats.max_fill > 0)
         pause = std::clamp(std::chrono::microseconds(static_cast<int64_t>(

@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <unordered_map>
@@ -31,24 +33,15 @@ std::vector<std::string_view> Fields(std::string_view s) {
   return out;
 }
 
-template <typename F>
-void ForEachNumericEntry(const std::string& dir, F f) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    f(static_cast<pid_t>(ToU64(e->d_name)));
-  }
-  closedir(d);
-}
-
 // Whole disks only: partitions, loop, RAM and device-mapper devices would count
 // the same reads twice or count none that touch storage.
-bool IsWholeDisk(const std::string& name) {
+bool IsWholeDisk(std::string_view name, Files& files) {
   for (const char* skip : {"loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd"})
     if (name.rfind(skip, 0) == 0) return false;
-  return access(("/sys/block/" + name).c_str(), F_OK) == 0;
+  return files.IsBlockDevice(std::string(name));
 }
+
+std::string ProcPath(pid_t pid, const char* file) { return "/proc/" + std::to_string(pid) + "/" + file; }
 
 }  // namespace
 
@@ -75,15 +68,106 @@ std::optional<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+Files::~Files() {
+  for (auto& [path, file] : open_) close(file.fd);
+}
+
+int Files::FdFor(const std::string& path, int flags, bool& keep) {
+  if (auto it = open_.find(path); it != open_.end()) {
+    it->second.used = true;
+    keep = true;
+    return it->second.fd;
+  }
+  const int fd = open(path.c_str(), flags | O_RDONLY | O_CLOEXEC);
+  keep = fd >= 0 && open_.size() < max_open_;
+  if (keep) open_.emplace(path, Open{fd, true});
+  return fd;
+}
+
+void Files::Drop(const std::string& path) {
+  if (auto it = open_.find(path); it != open_.end()) {
+    close(it->second.fd);
+    open_.erase(it);
+  }
+}
+
+std::optional<std::string_view> Files::Read(const std::string& path) {
+  bool keep = false;
+  const int fd = FdFor(path, 0, keep);
+  if (fd < 0) return std::nullopt;
+  buffer_.clear();
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = pread(fd, chunk, sizeof(chunk), static_cast<off_t>(buffer_.size()));
+    if (n < 0) {
+      // Gone (ESRCH once the process is reaped): a later read opens the path anew.
+      keep ? Drop(path) : void(close(fd));
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+  if (!keep) close(fd);
+  return std::string_view(buffer_);
+}
+
+std::vector<pid_t> Files::ListNumeric(const std::string& dir) {
+  std::vector<pid_t> out;
+  bool keep = false;
+  const int fd = FdFor(dir, O_DIRECTORY, keep);
+  if (fd < 0) return out;
+  alignas(8) char entries[8192];
+  bool failed = lseek(fd, 0, SEEK_SET) != 0;
+  while (!failed) {
+    const long n = syscall(SYS_getdents64, fd, entries, sizeof(entries));
+    if (n <= 0) {
+      failed = n < 0;
+      break;
+    }
+    for (long at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const dirent64*>(entries + at);
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(static_cast<pid_t>(ToU64(e->d_name)));
+      at += e->d_reclen;
+    }
+  }
+  if (failed) out.clear();
+  if (failed && keep) Drop(dir);
+  else if (!keep) close(fd);
+  return out;
+}
+
+void Files::Sweep() {
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (it->second.used) {
+      it->second.used = false;
+      ++it;
+    } else {
+      close(it->second.fd);
+      it = open_.erase(it);
+    }
+  }
+}
+
+bool Files::IsBlockDevice(const std::string& name) {
+  auto [it, fresh] = block_devices_.try_emplace(name, false);
+  if (fresh) it->second = access(("/sys/block/" + name).c_str(), F_OK) == 0;
+  return it->second;
+}
+
 std::optional<ProcStat> ReadStat(pid_t pid) {
-  auto text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  Files files;
+  return ReadStat(pid, files);
+}
+
+std::optional<ProcStat> ReadStat(pid_t pid, Files& files) {
+  auto text = files.Read(ProcPath(pid, "stat"));
   if (!text) return std::nullopt;
   // "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
   size_t open = text->find('('), close = text->rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
   ProcStat st;
-  st.comm = text->substr(open + 1, close - open - 1);
-  auto f = Fields(std::string_view(*text).substr(close + 1));
+  st.comm = std::string(text->substr(open + 1, close - open - 1));
+  auto f = Fields(text->substr(close + 1));
   // f[0] is field 3 (state): field N is f[N - 3].
   if (f.size() < 22) return std::nullopt;
   st.ppid = static_cast<uint32_t>(ToU64(f[1]));
@@ -95,7 +179,12 @@ std::optional<ProcStat> ReadStat(pid_t pid) {
 }
 
 std::optional<ProcIo> ReadIo(pid_t pid) {
-  auto text = ReadFile("/proc/" + std::to_string(pid) + "/io");
+  Files files;
+  return ReadIo(pid, files);
+}
+
+std::optional<ProcIo> ReadIo(pid_t pid, Files& files) {
+  auto text = files.Read(ProcPath(pid, "io"));
   if (!text) return std::nullopt;
   ProcIo io;
   auto f = Fields(*text);
@@ -107,27 +196,57 @@ std::optional<ProcIo> ReadIo(pid_t pid) {
 }
 
 uint64_t ReadRunQueueDelay(pid_t pid) {
+  Files files;
+  return ReadRunQueueDelay(pid, files);
+}
+
+uint64_t ReadRunQueueDelay(pid_t pid, Files& files) {
   uint64_t sum = 0;
-  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
-  ForEachNumericEntry(task_dir, [&](pid_t tid) {
-    auto text = ReadFile(task_dir + "/" + std::to_string(tid) + "/schedstat");
-    if (!text) return;
+  const std::string task_dir = ProcPath(pid, "task/");
+  for (pid_t tid : files.ListNumeric(task_dir)) {
+    auto text = files.Read(task_dir + std::to_string(tid) + "/schedstat");
+    if (!text) continue;
     auto f = Fields(*text);
     if (f.size() >= 2) sum += ToU64(f[1]);
-  });
+  }
   return sum;
 }
 
 std::vector<pid_t> Descendants(pid_t root) {
+  // Read once a second or less: kept open, these files would only crowd the
+  // sampler's (a scan reads every process of the machine).
+  Files files;
+  static const bool has_children_files = access("/proc/thread-self/children", F_OK) == 0;
+  if (!has_children_files) return DescendantsByScan(root);
+  std::vector<pid_t> out, parents = {root};
+  for (size_t next = 0; next < parents.size(); ++next) {
+    const std::string task_dir = ProcPath(parents[next], "task/");
+    for (pid_t tid : files.ListNumeric(task_dir)) {
+      auto text = files.Read(task_dir + std::to_string(tid) + "/children");
+      if (!text) continue;  // the thread ended
+      for (auto field : Fields(*text)) {
+        // A pid can show up twice when it is re-parented between two reads.
+        const auto child = static_cast<pid_t>(ToU64(field));
+        if (child <= 0 || child == root || std::find(out.begin(), out.end(), child) != out.end()) continue;
+        out.push_back(child);
+        parents.push_back(child);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<pid_t> DescendantsByScan(pid_t root) {
+  Files files;
   std::unordered_map<pid_t, pid_t> parent;
-  ForEachNumericEntry("/proc", [&](pid_t pid) {
-    auto text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-    if (!text) return;
+  for (pid_t pid : files.ListNumeric("/proc")) {
+    auto text = files.Read(ProcPath(pid, "stat"));
+    if (!text) continue;
     size_t close = text->rfind(')');
-    if (close == std::string::npos) return;
-    auto f = Fields(std::string_view(*text).substr(close + 1));
+    if (close == std::string::npos) continue;
+    auto f = Fields(text->substr(close + 1));
     if (f.size() >= 2) parent[pid] = static_cast<pid_t>(ToU64(f[1]));
-  });
+  }
   std::vector<pid_t> out;
   for (auto [pid, ppid] : parent) {
     // Walk up; /proc is a snapshot taken over time, so bound the walk.
@@ -194,9 +313,14 @@ uint64_t MeminfoBytes(const std::string& text, const std::string& field) {
 }
 
 SystemSnapshot ReadSystem() {
+  Files files;
+  return ReadSystem(files);
+}
+
+SystemSnapshot ReadSystem(Files& files) {
   SystemSnapshot s;
-  if (auto stat = ReadFile("/proc/stat")) {
-    auto line = std::string_view(*stat).substr(0, stat->find('\n'));
+  if (auto stat = files.Read("/proc/stat")) {
+    auto line = stat->substr(0, stat->find('\n'));
     auto f = Fields(line);
     // cpu user nice system idle iowait irq softirq steal (guest is inside user)
     if (f.size() >= 9 && f[0] == "cpu") {
@@ -207,19 +331,20 @@ SystemSnapshot ReadSystem() {
       s.cpu_busy_ns = (total - idle) * NsPerTick();
     }
   }
-  if (auto mem = ReadFile("/proc/meminfo")) {
-    s.page_cache_bytes = MeminfoBytes(*mem, "Cached");
-    s.mem_available_bytes = MeminfoBytes(*mem, "MemAvailable");
-    s.mem_total_bytes = MeminfoBytes(*mem, "MemTotal");
+  if (auto mem = files.Read("/proc/meminfo")) {
+    const std::string text(*mem);
+    s.page_cache_bytes = MeminfoBytes(text, "Cached");
+    s.mem_available_bytes = MeminfoBytes(text, "MemAvailable");
+    s.mem_total_bytes = MeminfoBytes(text, "MemTotal");
   }
-  if (auto disk = ReadFile("/proc/diskstats")) {
+  if (auto disk = files.Read("/proc/diskstats")) {
     size_t i = 0;
     while (i < disk->size()) {
       size_t j = disk->find('\n', i);
       if (j == std::string::npos) j = disk->size();
-      auto f = Fields(std::string_view(*disk).substr(i, j - i));
+      auto f = Fields(disk->substr(i, j - i));
       // major minor name reads merged sectors_read ...
-      if (f.size() >= 6 && IsWholeDisk(std::string(f[2]))) s.disk_read_bytes += ToU64(f[5]) * 512;
+      if (f.size() >= 6 && IsWholeDisk(f[2], files)) s.disk_read_bytes += ToU64(f[5]) * 512;
       i = j + 1;
     }
   }

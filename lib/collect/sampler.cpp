@@ -21,11 +21,11 @@ void Sampler::Tick(uint64_t now_ns) {
   std::vector<pid_t> alive;
   alive.reserve(known_.size());
   for (pid_t pid : known_) {
-    auto st = procfs::ReadStat(pid);
+    auto st = procfs::ReadStat(pid, files_);
     if (!st) continue;  // exited since the scan
     alive.push_back(pid);
     sink_.NoteProcess(pid, now_ns, TraceSink::Seen::kBySampler);
-    auto io = procfs::ReadIo(pid).value_or(procfs::ProcIo{});
+    auto io = procfs::ReadIo(pid, files_).value_or(procfs::ProcIo{});
     auto& p = processes_[pid];
     p.set_pid(static_cast<uint32_t>(pid));
     p.add_t_ns(now_ns);
@@ -33,18 +33,19 @@ void Sampler::Tick(uint64_t now_ns) {
     p.add_read_bytes(io.read_bytes);
     p.add_rchar(io.rchar);
     p.add_rss_bytes(st->rss_bytes);
-    p.add_delay_ns(procfs::ReadRunQueueDelay(pid));
+    p.add_delay_ns(procfs::ReadRunQueueDelay(pid, files_));
     p.add_threads(st->threads);
     p.add_minor_faults(st->minor_faults);
   }
   known_.swap(alive);
-  const auto sys = procfs::ReadSystem();
+  const auto sys = procfs::ReadSystem(files_);
   system_.add_t_ns(now_ns);
   system_.add_cpu_busy_ns(sys.cpu_busy_ns);
   system_.add_cpu_total_ns(sys.cpu_total_ns);
   system_.add_page_cache_bytes(sys.page_cache_bytes);
   system_.add_disk_read_bytes(sys.disk_read_bytes);
   system_.add_mem_available_bytes(sys.mem_available_bytes);
+  files_.Sweep();
   if (last_flush_ns_ == 0) last_flush_ns_ = now_ns;
   if (now_ns - last_flush_ns_ >= kFlushEveryNs) {
     Flush();
