@@ -17,9 +17,9 @@ namespace stallprof::collect::procfs {
 std::optional<std::string> ReadFile(const std::string& path);
 
 // /proc files kept open between reads. Reading an open file again (pread from
-// 0) skips the path walk: on the 2-core VM a process's stat, io and a thread's
-// schedstat cost 4.5, 1.9 and 1.2 us that way against 11.5, 7.3 and 7.0 us
-// opened each time (scripts/bench_procfs.sh). An open /proc/<pid>/... file
+// 0) skips the path walk: on the 2-core VM a process's stat, io and run-queue
+// delay (task dir and a schedstat) cost 7.2, 3.2 and 4.6 us that way against
+// 13.7, 9.3 and 15.7 us opened each time (scripts/bench_sampler.sh). An open /proc/<pid>/... file
 // answers for that process only: once it is reaped, reads fail, even if its
 // pid is reused, and the file is opened anew by path.
 class Files {
@@ -82,8 +82,8 @@ uint64_t ReadRunQueueDelay(pid_t pid, Files& files);
 // Every live process whose ancestry leads to `root` (not `root` itself): from
 // the threads' /proc/<pid>/task/<tid>/children files, down the tree, where the
 // kernel has them (CONFIG_PROC_CHILDREN), else by a ppid scan of all of /proc
-// (a read of every process's stat: 0.7 ms a scan with 66 processes on the VM,
-// and growing with the machine's processes, not the job's).
+// (a read of every process's stat: 0.95 ms a scan with 66 processes on the VM
+// against 0.06 ms, and growing with the machine's processes, not the job's).
 std::vector<pid_t> Descendants(pid_t root);
 // The same by the ppid scan alone.
 std::vector<pid_t> DescendantsByScan(pid_t root);

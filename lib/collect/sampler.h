@@ -28,7 +28,7 @@ class Sampler {
  private:
   TraceSink& sink_;
   pid_t root_;
-  // The files every tick reads, kept open (a fifth to a half of their cost);
+  // The files every tick reads, kept open (a third to a half of their cost);
   // a job of more threads than this reads the rest by path.
   static constexpr size_t kMaxOpenFiles = 256;
   procfs::Files files_{kMaxOpenFiles};
