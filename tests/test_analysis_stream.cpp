@@ -156,6 +156,48 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
   }
 }
 
+TEST_CASE("A main-thread stage is advised into workers when a loader without workers is input-bound on its prep") {
+  // Set costs, 20 iterations of 10 ms: a 1 ms next() whose fetch takes
+  // 0.75 ms of CPU (10% of the step waiting: moderately input-bound, worker
+  // CPU the bottleneck), then 9 ms of compute, 4 ms of it the user's
+  // "augment" stage on CPU (44%). Without workers, workers would take the
+  // stage beside the step: the advice stands (a run on a slow host crossed
+  // 5% and lost it). With 1 worker that lacks CPU, moving work to it would
+  // add to its load: no such advice.
+  for (uint32_t workers : {0u, 1u}) {
+    INFO("num_workers=" << workers);
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", workers);
+    const uint32_t main = b.Thread(100, 100);
+    uint32_t fetcher = main;
+    if (workers) {
+      b.Process(201, 100);
+      fetcher = b.Thread(201, 201);
+    }
+    uint64_t t = 1000 * kMs;
+    b.Instant(main, names::kEpoch, t, 1, 0);
+    for (int i = 0; i < 20; ++i) {
+      b.Span(fetcher, names::kFetch, t + kMs / 8, kMs * 3 / 4, 1, i, kMs * 3 / 4, 0);
+      b.Span(main, names::kWait, t, kMs, 1, i, workers ? 0 : kMs, 0);
+      b.Span(main, "augment", t + 2 * kMs, 4 * kMs, 0, 0, 4 * kMs);
+      t += 10 * kMs;
+    }
+    b.Instant(main, names::kEpochEnd, t, 1, 20);
+    const auto analyses = AnalyzedBothWays(b.trace, "main-stage-prep");
+    for (size_t way = 0; way < analyses.size(); ++way) {
+      INFO((way ? "streamed" : "loaded whole"));
+      REQUIRE(analyses[way].loaders.size() == 1);
+      const auto& l = analyses[way].loaders[0];
+      CHECK(l.verdict != Verdict::kNotInputBound);
+      CHECK(l.bottleneck == Cause::kPrep);
+      bool advised = false;
+      for (const auto& advice : l.advice) advised = advised || advice.find("--move-to-workers augment") != std::string::npos;
+      CHECK(advised == (workers == 0));
+    }
+  }
+}
+
 TEST_CASE("A main-thread stage whose CPU the counter budget skipped gets the measured spans' CPU per wall second") {
   // 0 workers, 20 batches: a 1 ms fetch, then an augment stage of 6 ms wall
   // on the main thread, 4.5 ms of it on CPU; every other augment span without

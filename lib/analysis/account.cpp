@@ -1046,7 +1046,11 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
     // Not where the workers lack CPU: moving work to them would add to it.
-    if (loader.bottleneck != Cause::kCompute && loader.bottleneck != Cause::kPrep && loader.bottleneck != Cause::kContention)
+    // Without workers the prep runs on the main thread too, and workers
+    // would take both off it.
+    const bool workers_lack_cpu =
+        loader.config.num_workers > 0 && (loader.bottleneck == Cause::kPrep || loader.bottleneck == Cause::kContention);
+    if (loader.bottleneck != Cause::kCompute && !workers_lack_cpu)
       if (std::string advice = MainStagesAdvice(loader, a); !advice.empty()) loader.advice.push_back("compute: " + advice);
     if (loader.verdict != Verdict::kNotInputBound)
       if (std::string advice = UnevenStreamAdvice(loader); !advice.empty()) loader.advice.push_back(std::move(advice));
