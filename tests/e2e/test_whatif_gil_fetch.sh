@@ -88,7 +88,11 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     predicted, measured = w["baseline"]["samples_per_s"], w["measured_samples_per_s"]
     print(f"{a}: sends held {prefetch['sends_held']}, free {prefetch['sends_free']}; baseline predicted {predicted:.0f}, measured {measured:.0f}")
     assert prefetch["sends_held"] >= 10 and prefetch["sends_held"] > 2 * prefetch["sends_free"], prefetch
-    assert abs(predicted / measured - 1) <= 0.07, f"baseline {predicted:.0f} against {measured:.0f}"
+    # The model that took the sending as free erred +14% (prefetch 2) and
+    # +22% (4); on 2026-11-24 this one erred -3.8% to -9.6% on a slow host
+    # (the builds before and after that day's changes alike, in the suite and
+    # alone), so the bound lies between.
+    assert abs(predicted / measured - 1) <= 0.11, f"baseline {predicted:.0f} against {measured:.0f}"
 PY
 "$PY" - a0burn.json a0sleep.json w0burn.json p2.json a0hog.json <<'PY' || fail "the GIL probe of a loader without workers is wrong (above)"
 import json, sys
