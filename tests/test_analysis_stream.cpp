@@ -101,6 +101,17 @@ TEST_CASE("Streaming a file that is not a trace fails with an input error naming
   std::remove(path.c_str());
 }
 
+namespace {
+// The loader's main thread (process 100) and the thread its fetches run on:
+// the main thread itself without workers, else one worker's (process 201).
+std::pair<uint32_t, uint32_t> MainAndFetcher(TraceBuilder& b, uint32_t workers) {
+  const uint32_t main = b.Thread(100, 100);
+  if (!workers) return {main, main};
+  b.Process(201, 100);
+  return {main, b.Thread(201, 201)};
+}
+}  // namespace
+
 TEST_CASE("A stage the training loop runs between next() calls is compute, apart from the pipeline's stages") {
   // Set costs, 20 iterations of 30 ms: a 1 ms next() whose fetch runs a
   // 0.5 ms "decode" stage (num_workers=0: on the main thread), then 29 ms of
@@ -112,12 +123,7 @@ TEST_CASE("A stage the training loop runs between next() calls is compute, apart
     b.Config(100, 1, "name", "train");
     b.Config(100, 1, "batch_size", 4);
     b.Config(100, 1, "num_workers", workers);
-    const uint32_t main = b.Thread(100, 100);
-    uint32_t fetcher = main;
-    if (workers) {
-      b.Process(201, 100);
-      fetcher = b.Thread(201, 201);
-    }
+    const auto [main, fetcher] = MainAndFetcher(b, workers);
     uint64_t t = 1000 * kMs;
     b.Instant(main, names::kEpoch, t, 1, 0);
     const int iterations = 20;
@@ -169,12 +175,7 @@ TEST_CASE("A main-thread stage is advised into workers when a loader without wor
     TraceBuilder b;
     b.Process(100, 1);
     b.Config(100, 1, "num_workers", workers);
-    const uint32_t main = b.Thread(100, 100);
-    uint32_t fetcher = main;
-    if (workers) {
-      b.Process(201, 100);
-      fetcher = b.Thread(201, 201);
-    }
+    const auto [main, fetcher] = MainAndFetcher(b, workers);
     uint64_t t = 1000 * kMs;
     b.Instant(main, names::kEpoch, t, 1, 0);
     for (int i = 0; i < 20; ++i) {

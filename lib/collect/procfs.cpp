@@ -299,12 +299,12 @@ std::string ReadThreadName(pid_t pid, pid_t tid) {
   return *text;
 }
 
-uint64_t MeminfoBytes(const std::string& text, const std::string& field) {
+uint64_t MeminfoBytes(std::string_view text, const std::string& field) {
   const std::string key = field + ":";
   size_t at = 0;
   while ((at = text.find(key, at)) != std::string::npos) {
     if (at == 0 || text[at - 1] == '\n') {
-      auto f = Fields(std::string_view(text).substr(at + key.size(), 40));
+      auto f = Fields(text.substr(at + key.size(), 40));
       return f.empty() ? 0 : ToU64(f[0]) * 1024;
     }
     at += key.size();
@@ -332,10 +332,9 @@ SystemSnapshot ReadSystem(Files& files) {
     }
   }
   if (auto mem = files.Read("/proc/meminfo")) {
-    const std::string text(*mem);
-    s.page_cache_bytes = MeminfoBytes(text, "Cached");
-    s.mem_available_bytes = MeminfoBytes(text, "MemAvailable");
-    s.mem_total_bytes = MeminfoBytes(text, "MemTotal");
+    s.page_cache_bytes = MeminfoBytes(*mem, "Cached");
+    s.mem_available_bytes = MeminfoBytes(*mem, "MemAvailable");
+    s.mem_total_bytes = MeminfoBytes(*mem, "MemTotal");
   }
   if (auto disk = files.Read("/proc/diskstats")) {
     size_t i = 0;

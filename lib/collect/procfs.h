@@ -96,7 +96,7 @@ std::optional<std::string> ReadEnvVar(pid_t pid, const std::string& name);
 std::string ReadThreadName(pid_t pid, pid_t tid);
 
 // A field of /proc/meminfo in bytes (e.g. "Cached", "MemAvailable"), 0 if absent.
-uint64_t MeminfoBytes(const std::string& text, const std::string& field);
+uint64_t MeminfoBytes(std::string_view text, const std::string& field);
 
 struct SystemSnapshot {
   uint64_t cpu_busy_ns = 0;   // all CPUs, cumulative
