@@ -52,6 +52,23 @@ TEST_CASE("A worker and a CPU-bound step sharing one core take the sum of their 
   CHECK(r.compute_delay_s > 0);  // the step waited for the core while the worker ran
 }
 
+TEST_CASE("The job's busy cores are the CPU its threads ran over the simulated time") {
+  // No workers: 10 ms of fetch CPU and 20 ms of step CPU, then 10 ms off CPU
+  // (an accelerator): 30 of every 40 ms on one core.
+  auto c = Loader(0, 2, {{0.010f, 0}}, 10);
+  c.compute_cpu_s = 0.020;
+  c.compute_off_s = 0.010;
+  auto r = SimulateLoader(c);
+  CHECK(r.job_cpu_s == Approx(10 * 0.030));
+  CHECK(r.job_cpu_s / r.seconds == Approx(0.75));
+  // Three busy workers on 2 cores (each 30 ms of CPU a batch, a free step):
+  // both cores busy throughout the steady state, never more.
+  auto busy = Loader(3, 2, {{0.030f, 0}}, 300);
+  auto b = SimulateLoader(busy);
+  CHECK(b.job_cpu_s / b.seconds == Approx(2).epsilon(0.02));
+  CHECK(b.job_cpu_s / b.seconds <= 2 + 1e-9);
+}
+
 TEST_CASE("Workers blocked off CPU overlap: two of them halve a latency-bound step") {
   auto c = Loader(2, 2, {{0, 0.100f}});
   c.compute_off_s = 0.010;

@@ -137,21 +137,38 @@ TEST_CASE("A scenario without workers from a profile with workers says its figur
   CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("profiled with workers:"));
 }
 
-TEST_CASE("A profile that ran one thread at a time warns that threads on busy vCPUs may run slower than it measured") {
+// Busy cores as the simulation gives them: the profile's and each row's.
+model::WhatIfResult WithBusyCores(double profiled, std::vector<double> rows, std::vector<double> waiting = {}) {
   model::WhatIfResult r = Swept();
-  r.baseline.workers = 0;
-  const std::string warning = "The profile ran one thread at a time, and the model takes each core as a full one";
-  CHECK_THAT(WhatIfText(OneLoader(r)), Catch::Contains(warning) && Catch::Contains("profile with workers to measure it"));
-  // A step on 2 intra-op threads kept 2 cores busy in the profile: no warning.
-  r.baseline.step_threads = 2;
-  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains(warning));
-  // Profiled with 2 workers on 2 cores, co-running was measured: no warning.
-  CHECK_THAT(WhatIfText(OneLoader(Swept())), !Catch::Contains(warning));
-  // Every scenario on one core: nothing co-runs.
-  r = Swept();
-  r.baseline.workers = 0;
-  for (auto& row : r.rows) row.scenario.machine.cores = 1;
-  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains(warning));
+  r.baseline.busy_cores = profiled;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    r.rows[i].prediction.busy_cores = rows.at(i);
+    r.rows[i].prediction.waiting_threads = i < waiting.size() ? waiting[i] : 0;
+  }
+  return r;
+}
+
+TEST_CASE("A profile that kept fewer cores busy than a scenario warns that busy cores may run slower than it measured") {
+  const std::string warning = "The profile kept 1.0 cores busy on average and the scenarios above up to 1.9: the model takes a "
+                              "thread to run as fast with more cores busy";
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.0, {1.0, 1.9, 1.5}))),
+             Catch::Contains(warning) && Catch::Contains("such figures are then high"));
+  // Within half a core of the profile: no warning.
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.5, {1.0, 1.9, 1.5}))), !Catch::Contains("such figures are then high"));
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.0, {1.0, 1.0, 1.0}))), !Catch::Contains("The profile kept"));
+}
+
+TEST_CASE("A profile that kept more cores busy than a scenario warns that the scenario's figures may be low") {
+  // Profiled with 2 busy cores, a scenario fetching in the main process keeps 1.
+  const std::string warning = "The profile kept 1.9 cores busy on average and the scenarios above as few as 1.1, with no more "
+                              "threads waiting for a core";
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.9, {1.9, 1.1, 2.0}))),
+             Catch::Contains(warning) && Catch::Contains("such figures are then low") &&
+                 Catch::Contains("num_workers=0 measures the work alone") && !Catch::Contains("then high"));
+  // One core for the same threads: fewer busy because they take turns on it,
+  // which is more contention, not less: no warning.
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.9, {1.0, 1.9, 2.0}, {1.2, 0, 0}))), !Catch::Contains("then low"));
+  CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.9, {1.5, 1.9, 2.0}))), !Catch::Contains("then low"));
 }
 
 TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
@@ -275,7 +292,8 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
                                              "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s",
-                                             "step_threads", "step_oversubscribed", "waiting_threads"});
+                                             "step_threads", "step_oversubscribed", "waiting_threads",
+                                             "busy_cores"});
   CHECK(p.at("background_threads").get<double>() == 0.5);
   CHECK(p.at("whole_run_samples_per_s").get<double>() == 300);
   CHECK(p.at("startup_measured").get<bool>());

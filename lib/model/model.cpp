@@ -400,6 +400,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.compute_step_s = sim.compute_s / n;
   out.delay_s = (workers > 0 ? sim.worker_delay_s : sim.job_delay_s - sim.compute_delay_s) / n;
   out.waiting_threads = sim.seconds > 0 ? sim.job_delay_s / sim.seconds : 0;
+  out.busy_cores = sim.seconds > 0 ? sim.job_cpu_s / sim.seconds : 0;
 
   // T_prep: the same with everything cached (no io, no miss CPU).
   SimConfig cached = config;

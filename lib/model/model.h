@@ -271,6 +271,12 @@ struct Prediction {
   // off either way (scripts/bench_sched_idle.sh: +9% to +11% with 2 busy
   // workers beside a busy step on 2 cores, -7% with 3).
   double waiting_threads = 0;
+  // The cores the job's threads kept busy, on average over the simulation.
+  // CPU work measured with more (or fewer) cores busy than a scenario keeps
+  // ran slower (or faster) than it will there, where busy cores slow each
+  // other (shared caches, memory bandwidth, vCPUs on shared cores): whatif
+  // says so from kBusyCoresApart on (docs/model.md "What the misses say").
+  double busy_cores = 0;
   // Whole run: per epoch the start-up, the pipeline filling and the batches,
   // over the profiled epochs and batches per epoch.
   double whole_run_samples_per_s = 0;
@@ -283,6 +289,11 @@ struct Prediction {
 // kernel's scheduling may move a figure: 0.1 is a tenth of the run with one
 // thread time-sliced.
 inline constexpr double kTimeSlicedThreads = 0.1;
+
+// How far apart the busy cores of the profile and a scenario
+// (Prediction::busy_cores) are before whatif says the CPU the profile
+// measured may not hold there.
+inline constexpr double kBusyCoresApart = 0.5;
 
 // Runnable threads from outside the job in the profiled run: the background
 // load with which the simulation of the profiled configuration shows the

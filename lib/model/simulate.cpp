@@ -327,6 +327,7 @@ class Simulation {
     }
     const double main_delay = main_width * (1 - share) * dt;
     out_.job_delay_s += main_delay;
+    out_.job_cpu_s += runnable * share * dt;
     switch (main_) {
       case MainPhase::kNext:
       case MainPhase::kFetchCpu:

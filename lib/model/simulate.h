@@ -86,6 +86,7 @@ struct SimResult {
   double compute_s = 0;           // wall time of the steps (stretched by sharing), in total
   double receive_s = 0;           // wall time receiving batches, in total
   double job_delay_s = 0;         // runnable-but-waiting thread-seconds of the job (run-queue delay)
+  double job_cpu_s = 0;           // thread-seconds the job's threads ran on a core (its busy cores x time)
   double worker_delay_s = 0;      // of which the workers' (what fetch spans record)
   double compute_delay_s = 0;     // of which the step's
 };
