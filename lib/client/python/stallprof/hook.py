@@ -292,9 +292,11 @@ def _sampler_kind(loader):
     return type(sampler).__name__ if sampler is not None else "none"
 
 
-def _dataset_files(dataset):
+def _dataset_files(dataset, depth=0):
     """Paths of a file-backed dataset (ImageFolder-like .samples/.imgs, or a
-    files/paths attribute), or None."""
+    files/paths attribute), through the wrappers torch builds around one:
+    a Subset (random_split) has its indices' files, a ConcatDataset its
+    parts' files when every part has them. None when there are none."""
     for attr in ("samples", "imgs", "files", "paths"):
         items = getattr(dataset, attr, None)
         if items is None or isinstance(items, (str, bytes)):
@@ -306,6 +308,24 @@ def _dataset_files(dataset):
         paths = [p for p in paths if isinstance(p, (str, bytes, os.PathLike))]
         if paths:
             return paths
+    if depth >= 8:
+        return None
+    inner, indices = getattr(dataset, "dataset", None), getattr(dataset, "indices", None)
+    if inner is not None and indices is not None:
+        paths = _dataset_files(inner, depth + 1)
+        try:
+            return [paths[i] for i in indices] if paths else None
+        except (IndexError, TypeError):
+            return None
+    parts = getattr(dataset, "datasets", None)
+    if isinstance(parts, (list, tuple)) and parts:
+        paths = []
+        for part in parts:
+            part_paths = _dataset_files(part, depth + 1)
+            if not part_paths:
+                return None  # a part without files: the size is not the files'
+            paths += part_paths
+        return paths
     return None
 
 
