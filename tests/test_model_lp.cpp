@@ -169,6 +169,20 @@ TEST_CASE("recommend turns a prep-bound loader into workers, Little's prefetch a
   CHECK(many->predicted.samples_per_s == Approx(200).epsilon(1e-3));
 }
 
+TEST_CASE("recommend predicts the profiled configuration too, to compare how busy each keeps the cores") {
+  LoaderProfile p = Loader();  // 1 worker on its 1 core, busy throughout; the step off CPU
+  RecommendOptions o;
+  o.cores = 8;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->as_profiled.workers == 1);
+  CHECK(r->as_profiled.busy_cores == Approx(1).epsilon(0.05));
+  // The model ingests 200 samples/s at 0.01 CPU s a sample: 2 cores busy.
+  CHECK(r->predicted.busy_cores == Approx(2).epsilon(0.05));
+  CHECK(CompareBusyCores(r->as_profiled, r->predicted) == BusyShift::kBusier);
+  CHECK(CompareBusyCores(r->as_profiled, r->as_profiled) == BusyShift::kAsProfiled);
+}
+
 TEST_CASE("recommend sizes workers by Little's law when io is latency bound") {
   LoaderProfile p = Loader();
   p.cpu_s_per_batch = 0.01;

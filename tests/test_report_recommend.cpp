@@ -94,6 +94,18 @@ TEST_CASE("A proposal whose threads wait for cores says its figure may be off, a
              Catch::Contains("0.31 of the job's threads wait for a core on average: the kernel's scheduling"));
 }
 
+TEST_CASE("A proposal that keeps fewer cores busy than the profile says its figure may be low") {
+  auto l = Planned();
+  l.plan.as_profiled.busy_cores = 1.9;
+  l.plan.predicted.busy_cores = 1.0;
+  CHECK_THAT(RecommendText(Report({l})),
+             Catch::Contains("The profile kept 1.9 cores busy on average and the recommended configuration 1.0, with no "
+                             "more threads waiting for a core") &&
+                 Catch::Contains("such figures are then low"));
+  l.plan.predicted.busy_cores = 1.5;  // within half a core
+  CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("The profile kept"));
+}
+
 TEST_CASE("Fewer workers than the LP's pool are told with the pool's prediction, and a stream's split named") {
   auto l = Planned();
   l.plan.workers = 3;

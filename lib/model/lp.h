@@ -94,6 +94,7 @@ struct Recommendation {
   uint32_t littles_prefetch_factor = 2;
   double lp_samples_per_s = 0;      // the LP optimum (fractional workers)
   Prediction predicted;             // model::Predict at the recommended integer settings
+  Prediction as_profiled;           // model::Predict of the profiled configuration on its cores (how busy it kept them)
   // torch.set_num_threads for a parallel step whose threads the workers would
   // oversubscribe, when fewer are predicted faster; 0 = leave them as profiled.
   uint32_t step_threads = 0;

@@ -328,6 +328,13 @@ double BackgroundThreads(const LoaderProfile& p) {
   return std::max(BackgroundFromDelay(p), outside);
 }
 
+BusyShift CompareBusyCores(const Prediction& profiled, const Prediction& scenario) {
+  if (scenario.busy_cores >= profiled.busy_cores + kBusyCoresApart) return BusyShift::kBusier;
+  if (scenario.busy_cores <= profiled.busy_cores - kBusyCoresApart && scenario.waiting_threads <= profiled.waiting_threads)
+    return BusyShift::kLessBusy;
+  return BusyShift::kAsProfiled;
+}
+
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;

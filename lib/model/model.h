@@ -290,10 +290,15 @@ struct Prediction {
 // thread time-sliced.
 inline constexpr double kTimeSlicedThreads = 0.1;
 
-// How far apart the busy cores of the profile and a scenario
-// (Prediction::busy_cores) are before whatif says the CPU the profile
-// measured may not hold there.
+// How the cores a scenario keeps busy compare with the profiled run's
+// (Prediction::busy_cores), kBusyCoresApart or more apart: CPU per batch
+// measured with fewer cores busy runs slower where more are, and the
+// reverse, on hosts where busy cores slow each other (docs/model.md "What
+// the misses say"). Fewer busy cores with more threads waiting for one (the
+// same threads time-sliced on fewer cores) is not less busy.
 inline constexpr double kBusyCoresApart = 0.5;
+enum class BusyShift { kAsProfiled, kBusier, kLessBusy };
+BusyShift CompareBusyCores(const Prediction& profiled, const Prediction& scenario);
 
 // Runnable threads from outside the job in the profiled run: the background
 // load with which the simulation of the profiled configuration shows the

@@ -329,6 +329,10 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     rec.predicted.step_s = b / rec.lp_samples_per_s;
   }
   if (p.measured_step_s_per_batch > 0) rec.measured_samples_per_s = b / p.measured_step_s_per_batch;
+  Scenario profiled_run;
+  profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores : o.cores;
+  profiled_run.background_threads = Scenario::kAsProfiled;
+  if (auto run = Predict(p, profiled_run); run.ok()) rec.as_profiled = *run;
   return rec;
 }
 

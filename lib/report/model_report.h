@@ -39,6 +39,13 @@ std::string CpuFitLine(const model::LinearFit& fit);
 
 // The terminal output: the loaders' blocks separated by a blank line, then the
 // CPU fit and the plot file when there are any.
+// The sentence whatif and recommend print (with a leading space) when a
+// configuration keeps the cores busier or less busy than the profiled run
+// (model::CompareBusyCores), `subject` naming it ("the recommended
+// configuration"); "" when it keeps them as busy.
+std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
+                          const std::string& subject);
+
 std::string WhatIfText(const WhatIfReport& report);
 
 // A self-contained SVG (--plot): samples/s against the swept variable (or the

@@ -94,6 +94,8 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        "this figure may be off by about 10% either way; a host whose vCPUs slow when all are busy "
                        "makes it high (docs/model.md)\n",
                        r.predicted.waiting_threads);
+  if (const std::string busy = BusyCoresNote(r.as_profiled, r.predicted, "the recommended configuration"); !busy.empty())
+    out += "             " + busy + "\n";
   out += WholeRunLine(r, p);
   if (r.lp_pool_workers > 0 && r.workers > 0)
     out += fmt::format("workers:      {} predicted within 1% of the LP's {} ({:.1f} samples/s): more would only hold "

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "common/units.h"
 #include "json_writer.h"
@@ -117,36 +116,19 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
   const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) {
     return row.prediction.workers > 0 && !row.prediction.startup_measured;
   });
-  // CPU per batch is taken as the profile measured it, with as many cores busy
-  // as the profile kept. Busy cores slow each other (shared caches and memory
-  // bandwidth, vCPUs on shared physical cores): on this project's 2-vCPU host
-  // a decode step and its worker took 23-28% more CPU a batch than alone at
-  // times, and a 2-worker profile of a decode pipeline with a CNN step
-  // predicted 0 and 1 workers 25% and 17% low (docs/model.md). Printed
-  // figures come from the trace, so the examples stay here.
-  const double profiled_busy = r.baseline.busy_cores;
-  double most_busy = 0, fewest_busy = std::numeric_limits<double>::infinity();
+  // The scenarios furthest from the profile's busy cores, each way.
+  const model::WhatIfRow* busiest = nullptr;
+  const model::WhatIfRow* least_busy = nullptr;
   for (const auto& row : r.rows) {
-    most_busy = std::max(most_busy, row.prediction.busy_cores);
-    // Fewer busy cores because the scenario has fewer (time-sliced) is not less contention.
-    if (row.prediction.waiting_threads <= r.baseline.waiting_threads)
-      fewest_busy = std::min(fewest_busy, row.prediction.busy_cores);
+    const auto shift = model::CompareBusyCores(r.baseline, row.prediction);
+    if (shift == model::BusyShift::kBusier && (!busiest || row.prediction.busy_cores > busiest->prediction.busy_cores))
+      busiest = &row;
+    if (shift == model::BusyShift::kLessBusy &&
+        (!least_busy || row.prediction.busy_cores < least_busy->prediction.busy_cores))
+      least_busy = &row;
   }
-  if (most_busy >= profiled_busy + model::kBusyCoresApart)
-    out += fmt::format(" The profile kept {:.1f} cores busy on average and the scenarios above up to {:.1f}: the model takes a "
-                       "thread to run as fast with more cores busy as the profile measured it. A host whose busy cores "
-                       "slow each other (vCPUs sharing physical cores, another tenant, shared caches and memory "
-                       "bandwidth) runs them slower, and such figures are then high by that slowdown (docs/model.md "
-                       "\"What the misses say\"); profile nearer the configuration you predict to measure it.",
-                       profiled_busy, most_busy);
-  if (fewest_busy <= profiled_busy - model::kBusyCoresApart)
-    out += fmt::format(" The profile kept {:.1f} cores busy on average and the scenarios above as few as {:.1f}, with no more "
-                       "threads waiting for a core: the model takes a thread to run as fast with fewer cores busy as "
-                       "the profile measured it. Where busy cores slow each other (shared caches and memory bandwidth, "
-                       "vCPUs sharing physical cores) its work runs faster there, and such figures are then low "
-                       "(docs/model.md \"What the misses say\"); profile nearer the configuration you predict "
-                       "(num_workers=0 measures the work alone).",
-                       profiled_busy, fewest_busy);
+  if (busiest) out += BusyCoresNote(r.baseline, busiest->prediction, "the scenarios above up to");
+  if (least_busy) out += BusyCoresNote(r.baseline, least_busy->prediction, "the scenarios above as few as");
   if (r.baseline.workers == 0 && adds_workers)
     out += " Whole run with workers leaves out their start-up at each epoch (fork or spawn, the first batch), which a "
            "profile without workers cannot measure: with short epochs it can cost more than workers save; profile "
@@ -159,6 +141,35 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
 std::string CpuFitLine(const model::LinearFit& fit) {
   return fmt::format("worker CPU per batch = {} + {} x batch size (least squares over {} loaders, r2 {:.2f})",
                      FormatSeconds(fit.intercept), FormatSeconds(fit.slope), fit.points, fit.r2);
+}
+
+std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
+                          const std::string& subject) {
+  // Busy cores slow each other (shared caches and memory bandwidth, vCPUs on
+  // shared physical cores): on this project's 2-vCPU host a decode step and
+  // its worker took 23-28% more CPU a batch than alone at times, and a
+  // 2-worker profile of the decode case predicted 0 workers 10.8% low
+  // (docs/model.md). Printed figures come from the trace, so the examples
+  // stay here.
+  switch (model::CompareBusyCores(profiled, scenario)) {
+    case model::BusyShift::kBusier:
+      return fmt::format(" The profile kept {:.1f} cores busy on average and {} {:.1f}: the model takes a thread to "
+                         "run as fast with more cores busy as the profile measured it. A host whose busy cores slow "
+                         "each other (vCPUs sharing physical cores, another tenant, shared caches and memory "
+                         "bandwidth) runs them slower, and such figures are then high by that slowdown (docs/model.md "
+                         "\"What the misses say\"); profile nearer the configuration you predict to measure it.",
+                         profiled.busy_cores, subject, scenario.busy_cores);
+    case model::BusyShift::kLessBusy:
+      return fmt::format(" The profile kept {:.1f} cores busy on average and {} {:.1f}, with no more threads waiting "
+                         "for a core: the model takes a thread to run as fast with fewer cores busy as the profile "
+                         "measured it. Where busy cores slow each other (shared caches and memory bandwidth, vCPUs "
+                         "sharing physical cores) its work runs faster there, and such figures are then low "
+                         "(docs/model.md \"What the misses say\"); profile nearer the configuration you predict "
+                         "(num_workers=0 measures the work alone).",
+                         profiled.busy_cores, subject, scenario.busy_cores);
+    case model::BusyShift::kAsProfiled: break;
+  }
+  return "";
 }
 
 std::string WhatIfText(const WhatIfReport& report) {
