@@ -238,6 +238,13 @@ decode_setup() {
   TUNED=GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
 }
 
+# decode_available <case>: torchvision and 2 cores, else skips the case (status 1).
+decode_available() {
+  "$PY" -c 'import torchvision, PIL' 2>/dev/null ||
+    { skip "$1" "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return 1; }
+  [ "$(nproc)" -ge 2 ] || { skip "$1" "needs 2 cores"; return 1; }
+}
+
 # decode_run <trace> <imagefolder flags...>: one traced run, its steady samples/s
 decode_run() {
   local trace=$1
@@ -247,8 +254,7 @@ decode_run() {
 }
 
 validate_decode() {
-  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip decode "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
-  if [ "$(nproc)" -lt 2 ]; then skip decode "needs 2 cores"; return; fi
+  decode_available decode || return 0
   # 640 px images and a CNN 3x as wide as the threads case's: decoding a batch
   # (about 57 ms of CPU here) and the step (about 59 ms) balance, so one worker
   # nearly doubles the throughput on 2 cores. Nearly: 2 cores cap the gain at
@@ -281,8 +287,7 @@ validate_decode() {
 # it, and busy cores slowed each other here: whatif says such figures are low
 # (docs/model.md "What the misses say"). Reported, not asserted.
 validate_fewer() {
-  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip fewer "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
-  if [ "$(nproc)" -lt 2 ]; then skip fewer "needs 2 cores"; return; fi
+  decode_available fewer || return 0
   decode_setup 640 3
   local profiled=() p1=() p0=() m1=() m0=() i
   for i in $(seq "$REPEAT"); do
@@ -303,8 +308,7 @@ validate_fewer() {
 # torch.set_num_threads(1)). Reported, not asserted: neither change is 2 x
 # the bound from "no change" on 2 cores.
 validate_threads() {
-  "$PY" -c 'import torchvision, PIL' 2>/dev/null || { skip threads "$PY cannot import torchvision and PIL (python3-torchvision, python3-pil)"; return; }
-  if [ "$(nproc)" -lt 2 ]; then skip threads "needs 2 cores"; return; fi
+  decode_available threads || return 0
   decode_setup 480 1
   local profiled=() p2=() p1=() m2=() m1=() i
   for i in $(seq "$REPEAT"); do
