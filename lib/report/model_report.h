@@ -37,8 +37,6 @@ std::string WhatIfLoaderText(const model::WhatIfResult& result, const model::Swe
 // "worker CPU per batch = 1.2 ms + 3.4 ms x batch size (least squares over 2 loaders, r2 0.99)".
 std::string CpuFitLine(const model::LinearFit& fit);
 
-// The terminal output: the loaders' blocks separated by a blank line, then the
-// CPU fit and the plot file when there are any.
 // The sentence whatif and recommend print (with a leading space) when a
 // configuration keeps the cores busier or less busy than the profiled run
 // (model::CompareBusyCores), `subject` naming it ("the recommended
@@ -46,6 +44,8 @@ std::string CpuFitLine(const model::LinearFit& fit);
 std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
                           const std::string& subject);
 
+// The terminal output: the loaders' blocks separated by a blank line, then the
+// CPU fit and the plot file when there are any.
 std::string WhatIfText(const WhatIfReport& report);
 
 // A self-contained SVG (--plot): samples/s against the swept variable (or the

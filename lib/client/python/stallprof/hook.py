@@ -314,6 +314,8 @@ def _dataset_files(dataset, depth=0):
     if inner is not None and indices is not None:
         paths = _dataset_files(inner, depth + 1)
         try:
+            if hasattr(indices, "tolist"):  # a tensor or array: plain ints index a list fastest
+                indices = indices.tolist()
             return [paths[i] for i in indices] if paths else None
         except (IndexError, TypeError):
             return None
