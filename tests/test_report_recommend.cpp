@@ -102,6 +102,9 @@ TEST_CASE("A proposal that keeps fewer cores busy than the profile says its figu
              Catch::Contains("The profile kept 1.9 cores busy on average and the recommended configuration 1.0, with no "
                              "more threads waiting for a core") &&
                  Catch::Contains("such figures are then low"));
+  const Json j = ParseJson(RecommendJson(Report({l}))).at("loaders").at(0);
+  CHECK(j.at("profiled_busy_cores").get<double>() == 1.9);
+  CHECK(j.at("busy_cores").get<double>() == 1.0);
   l.plan.predicted.busy_cores = 1.5;  // within half a core
   CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("The profile kept"));
 }
@@ -248,7 +251,8 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
                                              "startup_predicted", "measured_whole_run_samples_per_s", "dataloader_objects",
                                              "measured_samples_per_s",
-                                             "speedup", "bottleneck", "binding", "advice", "prefetch_concurrency",
+                                             "speedup", "bottleneck", "waiting_threads", "busy_cores",
+                                             "profiled_busy_cores", "binding", "advice", "prefetch_concurrency",
                                              "littles_prefetch_factor", "constraints", "assumptions"});
   CHECK(l.at("loader").get<std::string>() == "train");
   CHECK(l.at("num_workers").get<double>() == 4);

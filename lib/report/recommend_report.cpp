@@ -194,6 +194,10 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Key("speedup");
     if (speedup > 0) w.Number(speedup); else w.Null();
     w.Field("bottleneck", model::ToString(r.predicted.bottleneck));
+    // What the text's caveats rest on: threads waiting for a core, and the
+    // cores the proposal and the profiled configuration keep busy.
+    w.Field("waiting_threads", r.predicted.waiting_threads).Field("busy_cores", r.predicted.busy_cores);
+    w.Field("profiled_busy_cores", r.as_profiled.busy_cores);
     w.Key("binding").BeginObject();
     w.Field("constraint", r.binding.name).Field("kind", model::ToString(r.binding.kind));
     w.Field("shadow_price", r.binding.dual);
