@@ -676,3 +676,29 @@ TEST_CASE("Other processes' busy cores are the machine's busy time less the job'
   CHECK(outside(0) == Approx(0).margin(1e-6));  // the worker's imports are the job's, not another process's
   CHECK(outside(1) == Approx(1).margin(1e-6));
 }
+
+TEST_CASE("The loop's own work at an epoch's start is its warm-up compute beyond the steady mean") {
+  // 3 epochs of 10 batches, 30 ms of compute each, but 530 ms after the
+  // first batch of the run and 230 ms after that of each later epoch.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 3;
+  spec.iterations = 10;
+  spec.first_epoch_start_compute = 530 * kMs;
+  spec.later_epoch_start_compute = 230 * kMs;
+  AddMainProcessLoader(b, spec);
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.compute_s_per_batch == Approx(0.030));
+  CHECK(p.warmup_extra_first_s == Approx(0.500));
+  CHECK(p.warmup_extra_later_s == Approx(0.200));
+  // Uniform steps: nothing beyond the steady mean.
+  spec.first_epoch_start_compute = spec.later_epoch_start_compute = 0;
+  TraceBuilder uniform;
+  AddMainProcessLoader(uniform, spec);
+  profiles = MeasureProfiles(uniform.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().warmup_extra_first_s == Approx(0).margin(1e-9));
+  CHECK(profiles->front().warmup_extra_later_s == Approx(0).margin(1e-9));
+}

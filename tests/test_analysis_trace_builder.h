@@ -119,6 +119,9 @@ struct LoopSpec {
   uint32_t iterations = 20;
   uint64_t wait = 10 * kMs;
   uint64_t compute = 30 * kMs;
+  // The compute after each epoch's first batch when set: in the first epoch,
+  // and in the later ones (the loop's own work at an epoch's start).
+  uint64_t first_epoch_start_compute = 0, later_epoch_start_compute = 0;
   uint32_t warmup_wait_iters = 0;
   uint64_t warmup_wait = 0;
   uint64_t gap_between_epochs = 0;  // time outside any epoch (e.g. validation)
@@ -138,7 +141,8 @@ inline uint64_t AddLoop(TraceBuilder& b, const LoopSpec& spec) {
     for (uint32_t i = 0; i < spec.iterations; ++i) {
       uint64_t wait = i < spec.warmup_wait_iters ? spec.warmup_wait : spec.wait;
       b.Span(spec.thread, names::kWait, t, wait, spec.scope, i);
-      t += wait + spec.compute;
+      const uint64_t start_compute = e == 0 ? spec.first_epoch_start_compute : spec.later_epoch_start_compute;
+      t += wait + (i == 0 && start_compute > 0 ? start_compute : spec.compute);
     }
     if (spec.shutdown > 0) b.Span(spec.thread, names::kEpochEnd, t, spec.shutdown, spec.scope, spec.iterations);
     else b.Instant(spec.thread, names::kEpochEnd, t, spec.scope, spec.iterations);

@@ -632,3 +632,45 @@ TEST_CASE("An uneven stream split is predicted as measured for the profiled work
   CHECK(StreamQuota(p, 4) == std::vector<uint64_t>{12, 11, 11, 11});
   CHECK(StreamQuota(p, 2) == std::vector<uint64_t>{31, 14});
 }
+
+TEST_CASE("The loop's own work at epoch starts is carried into every scenario's whole run") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;  // a step off the CPU: the workers never slow it
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.warmup_extra_first_s = 0.5;
+  p.warmup_extra_later_s = 0.2;
+  // Per epoch the first batch (10 ms) and 10 steps of 0.1 s; 0.5 + 3 x 0.2 s over the run.
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->whole_run_samples_per_s == Approx(400 / (4 * 1.01 + 1.1)).epsilon(1e-3));
+  CHECK(r->loop_work_s_per_epoch == Approx(1.1 / 4).epsilon(1e-3));
+  CHECK(r->samples_per_s == Approx(100).epsilon(1e-3));  // the steady state does not pay it
+  CHECK(Predict(p, On(4, 1))->loop_work_s_per_epoch == Approx(1.1 / 4).epsilon(1e-3));
+}
+
+TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of the cores with workers filling their queues") {
+  // A CPU-bound step of 100 ms beside 2 workers of 50 ms a batch on 2 cores:
+  // at an epoch's start the workers fill their 4 slots while the step runs,
+  // which slows it by at most the CPU of those fetches (0.2 s), and the
+  // simulation gives every scenario that already.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.profiled_cores = 2;
+  p.prefetch_factor = 2;
+  p.cpu_s_per_batch = 0.05;
+  p.compute_s_per_batch = 0.1;
+  p.compute_cpu_s_per_batch = {0.1, true, "test"};
+  p.epochs = 1;
+  p.batches_per_epoch = 20;
+  p.warmup_extra_first_s = 10;
+  auto r = Predict(p, On(2));
+  REQUIRE(r.ok());
+  CHECK(r->loop_work_s_per_epoch < 10);
+  CHECK(r->loop_work_s_per_epoch >= 9.8);
+  // Measured below what the simulation puts there: nothing is left to carry.
+  p.warmup_extra_first_s = 0.001;
+  CHECK(Predict(p, On(2))->loop_work_s_per_epoch == 0);
+}

@@ -249,7 +249,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s",
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
-                                             "startup_predicted", "measured_whole_run_samples_per_s", "dataloader_objects",
+                                             "startup_predicted", "predicted_loop_work_s_per_epoch", "measured_whole_run_samples_per_s", "dataloader_objects",
                                              "measured_samples_per_s",
                                              "speedup", "bottleneck", "waiting_threads", "busy_cores",
                                              "profiled_busy_cores", "binding", "advice", "prefetch_concurrency",

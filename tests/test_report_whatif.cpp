@@ -291,7 +291,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
                                              "prep_stall_fraction", "handoff_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
                                              "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
-                                             "startup_s_per_epoch", "startup_measured", "analytic_samples_per_s",
+                                             "startup_s_per_epoch", "startup_measured", "loop_work_s_per_epoch", "analytic_samples_per_s",
                                              "step_threads", "step_oversubscribed", "waiting_threads",
                                              "busy_cores"});
   CHECK(p.at("background_threads").get<double>() == 0.5);

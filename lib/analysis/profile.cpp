@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <numeric>
 #include <set>
 
 #include "common/units.h"
@@ -180,6 +181,13 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       }
     }
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
+    // The warm-up iterations' compute beyond the steady mean, per epoch.
+    std::vector<double> extra(loader.epochs.size(), 0.0);
+    for (const auto& it : loader.iterations)
+      if (!it.steady && !it.compute_unknown && it.epoch < extra.size()) extra[it.epoch] += it.compute_s - p.compute_s_per_batch;
+    p.warmup_extra_first_s = std::max(0.0, extra.front());
+    if (extra.size() > 1)
+      p.warmup_extra_later_s = std::max(0.0, std::accumulate(extra.begin() + 1, extra.end(), 0.0) / (extra.size() - 1));
   }
   p.stream_worker_batches = loader.stream_worker_batches;
   // Non-persistent workers are joined by every epoch's last next().

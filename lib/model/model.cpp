@@ -164,6 +164,16 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p) {
   return out;
 }
 
+// `steady` shortened to one epoch of `per_epoch` batches (one epoch of an
+// uneven split, shrunk as the steady simulation's).
+SimConfig OneEpoch(const SimConfig& steady, double per_epoch) {
+  SimConfig epoch = steady;
+  epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));
+  if (!epoch.worker_quota.empty())
+    epoch.batches = std::accumulate(epoch.worker_quota.begin(), epoch.worker_quota.end(), uint64_t{0});
+  return epoch;
+}
+
 std::vector<uint64_t> StreamCounts(const LoaderProfile& p) {
   std::vector<uint64_t> counts;
   for (double c : p.stream_worker_batches) counts.push_back(static_cast<uint64_t>(std::llround(c)));
@@ -335,6 +345,29 @@ BusyShift CompareBusyCores(const Prediction& profiled, const Prediction& scenari
   return BusyShift::kAsProfiled;
 }
 
+namespace {
+// The loop's own work at epoch starts over a run of `epochs` epochs of
+// `per_epoch` batches (LoaderProfile::warmup_extra_*), less the compute the
+// simulation of the profiled configuration already gives an epoch's start
+// beyond its steady steps (the step sharing the cores with workers filling
+// their queues): work no DataLoader setting changes, so every scenario's
+// whole run carries it as measured.
+double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs, double per_epoch) {
+  if (!(p.warmup_extra_first_s > 0) && !(p.warmup_extra_later_s > 0)) return 0;
+  if (costs.empty() || !(p.profiled_cores > 0)) return p.warmup_extra_first_s + (epochs - 1) * p.warmup_extra_later_s;
+  // The profiled configuration, steady and from an empty pipeline.
+  const SimConfig steady = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(p));
+  const SimConfig epoch = OneEpoch(steady, per_epoch);
+  const SimResult steady_sim = SimulateLoader(steady), epoch_sim = SimulateLoader(epoch);
+  const double simulated =
+      steady.batches > 0 ? std::max(0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s /
+                                                                   static_cast<double>(steady.batches))
+                         : 0;
+  return std::max(0.0, p.warmup_extra_first_s - simulated) +
+         (epochs - 1) * std::max(0.0, p.warmup_extra_later_s - simulated);
+}
+}  // namespace
+
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;
@@ -453,10 +486,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     const double per_restart = profiled_restarts > 0 ? p.startup_later_s * (epochs - 1) / profiled_restarts : p.startup_first_s;
     startup_later = epochs > 1 ? restarts(persistent) * per_restart * scale / (epochs - 1) : 0;
   }
-  SimConfig epoch = config;
-  epoch.batches = static_cast<uint64_t>(std::min(per_epoch, static_cast<double>(kMaxSimBatches)));
-  if (!epoch.worker_quota.empty())  // one epoch of the split (shrunk as the steady simulation's)
-    epoch.batches = std::accumulate(epoch.worker_quota.begin(), epoch.worker_quota.end(), uint64_t{0});
+  const SimConfig epoch = OneEpoch(config, per_epoch);
   const SimResult epoch_sim = SimulateLoader(epoch);
   // An epoch's reads take at least its bytes over the storage bandwidth (the
   // simulation's workers read independently; the cap is the shared device).
@@ -469,8 +499,10 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
   }
-  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns;
+  const double loop_work = LoopWorkSeconds(p, costs, epochs, per_epoch);
+  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns + loop_work;
   out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns) / epochs;
+  out.loop_work_s_per_epoch = loop_work / epochs;
   out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
 
   // The DS-Analyzer split of the predicted step, as analyze's account splits

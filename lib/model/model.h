@@ -125,6 +125,13 @@ struct LoaderProfile {
   // batch's production (worker start-up: fork or spawn, imports,
   // worker_init_fn), in the first epoch and on average in the later ones.
   double startup_first_s = 0, startup_later_s = 0;
+  // The loop's own work at an epoch's start beyond its steady step, in the
+  // first epoch and on average in the later ones: the warm-up iterations'
+  // compute beyond the steady mean (a first step's lazy set-up, images or
+  // logs written every N steps from step 0, an evaluation at step 0). The
+  // whole-run prediction carries it into every scenario, net of what the
+  // simulation itself puts there (model.cpp LoopWorkSeconds).
+  double warmup_extra_first_s = 0, warmup_extra_later_s = 0;
   // An IterableDataset's uneven split over the workers: the batches each
   // worker made an epoch, most first (analysis::LoaderAnalysis); empty when
   // even. The last part of each epoch then runs on fewer workers (3 shards
@@ -281,6 +288,7 @@ struct Prediction {
   // over the profiled epochs and batches per epoch.
   double whole_run_samples_per_s = 0;
   double startup_s_per_epoch = 0;  // mean over the epochs
+  double loop_work_s_per_epoch = 0;  // the loop's own work at epoch starts (LoopWorkSeconds), mean over the epochs
   bool startup_measured = false;   // false: no workers in the profile to measure it from, nor a timing after it (taken as 0)
   double analytic_samples_per_s = 0;  // min(R_main, R_prep, R_workers, R_fetch): the sanity check of the simulation
 };

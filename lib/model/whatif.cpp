@@ -202,6 +202,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              FormatSeconds(p.startup_first_s)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
+  if (p.warmup_extra_first_s > 0 || p.warmup_extra_later_s > 0)
+    in.push_back(fmt::format("the loop's own work at an epoch's start beyond its steady step: {} in the first epoch, {} "
+                             "in each later one (measured: the warm-up iterations' compute beyond the steady mean; the "
+                             "whole run carries it into every scenario, less the workers' contention the simulation "
+                             "already puts there)",
+                             FormatSeconds(p.warmup_extra_first_s), FormatSeconds(p.warmup_extra_later_s)));
   if (!p.stream_worker_batches.empty()) {
     const uint64_t part = StreamPartBatches(p);
     in.push_back(fmt::format("the IterableDataset's stream over the workers: {:.1f} batches an epoch (measured: its own "

@@ -26,6 +26,8 @@ std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProf
     out += fmt::format(" with start-up {} per epoch (a floor: the worker timed after the run)", FormatSeconds(w.startup_s_per_epoch));
   else
     out += fmt::format(" with start-up {} per epoch", FormatSeconds(w.startup_s_per_epoch));
+  if (w.loop_work_s_per_epoch > 0)
+    out += fmt::format(" and the loop's own work at epoch starts {}", FormatSeconds(w.loop_work_s_per_epoch));
   if (p.measured_whole_run_samples_per_s > 0)
     out += fmt::format("; measured {:.1f} samples/s whole run", p.measured_whole_run_samples_per_s);
   out += "\n";
@@ -186,6 +188,7 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("predicted_samples_per_s", r.predicted.samples_per_s).Field("lp_samples_per_s", r.lp_samples_per_s);
     w.Field("predicted_whole_run_samples_per_s", r.predicted.whole_run_samples_per_s);
     w.Field("predicted_startup_s_per_epoch", r.predicted.startup_s_per_epoch).Field("startup_predicted", r.predicted.startup_measured);
+    w.Field("predicted_loop_work_s_per_epoch", r.predicted.loop_work_s_per_epoch);
     w.Key("measured_whole_run_samples_per_s");
     if (p.measured_whole_run_samples_per_s > 0) w.Number(p.measured_whole_run_samples_per_s); else w.Null();
     w.Field("dataloader_objects", p.objects);

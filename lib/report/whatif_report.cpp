@@ -30,6 +30,7 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("handoff_s", p.handoff_s).Field("r_main", Rate(p.r_main));
   w.Field("compute_step_s", p.compute_step_s).Field("whole_run_samples_per_s", p.whole_run_samples_per_s);
   w.Field("startup_s_per_epoch", p.startup_s_per_epoch).Field("startup_measured", p.startup_measured);
+  w.Field("loop_work_s_per_epoch", p.loop_work_s_per_epoch);
   w.Field("analytic_samples_per_s", Rate(p.analytic_samples_per_s));
   w.Field("step_threads", p.step_threads).Field("step_oversubscribed", p.step_oversubscribed);
   w.Field("waiting_threads", p.waiting_threads).Field("busy_cores", p.busy_cores);
@@ -55,8 +56,11 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
   else
     out += "; measured throughput unknown\n";
   out += fmt::format("  steady state above (past the warm-up); whole run, every epoch from iterator creation: predicted "
-                     "{:.1f} samples/s (start-up {} per epoch)",
-                     r.baseline.whole_run_samples_per_s, FormatSeconds(r.baseline.startup_s_per_epoch));
+                     "{:.1f} samples/s (start-up {} per epoch{})",
+                     r.baseline.whole_run_samples_per_s, FormatSeconds(r.baseline.startup_s_per_epoch),
+                     r.baseline.loop_work_s_per_epoch > 0
+                         ? fmt::format(", the loop's own work at epoch starts {}", FormatSeconds(r.baseline.loop_work_s_per_epoch))
+                         : "");
   if (r.measured_whole_run_samples_per_s > 0)
     out += fmt::format("; measured {:.1f} samples/s: error {:+.1f}%", r.measured_whole_run_samples_per_s,
                        r.whole_run_model_error * 100);
