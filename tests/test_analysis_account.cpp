@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/profile.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;
@@ -787,4 +788,48 @@ TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers d
       CHECK(l.iterations[4].compute_unknown);
     }
   }
+}
+
+TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, up to the last worker's first fetch") {
+  // Two spawned, non-persistent workers per epoch that start one after the
+  // other: the first fetches batch 0 90 ms after __iter__, the second batch 1
+  // only 390 ms after it (each fetch 10 ms). The main loop waits 100 ms for
+  // batch 0, then from 102 ms to 402 ms for batch 1: 288 ms of that is the
+  // second worker starting, 12 ms its fetch. 2 epochs, 1 s apart.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  const uint32_t main = b.Thread(100, 100);
+  const uint64_t start = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    const uint64_t t0 = start + e * 1000 * kMs;
+    b.Instant(main, names::kEpoch, t0, 1, e);
+    b.Span(main, names::kWait, t0, 100 * kMs, 1, 0);
+    b.Span(main, names::kWait, t0 + 102 * kMs, 300 * kMs, 1, 1);
+    b.Span(main, names::kWait, t0 + 404 * kMs, kMs / 10, 1, 2);
+    b.Span(main, names::kWait, t0 + 406 * kMs + kMs / 10, kMs / 10, 1, 3);
+    b.Instant(main, names::kEpochEnd, t0 + 408 * kMs + kMs / 5, 1, 4);
+    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
+    b.Process(first, 100);
+    b.Process(second, 100);
+    const uint32_t a = b.Thread(first, first), w = b.Thread(second, second);
+    AddFetch(b, a, t0 + 90 * kMs, 10 * kMs, 0, 10 * kMs, -1);
+    AddFetch(b, a, t0 + 100 * kMs, kMs / 20, 2, kMs / 20, -1);
+    AddFetch(b, w, t0 + 390 * kMs, 10 * kMs, 1, 10 * kMs, -1);
+    AddFetch(b, w, t0 + 400 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 2);
+  CHECK(l.epochs[0].workers_ready_ns == start + 390 * kMs);
+  CHECK(l.epochs[1].workers_ready_ns == start + 1390 * kMs);
+  CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(2 * (0.100 + 0.288)));
+  CHECK(l.account_all.Seconds(Cause::kPrep) == Approx(2 * 0.012).epsilon(0.01));
+  // persistent_workers=True: epoch 1 would not wait 390 ms for its workers.
+  CHECK(l.persistent_saving_s == Approx(0.390));
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().startup_first_s == Approx(0.390));
+  CHECK(profiles->front().startup_later_s == Approx(0.390));
 }

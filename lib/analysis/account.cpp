@@ -193,10 +193,18 @@ void AccountCompute(const Context& c, int64_t d, Ledger& l) {
   l.Add(Cause::kCompute, d - hook);
 }
 
-void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l) {
+void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l, uint64_t workers_ready_ns = 0) {
   const auto& loader = c.loader;
-  const int64_t wait = Ns(it.wait_start_ns, it.return_ns);
+  int64_t wait = Ns(it.wait_start_ns, it.return_ns);
   l.batches++;
+  // A later batch's wait for a worker still starting (its epoch's workers
+  // start one after another) is start-up up to the last worker's start.
+  if (!startup && workers_ready_ns > it.wait_start_ns) {
+    const int64_t starting = Ns(it.wait_start_ns, std::min(it.return_ns, workers_ready_ns));
+    l.Add(Cause::kStartup, starting);
+    l.startup_first += starting;
+    wait -= starting;
+  }
   const int64_t inside = std::min(wait, c.WrapperInside());
   if (startup) {
     l.Add(Cause::kStallprof, inside);
@@ -603,7 +611,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                       Ms(split.later_s / split.later_epochs * 1e9), split.later_epochs);
         else
           line.evidence = fmt::format("{} per epoch x {} epochs{}", Ms(l.ns[k] / epochs), l.epochs, method);
-        line.evidence += fmt::format(" (iterator creation {}, first batch {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
+        line.evidence += fmt::format(" (iterator creation {}, waiting for the workers to start {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
                                      Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
         if (persistent_saving_s > 0)
           line.evidence += fmt::format("; persistent_workers=True would save {}", FormatSeconds(persistent_saving_s));
@@ -893,7 +901,34 @@ void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   loader.storage_reads_in_flight = off_cpu_ns / window_ns;
 }
 
+// EpochStats::workers_ready_ns: the latest of the first fetch starts of the
+// workers that started in each epoch: every worker in each epoch without
+// persistent workers (they start anew), a worker's first fetch of the run
+// with them (they start once per DataLoader object).
+void FillWorkersReady(const FetchFactList& fetches, LoaderAnalysis& loader) {
+  auto& epochs = loader.epochs;  // in the order they started
+  for (auto& epoch : epochs) epoch.workers_ready_ns = 0;
+  if (loader.config.num_workers == 0 || epochs.empty()) return;
+  const bool persistent = loader.config.persistent_workers;
+  const auto epoch_of = [&](uint64_t t) -> int64_t {
+    auto after = std::upper_bound(epochs.begin(), epochs.end(), t, [](uint64_t x, const EpochStats& e) { return x < e.start_ns; });
+    return after == epochs.begin() || t > (after - 1)->end_ns ? -1 : after - 1 - epochs.begin();
+  };
+  std::unordered_map<uint64_t, std::pair<int64_t, uint64_t>> first;  // (epoch, pid) or pid -> (epoch, first fetch start)
+  for (const FetchFact& f : fetches) {
+    if (f.pid == loader.pid) continue;
+    const int64_t e = epoch_of(f.start_ns);
+    if (e < 0) continue;
+    const uint64_t key = persistent ? f.pid : (static_cast<uint64_t>(e) << 32 | f.pid);
+    auto [at, fresh] = first.try_emplace(key, e, f.start_ns);
+    if (!fresh && f.start_ns < at->second.second) at->second = {e, f.start_ns};
+  }
+  for (const auto& [key, start] : first)
+    epochs[start.first].workers_ready_ns = std::max(epochs[start.first].workers_ready_ns, start.second);
+}
+
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
+  FillWorkersReady(fetches, loader);
   FillStorageRate(fetches, loader);
   Context c{loader, fetches};
   c.hook = ReadHookCost(trace, loader.pid);
@@ -939,7 +974,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     const bool last = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
     const bool startup = first && loader.config.num_workers > 0;
     Ledger step;  // the next() call and the compute after it
-    AccountWait(c, it, startup, step);
+    AccountWait(c, it, startup, step, epoch.workers_ready_ns);
     AccountCompute(c, ComputeNs(it), step);
     Ledger whole = step;  // and, in the whole run's ledgers, the epoch's start-up and shutdown
     if (first) {
@@ -959,7 +994,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     all += whole;
     epochs[it.epoch] += whole;
     if (it.steady) {
-      if (startup) {  // steady from the first iteration (no warm-up): its wait is not start-up there
+      if (startup || epoch.workers_ready_ns > it.wait_start_ns) {  // steady from the first iteration (no warm-up): its wait is not start-up there
         step = Ledger{};
         AccountWait(c, it, false, step);
         AccountCompute(c, ComputeNs(it), step);
@@ -969,19 +1004,13 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   }
 
   // What persistent_workers=True would save: each later epoch's wait for its
-  // workers to start (epoch start to their first fetch) and every shutdown.
+  // workers to start (epoch start to the last one's first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
-    HugeVector<uint64_t> worker_starts;  // by time
-    worker_starts.reserve(by_start.size());
-    for (const auto& [start, f] : by_start)
-      if (fetches[f].pid != loader.pid) worker_starts.push_back(start);
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
-      if (e == 0) continue;
-      auto first = std::lower_bound(worker_starts.begin(), worker_starts.end(), epoch.start_ns);
-      if (first != worker_starts.end() && *first < epoch.end_ns) loader.persistent_saving_s += Ns(epoch.start_ns, *first) * kNs;
+      if (e > 0 && epoch.workers_ready_ns > epoch.start_ns) loader.persistent_saving_s += Ns(epoch.start_ns, epoch.workers_ready_ns) * kNs;
     }
   }
 

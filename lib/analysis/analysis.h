@@ -78,6 +78,11 @@ struct EpochStats {
   // created); end: the StopIteration next() returned, else the last return.
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t iterator_ready_ns = 0;  // __iter__ returned (= start_ns for an epoch instant)
+  // The last of the workers that started in this epoch began its first fetch
+  // (every worker up); 0 when none started in it (persistent, or no workers).
+  // Workers start one after another (spawn: each waits for the one before to
+  // read its pickled dataset), so later batches wait for later workers.
+  uint64_t workers_ready_ns = 0;
   bool has_end_call = false;       // the next() that raised StopIteration was recorded
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;

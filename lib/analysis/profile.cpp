@@ -159,7 +159,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   }
 
   // Epochs: start-up = the first step of each epoch beyond one batch's
-  // production and receipt (what a running pipeline would have taken).
+  // production and receipt (what a running pipeline would have taken), or
+  // until the last of its workers began its first fetch when that is later.
   p.epochs = static_cast<uint32_t>(loader.epochs.size());
   p.persistent_workers = loader.config.persistent_workers;
   p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
@@ -172,7 +173,10 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       if (it.index_in_epoch != 0) continue;
       // From the __iter__ call to the first batch's return (iterator creation and the first wait).
       const double first = (it.return_ns - std::min(it.return_ns, loader.epochs[it.epoch].start_ns)) * 1e-9;
-      const double startup = std::max(0.0, first - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
+      double startup = std::max(0.0, first - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
+      // Workers that start one after another: the later batches wait for the last.
+      const auto& epoch = loader.epochs[it.epoch];
+      if (epoch.workers_ready_ns > epoch.start_ns) startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9);
       if (it.epoch == 0) {
         p.startup_first_s = p.workers > 0 ? startup : 0;
       } else {
