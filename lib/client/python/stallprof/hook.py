@@ -292,22 +292,52 @@ def _sampler_kind(loader):
     return type(sampler).__name__ if sampler is not None else "none"
 
 
+def _as_paths(items):
+    """The paths in a sequence of paths or of (path, label, ...) items."""
+    try:
+        paths = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
+    except (TypeError, IndexError):
+        return None
+    return [p for p in paths if isinstance(p, (str, bytes, os.PathLike))]
+
+
+def _listed_files(dataset):
+    """A list or tuple attribute of the dataset's own with one item per sample
+    whose items are paths of existing files (checked at the first, middle and
+    last): the files of a custom dataset under any attribute name
+    (image_filenames, img_paths, file_list). None when there is none."""
+    try:
+        length = len(dataset)
+        attrs = vars(dataset)
+    except Exception:
+        return None
+    if not length:
+        return None
+    for value in attrs.values():
+        if not isinstance(value, (list, tuple)) or len(value) != length:
+            continue
+        paths = _as_paths(value)
+        if paths and len(paths) == length and all(os.path.isfile(paths[i]) for i in {0, length // 2, length - 1}):
+            return paths
+    return None
+
+
 def _dataset_files(dataset, depth=0):
-    """Paths of a file-backed dataset (ImageFolder-like .samples/.imgs, or a
-    files/paths attribute), through the wrappers torch builds around one:
-    a Subset (random_split) has its indices' files, a ConcatDataset its
-    parts' files when every part has them. None when there are none."""
+    """Paths of a file-backed dataset (ImageFolder-like .samples/.imgs, a
+    files/paths attribute, or any list of one existing file per sample),
+    through the wrappers torch builds around one: a Subset (random_split)
+    has its indices' files, a ConcatDataset its parts' files when every part
+    has them. None when there are none."""
     for attr in ("samples", "imgs", "files", "paths"):
         items = getattr(dataset, attr, None)
         if items is None or isinstance(items, (str, bytes)):
             continue
-        try:
-            paths = [item[0] if isinstance(item, (tuple, list)) else item for item in items]
-        except TypeError:
-            continue
-        paths = [p for p in paths if isinstance(p, (str, bytes, os.PathLike))]
+        paths = _as_paths(items)
         if paths:
             return paths
+    paths = _listed_files(dataset)
+    if paths:
+        return paths
     if depth >= 8:
         return None
     inner, indices = getattr(dataset, "dataset", None), getattr(dataset, "indices", None)
