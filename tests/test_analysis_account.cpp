@@ -495,6 +495,7 @@ TEST_CASE("Worker CPU in the kernel with page faults every batch gets the alloca
   CHECK_THAT(l.account_steady.Line(Cause::kPrep).evidence, Catch::Contains("42% of it in the kernel (5000 page faults per batch)"));
   REQUIRE_FALSE(l.advice.empty());
   CHECK_THAT(l.advice.front(), Catch::Contains("GLIBC_TUNABLES"));
+  CHECK_THAT(l.advice.front(), Catch::Contains("LD_PRELOAD=libtcmalloc_minimal.so.4"));
 }
 
 TEST_CASE("Page faults per batch count only the fetches inside the worker's sampled window") {

@@ -648,13 +648,24 @@ double StallOf(const Ledger& l) {
   return StallOf(static_cast<double>(wall), static_cast<double>(l.ns[I(Cause::kCompute)]), static_cast<double>(l.ns[I(Cause::kStallprof)]));
 }
 
+// How to keep freed memory from going back to the kernel: glibc's fixed
+// thresholds keep blocks up to its largest mmap threshold (32 MiB on 64-bit);
+// larger ones (a step's activations: pytorch/examples' super_resolution maps
+// 118 MiB tensors) glibc maps afresh whatever the thresholds, and a caching
+// allocator keeps them (that example: 16.8 s -> 11.8 s an epoch, system
+// time 6.1 -> 1.3 s; the thresholds alone 17.4 s).
+constexpr const char* kKeepFreedMemory =
+    "fixed thresholds keep blocks up to 32 MiB: "
+    "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912; larger tensors glibc "
+    "maps afresh whatever the thresholds, and an allocator that caches them keeps them: "
+    "LD_PRELOAD=libtcmalloc_minimal.so.4 (Debian's libtcmalloc-minimal4)";
+
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
 std::string StepFaultsAdvice(const LoaderAnalysis& l) {
   return fmt::format(
       "the training process faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and faults "
-      "them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
-      "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
-      l.main_faults_per_batch);
+      "them back in (glibc malloc's dynamic thresholds); {}",
+      l.main_faults_per_batch, kKeepFreedMemory);
 }
 
 // A step parallel over torch's intra-op threads beside workers that want the
@@ -793,9 +804,8 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
         advice += fmt::format(
             "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: the allocator returns freed "
-            "buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds); fixed thresholds keep them: "
-            "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912",
-            l.fetch_kernel_share * 100, l.worker_faults_per_batch);
+            "buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds); {}",
+            l.fetch_kernel_share * 100, l.worker_faults_per_batch, kKeepFreedMemory);
       return advice;
     }
     case Cause::kContention:

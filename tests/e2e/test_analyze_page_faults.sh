@@ -7,7 +7,9 @@
 # the heap), the two regimes a real decoder falls into at random under glibc's
 # dynamic thresholds. analyze must report the faults per batch and the kernel's
 # share of the worker CPU in the account's evidence, and give the allocator
-# advice in the first case only.
+# advice in the first case only. A 40 MiB buffer (above glibc's largest mmap
+# threshold, 32 MiB) faults 8 x 10240 pages a batch whatever the thresholds,
+# and the advice's other allocator (tcmalloc, preloaded) keeps it.
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
@@ -16,13 +18,18 @@ W="$STALLPROF_SOURCE_DIR/scripts/workloads/synthetic.py"
 # sampler, which finds a new process within a second, to see it twice.
 FLAGS=(--workers 1 --batches 24 --batch-size 8 --scratch-mib 2 --prep-cpu-ms 1 --fetch-sleep-ms 5)
 
-profile() {  # profile <name> <GLIBC_TUNABLES>
-  GLIBC_TUNABLES=$2 $SP run -q -o "$1.pb" -- "$PY" "$W" "${FLAGS[@]}" >"$1.out" || fail "$1: run failed"
+profile() {  # profile <name> <GLIBC_TUNABLES> [library to preload into the training process]
+  GLIBC_TUNABLES=$2 $SP run -q -o "$1.pb" -- env ${3:+LD_PRELOAD=$3} "$PY" "$W" "${FLAGS[@]}" >"$1.out" || fail "$1: run failed"
   $SP analyze "$1.pb" --json >"$1.json" || fail "$1: analyze failed"
   $SP analyze "$1.pb" >"$1.txt" || fail "$1: analyze (text) failed"
 }
 profile faulting glibc.malloc.mmap_threshold=131072
 profile reusing glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+TCMALLOC=libtcmalloc_minimal.so.4
+LD_PRELOAD=$TCMALLOC "$PY" -c 'print(1)' 2>&1 | grep -q "cannot be preloaded" && skip "$TCMALLOC (libtcmalloc-minimal4) is not installed: scripts/setup.sh installs it"
+FLAGS=(--workers 1 --batches 24 --batch-size 8 --scratch-mib 40 --prep-cpu-ms 1 --fetch-sleep-ms 5)
+profile large glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912
+profile cached "" "$TCMALLOC"
 
 "$PY" - <<'PY' || fail "page faults misreported (above)"
 import json
@@ -38,6 +45,11 @@ assert f["fetch_kernel_share"] > r["fetch_kernel_share"], (f["fetch_kernel_share
 tuning = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold"
 assert any(tuning in a for a in f["advice"]), f["advice"]
 assert not any(tuning in a for a in r["advice"]), r["advice"]
+g, c = loader("large"), loader("cached")
+print(f"40 MiB, fixed thresholds: {g['worker_faults_per_batch']:.0f} faults/batch; tcmalloc: {c['worker_faults_per_batch']:.0f}")
+assert g["worker_faults_per_batch"] >= 0.7 * 81920, g["worker_faults_per_batch"]
+assert c["worker_faults_per_batch"] < 0.25 * 81920, c["worker_faults_per_batch"]
+assert any("LD_PRELOAD=libtcmalloc_minimal.so.4" in a for a in g["advice"]), g["advice"]
 PY
 grep -q "page faults per batch" faulting.txt || fail "the text account does not show the page faults"
 echo "PASS"
