@@ -702,3 +702,25 @@ TEST_CASE("The loop's own work at an epoch's start is its warm-up compute beyond
   CHECK(profiles->front().warmup_extra_first_s == Approx(0).margin(1e-9));
   CHECK(profiles->front().warmup_extra_later_s == Approx(0).margin(1e-9));
 }
+
+TEST_CASE("A profile's samples per epoch count a partial last batch, and a loader without a steady state has no warm-up work") {
+  // 3 epochs of 4 batches of 64 over 200 samples (the last batch 8), every
+  // iteration within the warm-up, the first of the run 1 s longer, that of
+  // each later epoch 500 ms.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 3;
+  spec.iterations = 4;
+  spec.first_epoch_start_compute = 1030 * kMs;
+  spec.later_epoch_start_compute = 530 * kMs;
+  AddMainProcessLoader(b, spec);
+  b.Config(100, 1, "batch_size", 64);
+  b.Config(100, 1, "dataset_len", 200);
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.samples_per_epoch == Approx(200));
+  CHECK(p.batches_per_epoch == Approx(4));
+  CHECK(p.warmup_extra_first_s == 0);
+  CHECK(p.warmup_extra_later_s == 0);
+}

@@ -674,3 +674,18 @@ TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of 
   p.warmup_extra_first_s = 0.001;
   CHECK(Predict(p, On(2))->loop_work_s_per_epoch == 0);
 }
+
+TEST_CASE("The whole run counts an epoch's partial last batch as the samples it held") {
+  // 10 batches of 10 an epoch, the last holding 5 (95 samples), compute bound at 0.1 s a batch.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;
+  p.epochs = 2;
+  p.batches_per_epoch = 10;
+  p.samples_per_epoch = 95;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  // Per epoch the first batch (10 ms) and 10 steps of 0.1 s.
+  CHECK(r->whole_run_samples_per_s == Approx(2 * 95 / (2 * 1.01)).epsilon(1e-3));
+}

@@ -166,6 +166,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
   if (!loader.epochs.empty()) {
     p.batches_per_epoch = static_cast<double>(loader.iterations.size()) / loader.epochs.size();
+    p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
     double later = 0;
     uint32_t later_count = 0;
@@ -185,10 +186,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       }
     }
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
-    // The warm-up iterations' compute beyond the steady mean, per epoch.
+    // The warm-up iterations' compute beyond the steady mean, per epoch
+    // (none without a steady state: the mean is then the warm-up's own).
     std::vector<double> extra(loader.epochs.size(), 0.0);
     for (const auto& it : loader.iterations)
-      if (!it.steady && !it.compute_unknown && it.epoch < extra.size()) extra[it.epoch] += it.compute_s - p.compute_s_per_batch;
+      if (!loader.steady_fallback && !it.steady && !it.compute_unknown && it.epoch < extra.size())
+        extra[it.epoch] += it.compute_s - p.compute_s_per_batch;
     p.warmup_extra_first_s = std::max(0.0, extra.front());
     if (extra.size() > 1)
       p.warmup_extra_later_s = std::max(0.0, std::accumulate(extra.begin() + 1, extra.end(), 0.0) / (extra.size() - 1));

@@ -490,8 +490,10 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const SimResult epoch_sim = SimulateLoader(epoch);
   // An epoch's reads take at least its bytes over the storage bandwidth (the
   // simulation's workers read independently; the cap is the shared device).
+  // An epoch's samples: a partial last batch counts as such.
+  const double epoch_samples = p.samples_per_epoch > 0 ? p.samples_per_epoch : per_epoch * b;
   const double epoch_s = std::max(epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
-                                  per_epoch * b / r_bandwidth);
+                                  epoch_samples / r_bandwidth);
   // Workers that do not persist are joined at each epoch's end, a cost per
   // worker (measured where the profile had them; else unknown, 0).
   double shutdowns = 0;
@@ -503,7 +505,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns + loop_work;
   out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns) / epochs;
   out.loop_work_s_per_epoch = loop_work / epochs;
-  out.whole_run_samples_per_s = total > 0 ? std::min(epochs * per_epoch * b / total, r_bandwidth) : 0;
+  out.whole_run_samples_per_s = total > 0 ? std::min(epochs * epoch_samples / total, r_bandwidth) : 0;
 
   // The DS-Analyzer split of the predicted step, as analyze's account splits
   // the measured one: ingest (compute) | handoff | prep | fetch. The main

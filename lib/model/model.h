@@ -139,6 +139,7 @@ struct LoaderProfile {
   std::vector<double> stream_worker_batches;
   uint32_t epochs = 0;
   double batches_per_epoch = 0;          // mean iterations per epoch
+  double samples_per_epoch = 0;          // mean samples per epoch (a partial last batch counted as such); 0 = batches x batch size
   bool persistent_workers = false;
   // DataLoader objects the epochs ran in: more than one when the script
   // builds its loader anew (each epoch, each evaluation), and persistent
