@@ -121,11 +121,11 @@ TEST_CASE("Epochs report samples per second and exclude the time between epochs"
 }
 
 TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of three one slower than 1.5x the others' median") {
-  const auto stragglers = [](std::vector<uint64_t> produce_ms) {
+  const auto stragglers = [](std::vector<uint64_t> produce_ms, uint64_t batches = 12) {
     TraceBuilder b;
     b.Config(100, 1, "num_workers", static_cast<int64_t>(produce_ms.size()));
     LoopSpec spec;
-    spec.iterations = 12;
+    spec.iterations = static_cast<uint32_t>(batches);
     spec.wait = 0;
     spec.compute = 100 * kMs;
     AddMainProcessLoader(b, spec);
@@ -134,7 +134,7 @@ TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of thre
       b.Process(201 + k, 100);
       threads.push_back(b.Thread(201 + k, 201 + k));
     }
-    for (uint64_t i = 0; i < 12; ++i) {
+    for (uint64_t i = 0; i < batches; ++i) {
       const size_t k = i % produce_ms.size();
       b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
     }
@@ -150,6 +150,9 @@ TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of thre
   // Three: 41 > 1.5 x 24; 30 is not over 1.5 x the others' median (32.5).
   CHECK(stragglers({24, 24, 41}) == std::vector<uint32_t>{203});
   CHECK(stragglers({24, 30, 35}).empty());
+  // One batch each (short epochs, non-persistent workers): noise, not a slow worker.
+  CHECK(stragglers({24, 41}, 2).empty());
+  CHECK(stragglers({24, 41}, 8) == std::vector<uint32_t>{202});
 }
 
 TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {

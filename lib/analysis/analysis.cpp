@@ -680,7 +680,10 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
         if (&o != &w) others.push_back(o.mean_produce_s);
       std::sort(others.begin(), others.end());
       const double median = Quantile(others, 0.5);
-      w.straggler = median > 0 && w.mean_produce_s > 1.5 * median;
+      // A mean of a few batches is one batch's noise (short epochs of
+      // non-persistent workers: one batch each), not a slow worker.
+      constexpr uint64_t kStragglerMinBatches = 4;
+      w.straggler = w.batches >= kStragglerMinBatches && median > 0 && w.mean_produce_s > 1.5 * median;
     }
     loader.worker_imbalance = min_batches > 0 ? static_cast<double>(max_batches) / min_batches - 1 : 0;
   }

@@ -105,7 +105,7 @@ struct WorkerStats {
   double produce_s = 0, cpu_s = 0, delay_s = 0, io_s = 0;
   double busy_fraction = 0, cpu_fraction = 0, io_fraction = 0, delay_fraction = 0;  // of window_s
   double mean_produce_s = 0;
-  bool straggler = false;        // mean produce time > 1.5 x the median worker's
+  bool straggler = false;        // mean produce time over 4 batches or more > 1.5 x the other workers' median
 };
 
 // measured: every span's own CPU time; estimated: the sampled spans' CPU scaled
