@@ -146,8 +146,8 @@ print(line)
 if not ok and stretches and stretch - 1 > limit / 2:
     held = statistics.median(p / s / m - 1 for p, s, m in zip(predicted, stretches, measured))
     if abs(held) <= limit:
-        print(f"SKIP {case}: the step ran {stretch - 1:+.0%} slower than predicted beside the workers with no thread "
-              f"sharing its core ({', '.join(f'{s - 1:+.0%}' for s in stretches)}): this host's vCPUs slowed each other "
+        print(f"SKIP {case}: the step ran {stretch - 1:+.0%} slower than predicted beside the workers "
+              f"({', '.join(f'{s - 1:+.0%}' for s in stretches)}): this host's vCPUs slowed each other "
               f"while both were busy, which the model (full cores) does not see; with that taken out the error is "
               f"{held:+.1%}, within {limit:.0%}")
         sys.exit(77)
@@ -263,22 +263,27 @@ validate_decode() {
   # than 2 x a 15% bound, not always 2 x 20%. Its test asserts 15%. (With
   # 480 px and the narrow CNN, until 2026-11-23, "no change" missed by 34%.)
   decode_setup 640 3
-  local profiled=() p1=() p2=() m1=() m2=() stretch=() i step
+  local profiled=() p1=() p2=() m1=() m2=() stretch=() stretch2=() i step step2
   for i in $(seq "$REPEAT"); do
     profiled+=("$(decode_run "$WORK/d0.pb" --workers 0)")
     p1+=("$(predict "$WORK/d0.pb" samples_per_s --workers 1)")
     step=$(json_get "$WORK/d0.pb.predicted.json" "d['loaders'][0]['scenarios'][0]['prediction']['compute_step_s']")
     p2+=("$(predict "$WORK/d0.pb" samples_per_s --workers 2)")
+    step2=$(json_get "$WORK/d0.pb.predicted.json" "d['loaders'][0]['scenarios'][0]['prediction']['compute_step_s']")
     m1+=("$(decode_run "$WORK/d1.pb" --workers 1)")
     stretch+=("$(steady_compute_of "$WORK/d1.pb" | awk -v p="$step" '{printf "%.4f", $1 / p}')")
     m2+=("$(decode_run "$WORK/d2.pb" --workers 2)")
+    stretch2+=("$(steady_compute_of "$WORK/d2.pb" | awk -v p="$step2" '{printf "%.4f", $1 / p}')")
   done
-  echo "decode: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}; 1 worker's step over its predicted ${stretch[*]}"
+  echo "decode: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}; the step over its predicted with 1 worker ${stretch[*]}, with 2 ${stretch2[*]}"
   compare "decode: 0 -> 1 worker" "${p1[*]}" "${m1[*]}" "${profiled[*]}" "" "${stretch[*]}"
   # One worker already fills the 2 cores; a second adds the time-slicing of
-  # three busy threads on two, which costs CPU the model does not see. Its
-  # step shares a core, so only the one-worker run's stretch is the host's.
-  compare "decode: 0 -> 2 workers" "${p2[*]}" "${m2[*]}" "${profiled[*]}" "" "${stretch[*]}"
+  # three busy threads on two, which the model predicts as sharing (its
+  # predicted step beside the workers). A step slower than that, with the
+  # rest of the miss explained by it, is the host slowing busy vCPUs: in a
+  # CI run of 2026-11-25 the 2-worker runs measured 100-119 samples/s, below
+  # the 1-worker runs' 119-124, and the case failed at +17%.
+  compare "decode: 0 -> 2 workers" "${p2[*]}" "${m2[*]}" "${profiled[*]}" "" "${stretch2[*]}"
 }
 
 # The decode case the other way: profiled with 2 workers, which keep both
