@@ -611,7 +611,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                       Ms(split.later_s / split.later_epochs * 1e9), split.later_epochs);
         else
           line.evidence = fmt::format("{} per epoch x {} epochs{}", Ms(l.ns[k] / epochs), l.epochs, method);
-        line.evidence += fmt::format(" (iterator creation {}, waiting for the workers to start {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
+        line.evidence += fmt::format(" (iterator creation {}, first batches until every worker ran {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
                                      Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
         if (persistent_saving_s > 0)
           line.evidence += fmt::format("; persistent_workers=True would save {}", FormatSeconds(persistent_saving_s));

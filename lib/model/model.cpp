@@ -359,10 +359,9 @@ double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& cos
   const SimConfig steady = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(p));
   const SimConfig epoch = OneEpoch(steady, per_epoch);
   const SimResult steady_sim = SimulateLoader(steady), epoch_sim = SimulateLoader(epoch);
-  const double simulated =
-      steady.batches > 0 ? std::max(0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s /
-                                                                   static_cast<double>(steady.batches))
-                         : 0;
+  // SimFor runs at least kMinSimBatches.
+  const double simulated = std::max(
+      0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s / static_cast<double>(steady.batches));
   return std::max(0.0, p.warmup_extra_first_s - simulated) +
          (epochs - 1) * std::max(0.0, p.warmup_extra_later_s - simulated);
 }
