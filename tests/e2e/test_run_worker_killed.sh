@@ -25,15 +25,18 @@ try:
         pass
 # PyTorch's own error, or, when the worker dies while the main process reads
 # its batch from the pipe, the read's: bare, without stallprof, beside two
-# busy loops, 1 run in 5-12 ended in ConnectionResetError (2026-11-23).
-except (RuntimeError, ConnectionError) as error:
-    print("job saw:", type(error).__name__, str(error).splitlines()[0])
+# busy loops, 1 run in 5-12 ended in ConnectionResetError (2026-11-23); or
+# when it dies holding a batch's shared-memory fd, the fd's fetch from its
+# resource sharer fails (a CI run, 2026-11-24: an OSError under
+# rebuild_storage_fd's df.detach()).
+except (RuntimeError, OSError) as error:
+    print("job saw:", type(error).__name__, (str(error).splitlines() or [""])[0])
     sys.exit(3)
 sys.exit(0)
 PY
 set +e; "$SP" run -o "$TMP/t.pb" -- "$PY" "$TMP/kill_worker.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 3 ] || fail "run returned $rc, expected the job's 3: $(cat "$TMP/out" "$TMP/err")"
-grep -Eq "job saw: (RuntimeError DataLoader worker|ConnectionResetError)" "$TMP/out" || fail "the job did not see the worker die: $(cat "$TMP/out")"
+grep -Eq "job saw: (RuntimeError DataLoader worker|[A-Za-z]*(Connection|FileNotFound|OS)[A-Za-z]*Error)" "$TMP/out" || fail "the job did not see the worker die: $(cat "$TMP/out")"
 "$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/t.pb" >"$TMP/check" || fail "the trace does not load"
 grep -qx "footer=1" "$TMP/check" || fail "no footer"
 grep -qx "invalid=0" "$TMP/check" || fail "invalid records: $(grep invalid "$TMP/check")"
