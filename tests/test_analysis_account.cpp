@@ -834,3 +834,48 @@ TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, u
   CHECK(profiles->front().startup_first_s == Approx(0.390));
   CHECK(profiles->front().startup_later_s == Approx(0.390));
 }
+
+TEST_CASE("Persistent workers are ready once per run, so a later epoch's late first fetch by a running worker is not start-up") {
+  // Two spawned persistent workers: epoch 0 as above (the second worker's
+  // first fetch 390 ms after __iter__). In epoch 1 both are running: the
+  // second fetches batch 0 at once; the first fetches batch 1 only 300 ms in.
+  // The main loop waits 12 ms for batch 0 (the later epoch's start-up), then
+  // from 14 ms to 312 ms for batch 1: a worker that was busy, not starting.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  b.Config(100, 1, "persistent_workers", 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  const uint32_t a = b.Thread(201, 201), w = b.Thread(202, 202);
+  const uint64_t start = 1000 * kMs, t1 = start + 1000 * kMs;
+  b.Instant(main, names::kEpoch, start, 1, 0);
+  b.Span(main, names::kWait, start, 100 * kMs, 1, 0);
+  b.Span(main, names::kWait, start + 102 * kMs, 300 * kMs, 1, 1);
+  b.Span(main, names::kWait, start + 404 * kMs, kMs / 10, 1, 2);
+  b.Span(main, names::kWait, start + 406 * kMs + kMs / 10, kMs / 10, 1, 3);
+  b.Instant(main, names::kEpochEnd, start + 408 * kMs + kMs / 5, 1, 4);
+  AddFetch(b, a, start + 90 * kMs, 10 * kMs, 0, 10 * kMs, -1);
+  AddFetch(b, a, start + 100 * kMs, kMs / 20, 2, kMs / 20, -1);
+  AddFetch(b, w, start + 390 * kMs, 10 * kMs, 1, 10 * kMs, -1);
+  AddFetch(b, w, start + 400 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  b.Instant(main, names::kEpoch, t1, 1, 1);
+  b.Span(main, names::kWait, t1, 12 * kMs, 1, 0);
+  b.Span(main, names::kWait, t1 + 14 * kMs, 298 * kMs, 1, 1);
+  b.Span(main, names::kWait, t1 + 314 * kMs, kMs / 10, 1, 2);
+  b.Span(main, names::kWait, t1 + 316 * kMs + kMs / 10, kMs / 10, 1, 3);
+  b.Instant(main, names::kEpochEnd, t1 + 318 * kMs + kMs / 5, 1, 4);
+  AddFetch(b, w, t1 + kMs, 10 * kMs, 0, 10 * kMs, -1);
+  AddFetch(b, a, t1 + 300 * kMs, 10 * kMs, 1, 10 * kMs, -1);
+  AddFetch(b, w, t1 + 11 * kMs, kMs / 20, 2, kMs / 20, -1);
+  AddFetch(b, a, t1 + 310 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 2);
+  CHECK(l.epochs[0].workers_ready_ns == start + 390 * kMs);
+  CHECK(l.epochs[1].workers_ready_ns == 0);
+  // Epoch 0: 100 + 288 ms while the workers started; epoch 1: its first batch.
+  CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(0.100 + 0.288 + 0.012));
+}
