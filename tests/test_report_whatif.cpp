@@ -189,6 +189,19 @@ TEST_CASE("The what-if scenario line names the cache policy, accelerator, storag
                              "first epoch (cold cache)\n"));
 }
 
+TEST_CASE("A profile taken beside other processes' load says every row assumes a quieter machine, the profiled configuration's too") {
+  WhatIfReport report = OneLoader(Swept());
+  report.loaders[0].profiled_background_threads = 2.34;
+  report.sweep.background_threads = 0;
+  CHECK_THAT(WhatIfText(report), Catch::Contains(", steady state, 0 busy threads of other processes where the profile ran "
+                                                 "beside 2.34: every row, the profiled configuration's too, gains"));
+  // Kept (--background-load profiled), or a load within half a thread: nothing to say.
+  report.sweep.background_threads = -1;
+  CHECK_THAT(WhatIfText(report), !Catch::Contains("busy threads of other processes"));
+  report.sweep.background_threads = 2;
+  CHECK_THAT(WhatIfText(report), !Catch::Contains("busy threads of other processes"));
+}
+
 TEST_CASE("A scenario whose other epoch differs gets a second line naming that epoch") {
   auto r = Swept();
   r.rows[1].scenario.cache_bytes = int64_t{50} << 30;
