@@ -879,3 +879,39 @@ TEST_CASE("Persistent workers are ready once per run, so a later epoch's late fi
   // Epoch 0: 100 + 288 ms while the workers started; epoch 1: its first batch.
   CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(0.100 + 0.288 + 0.012));
 }
+
+TEST_CASE("The profile takes the start-up inside __iter__ as workers started one after another") {
+  // Two spawned workers whose pickled dataset overflows the pipe: __iter__
+  // takes 800 ms, the parent waiting for each worker in turn to read it; the
+  // first fetches at 420 ms, the second at 820 ms. Of the 820 ms start-up an
+  // epoch, 800 ms were serial. 2 epochs, 1 s apart.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  const uint32_t main = b.Thread(100, 100);
+  const uint64_t start = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    const uint64_t t0 = start + e * 1000 * kMs;
+    b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
+    b.Span(main, names::kWait, t0 + 800 * kMs, 2 * kMs, 1, 0);
+    b.Span(main, names::kWait, t0 + 804 * kMs, 26 * kMs, 1, 1);
+    b.Span(main, names::kWait, t0 + 832 * kMs, kMs / 10, 1, 2);
+    b.Span(main, names::kWait, t0 + 834 * kMs, kMs / 10, 1, 3);
+    b.Instant(main, names::kEpochEnd, t0 + 836 * kMs, 1, 4);
+    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
+    b.Process(first, 100);
+    b.Process(second, 100);
+    const uint32_t a = b.Thread(first, first), w = b.Thread(second, second);
+    AddFetch(b, a, t0 + 420 * kMs, 10 * kMs, 0, 10 * kMs, -1);
+    AddFetch(b, a, t0 + 430 * kMs, kMs / 20, 2, kMs / 20, -1);
+    AddFetch(b, w, t0 + 820 * kMs, 10 * kMs, 1, 10 * kMs, -1);
+    AddFetch(b, w, t0 + 830 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  }
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.startup_first_s == Approx(0.820));
+  CHECK(p.startup_later_s == Approx(0.820));
+  CHECK(p.startup_serial_share == Approx(0.800 / 0.820));
+}

@@ -449,6 +449,27 @@ TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the wor
   CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));  // none joined
 }
 
+TEST_CASE("Start-up spent in __iter__ starting workers one after another grows with the workers whatever the cores") {
+  // 2 spawned workers on 2 cores, 1 s of start-up an epoch: 0.9 s of it in
+  // __iter__ (each worker 0.45 s, the parent waiting for it to read its
+  // pickled dataset), 0.1 s after it in parallel.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.startup_first_s = p.startup_later_s = 1.0;
+  p.startup_serial_share = 0.9;
+  p.profiled_cores = 2;
+  // 4 workers on 8 cores: 4 x 0.45 s one after another, the parallel 0.1 s in one wave.
+  CHECK(Predict(p, On(8, 4))->startup_s_per_epoch == Approx(4 * 0.45 + 0.1));
+  // 1 worker: half the serial part.
+  CHECK(Predict(p, On(2, 1))->startup_s_per_epoch == Approx(0.45 + 0.1));
+  // 8 workers on 2 cores: the parallel part in 4 waves.
+  CHECK(Predict(p, On(2, 8))->startup_s_per_epoch == Approx(8 * 0.45 + 4 * 0.1));
+}
+
 TEST_CASE("A profile without workers predicts their start-up from the worker timed after the run, else leaves it out") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;

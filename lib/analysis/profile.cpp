@@ -168,7 +168,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.batches_per_epoch = static_cast<double>(loader.iterations.size()) / loader.epochs.size();
     p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
-    double later = 0;
+    double later = 0, serial = 0, started = 0;
     uint32_t later_count = 0;
     for (const auto& it : loader.iterations) {
       if (it.index_in_epoch != 0) continue;
@@ -177,7 +177,13 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       double startup = std::max(0.0, first - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
       // Workers that start one after another: the later batches wait for the last.
       const auto& epoch = loader.epochs[it.epoch];
-      if (epoch.workers_ready_ns > epoch.start_ns) startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9);
+      if (epoch.workers_ready_ns > epoch.start_ns) {
+        startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9);
+        // Workers started in this epoch: the part inside __iter__ was serial.
+        const uint64_t ready = std::max(epoch.iterator_ready_ns, epoch.start_ns);
+        serial += std::min(startup, (ready - epoch.start_ns) * 1e-9);
+        started += startup;
+      }
       if (it.epoch == 0) {
         p.startup_first_s = p.workers > 0 ? startup : 0;
       } else {
@@ -186,6 +192,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       }
     }
     p.startup_later_s = later_count ? later / later_count : p.startup_first_s * (p.persistent_workers ? 0 : 1);
+    if (p.workers > 0 && started > 0) p.startup_serial_share = std::clamp(serial / started, 0.0, 1.0);
     // The warm-up iterations' compute beyond the steady mean, per epoch
     // (none without a steady state: the mean is then the warm-up's own).
     std::vector<double> extra(loader.epochs.size(), 0.0);

@@ -464,7 +464,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // The whole run: per epoch the start-up, the pipeline filling from empty,
   // and the epoch's batches. Workers start in parallel, each start a fixed
   // amount of work (spawn: an interpreter importing torch), so start-up
-  // grows with the workers per core; persistent workers start once.
+  // grows with the workers per core, except the part __iter__ spent starting
+  // them one after another (startup_serial_share), which grows with the
+  // workers; persistent workers start once.
   const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
   const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
   double startup_first = 0, startup_later = 0;
@@ -473,7 +475,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
     // The timing after a run without workers started one worker.
     const double profiled_waves = p.workers > 0 ? waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores) : 1;
-    const double scale = waves(workers, cores) / profiled_waves;
+    // The serial part grows with the workers, the parallel part with the waves.
+    const double serial = p.workers > 0 ? std::clamp(p.startup_serial_share, 0.0, 1.0) : 0;
+    const double scale = serial * workers / std::max(1u, p.workers) + (1 - serial) * waves(workers, cores) / profiled_waves;
     const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     startup_first = p.startup_first_s * scale;
     // Workers restart with each epoch, or with persistent_workers=True with

@@ -186,10 +186,17 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                           : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers{}) "
-                             "(measured: the first step beyond one batch's production){}",
+                             "(measured: the first step beyond one batch's production, or until the last worker's "
+                             "first fetch){}{}",
                              FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
                              p.persistent_workers ? "persistent" : "non-persistent",
                              p.objects > 1 ? fmt::format(", {} DataLoader objects: workers restart with each, persistent or not", p.objects) : "",
+                             p.startup_serial_share >= 0.05
+                                 ? fmt::format("; {:.0f}% of it inside __iter__, starting the workers one after another "
+                                               "(each waits for the one before to read its pickled dataset): that part "
+                                               "grows with the workers, the rest with the workers per core",
+                                               p.startup_serial_share * 100)
+                                 : "",
                              p.shutdown_s_per_worker > 0
                                  ? fmt::format("; shutdown {} per worker each epoch without persistent workers (measured: "
                                                "the StopIteration next() joining them)",
