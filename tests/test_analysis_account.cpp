@@ -827,6 +827,8 @@ TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, u
   CHECK(l.epochs[1].workers_ready_ns == start + 1390 * kMs);
   CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(2 * (0.100 + 0.288)));
   CHECK(l.account_all.Seconds(Cause::kPrep) == Approx(2 * 0.012).epsilon(0.01));
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), !Catch::Contains("one after another"));  // __iter__ not timed (epoch instants)
   // persistent_workers=True: epoch 1 would not wait 390 ms for its workers.
   CHECK(l.persistent_saving_s == Approx(0.390));
   const auto profiles = MeasureProfiles(b.trace, {});
@@ -908,6 +910,11 @@ TEST_CASE("The profile takes the start-up inside __iter__ as workers started one
     AddFetch(b, w, t0 + 820 * kMs, 10 * kMs, 1, 10 * kMs, -1);
     AddFetch(b, w, t0 + 830 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
   }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::Contains("__iter__ took 800.00 ms of each start, starting the 2 workers one after "
+                                               "another (98% of the time to the last one's first fetch)"));
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
