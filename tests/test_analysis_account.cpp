@@ -791,6 +791,35 @@ TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers d
   }
 }
 
+namespace {
+// A loader of two spawned workers (pid 100's), 4 batches an epoch: its main
+// thread, on which the tests below put their waits.
+uint32_t TwoSpawnedWorkersLoader(TraceBuilder& b, bool persistent) {
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  if (persistent) b.Config(100, 1, "persistent_workers", 1);
+  return b.Thread(100, 100);
+}
+
+// The main loop's 4 waits of an epoch, {start, duration} each, then the
+// StopIteration at `end`.
+void FourWaits(TraceBuilder& b, uint32_t main, std::initializer_list<std::pair<uint64_t, uint64_t>> waits, uint64_t end) {
+  uint64_t batch = 0;
+  for (const auto& [start, duration] : waits) b.Span(main, names::kWait, start, duration, 1, batch++);
+  b.Instant(main, names::kEpochEnd, end, 1, batch);
+}
+
+// Worker `a` fetches batches 0 and 2 from `a_first` (10 ms, then 50 us);
+// worker `w` batches 1 and 3 from `w_first` (10 ms, then after 100 us, 50 us).
+void TwoWorkersFetches(TraceBuilder& b, uint32_t a, uint64_t a_first, uint32_t w, uint64_t w_first) {
+  AddFetch(b, a, a_first, 10 * kMs, 0, 10 * kMs, -1);
+  AddFetch(b, a, a_first + 10 * kMs, kMs / 20, 2, kMs / 20, -1);
+  AddFetch(b, w, w_first, 10 * kMs, 1, 10 * kMs, -1);
+  AddFetch(b, w, w_first + 10 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+}
+}  // namespace
+
 TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, up to the last worker's first fetch") {
   // Two spawned, non-persistent workers per epoch that start one after the
   // other: the first fetches batch 0 90 ms after __iter__, the second batch 1
@@ -798,27 +827,17 @@ TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, u
   // batch 0, then from 102 ms to 402 ms for batch 1: 288 ms of that is the
   // second worker starting, 12 ms its fetch. 2 epochs, 1 s apart.
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "num_workers", 2);
-  b.Config(100, 1, "multiprocessing_context", "spawn");
-  const uint32_t main = b.Thread(100, 100);
+  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
   const uint64_t start = 1000 * kMs;
   for (uint32_t e = 0; e < 2; ++e) {
     const uint64_t t0 = start + e * 1000 * kMs;
     b.Instant(main, names::kEpoch, t0, 1, e);
-    b.Span(main, names::kWait, t0, 100 * kMs, 1, 0);
-    b.Span(main, names::kWait, t0 + 102 * kMs, 300 * kMs, 1, 1);
-    b.Span(main, names::kWait, t0 + 404 * kMs, kMs / 10, 1, 2);
-    b.Span(main, names::kWait, t0 + 406 * kMs + kMs / 10, kMs / 10, 1, 3);
-    b.Instant(main, names::kEpochEnd, t0 + 408 * kMs + kMs / 5, 1, 4);
+    FourWaits(b, main, {{t0, 100 * kMs}, {t0 + 102 * kMs, 300 * kMs}, {t0 + 404 * kMs, kMs / 10},
+                        {t0 + 406 * kMs + kMs / 10, kMs / 10}}, t0 + 408 * kMs + kMs / 5);
     const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
     b.Process(first, 100);
     b.Process(second, 100);
-    const uint32_t a = b.Thread(first, first), w = b.Thread(second, second);
-    AddFetch(b, a, t0 + 90 * kMs, 10 * kMs, 0, 10 * kMs, -1);
-    AddFetch(b, a, t0 + 100 * kMs, kMs / 20, 2, kMs / 20, -1);
-    AddFetch(b, w, t0 + 390 * kMs, 10 * kMs, 1, 10 * kMs, -1);
-    AddFetch(b, w, t0 + 400 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+    TwoWorkersFetches(b, b.Thread(first, first), t0 + 90 * kMs, b.Thread(second, second), t0 + 390 * kMs);
   }
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
@@ -844,35 +863,19 @@ TEST_CASE("Persistent workers are ready once per run, so a later epoch's late fi
   // The main loop waits 12 ms for batch 0 (the later epoch's start-up), then
   // from 14 ms to 312 ms for batch 1: a worker that was busy, not starting.
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "num_workers", 2);
-  b.Config(100, 1, "multiprocessing_context", "spawn");
-  b.Config(100, 1, "persistent_workers", 1);
-  const uint32_t main = b.Thread(100, 100);
+  const uint32_t main = TwoSpawnedWorkersLoader(b, true);
   b.Process(201, 100);
   b.Process(202, 100);
   const uint32_t a = b.Thread(201, 201), w = b.Thread(202, 202);
   const uint64_t start = 1000 * kMs, t1 = start + 1000 * kMs;
   b.Instant(main, names::kEpoch, start, 1, 0);
-  b.Span(main, names::kWait, start, 100 * kMs, 1, 0);
-  b.Span(main, names::kWait, start + 102 * kMs, 300 * kMs, 1, 1);
-  b.Span(main, names::kWait, start + 404 * kMs, kMs / 10, 1, 2);
-  b.Span(main, names::kWait, start + 406 * kMs + kMs / 10, kMs / 10, 1, 3);
-  b.Instant(main, names::kEpochEnd, start + 408 * kMs + kMs / 5, 1, 4);
-  AddFetch(b, a, start + 90 * kMs, 10 * kMs, 0, 10 * kMs, -1);
-  AddFetch(b, a, start + 100 * kMs, kMs / 20, 2, kMs / 20, -1);
-  AddFetch(b, w, start + 390 * kMs, 10 * kMs, 1, 10 * kMs, -1);
-  AddFetch(b, w, start + 400 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  FourWaits(b, main, {{start, 100 * kMs}, {start + 102 * kMs, 300 * kMs}, {start + 404 * kMs, kMs / 10},
+                      {start + 406 * kMs + kMs / 10, kMs / 10}}, start + 408 * kMs + kMs / 5);
+  TwoWorkersFetches(b, a, start + 90 * kMs, w, start + 390 * kMs);
   b.Instant(main, names::kEpoch, t1, 1, 1);
-  b.Span(main, names::kWait, t1, 12 * kMs, 1, 0);
-  b.Span(main, names::kWait, t1 + 14 * kMs, 298 * kMs, 1, 1);
-  b.Span(main, names::kWait, t1 + 314 * kMs, kMs / 10, 1, 2);
-  b.Span(main, names::kWait, t1 + 316 * kMs + kMs / 10, kMs / 10, 1, 3);
-  b.Instant(main, names::kEpochEnd, t1 + 318 * kMs + kMs / 5, 1, 4);
-  AddFetch(b, w, t1 + kMs, 10 * kMs, 0, 10 * kMs, -1);
-  AddFetch(b, a, t1 + 300 * kMs, 10 * kMs, 1, 10 * kMs, -1);
-  AddFetch(b, w, t1 + 11 * kMs, kMs / 20, 2, kMs / 20, -1);
-  AddFetch(b, a, t1 + 310 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+  FourWaits(b, main, {{t1, 12 * kMs}, {t1 + 14 * kMs, 298 * kMs}, {t1 + 314 * kMs, kMs / 10},
+                      {t1 + 316 * kMs + kMs / 10, kMs / 10}}, t1 + 318 * kMs + kMs / 5);
+  TwoWorkersFetches(b, w, t1 + kMs, a, t1 + 300 * kMs);  // the second worker makes batches 0 and 2
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
   REQUIRE(l.epochs.size() == 2);
@@ -888,27 +891,17 @@ TEST_CASE("The profile takes the start-up inside __iter__ as workers started one
   // first fetches at 420 ms, the second at 820 ms. Of the 820 ms start-up an
   // epoch, 800 ms were serial. 2 epochs, 1 s apart.
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "num_workers", 2);
-  b.Config(100, 1, "multiprocessing_context", "spawn");
-  const uint32_t main = b.Thread(100, 100);
+  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
   const uint64_t start = 1000 * kMs;
   for (uint32_t e = 0; e < 2; ++e) {
     const uint64_t t0 = start + e * 1000 * kMs;
     b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
-    b.Span(main, names::kWait, t0 + 800 * kMs, 2 * kMs, 1, 0);
-    b.Span(main, names::kWait, t0 + 804 * kMs, 26 * kMs, 1, 1);
-    b.Span(main, names::kWait, t0 + 832 * kMs, kMs / 10, 1, 2);
-    b.Span(main, names::kWait, t0 + 834 * kMs, kMs / 10, 1, 3);
-    b.Instant(main, names::kEpochEnd, t0 + 836 * kMs, 1, 4);
+    FourWaits(b, main, {{t0 + 800 * kMs, 2 * kMs}, {t0 + 804 * kMs, 26 * kMs}, {t0 + 832 * kMs, kMs / 10},
+                        {t0 + 834 * kMs, kMs / 10}}, t0 + 836 * kMs);
     const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
     b.Process(first, 100);
     b.Process(second, 100);
-    const uint32_t a = b.Thread(first, first), w = b.Thread(second, second);
-    AddFetch(b, a, t0 + 420 * kMs, 10 * kMs, 0, 10 * kMs, -1);
-    AddFetch(b, a, t0 + 430 * kMs, kMs / 20, 2, kMs / 20, -1);
-    AddFetch(b, w, t0 + 820 * kMs, 10 * kMs, 1, 10 * kMs, -1);
-    AddFetch(b, w, t0 + 830 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
+    TwoWorkersFetches(b, b.Thread(first, first), t0 + 420 * kMs, b.Thread(second, second), t0 + 820 * kMs);
   }
   const auto result = Analyze(b.trace, {});
   const auto& l = OnlyLoader(result);
