@@ -733,7 +733,7 @@ std::string SerialStartAdvice(const LoaderAnalysis& l) {
   uint32_t starts = 0;
   for (const auto& e : l.epochs)
     if (e.workers_ready_ns > e.start_ns) {
-      inside += (std::clamp(e.iterator_ready_ns, e.start_ns, e.workers_ready_ns) - e.start_ns) * 1e-9;
+      inside += e.StartupInsideIterS();
       until_ready += (e.workers_ready_ns - e.start_ns) * 1e-9;
       starts++;
     }

@@ -6,6 +6,7 @@
 // Pure computation over Trace: no I/O, no printing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -83,6 +84,13 @@ struct EpochStats {
   // Workers start one after another (spawn: each waits for the one before to
   // read its pickled dataset), so later batches wait for later workers.
   uint64_t workers_ready_ns = 0;
+  // The part of the time to workers_ready_ns spent inside __iter__ (0 when no
+  // worker started in the epoch): where spawn and forkserver start the
+  // workers one after another.
+  double StartupInsideIterS() const {
+    if (workers_ready_ns <= start_ns) return 0;
+    return static_cast<double>(std::clamp(iterator_ready_ns, start_ns, workers_ready_ns) - start_ns) * 1e-9;
+  }
   bool has_end_call = false;       // the next() that raised StopIteration was recorded
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;

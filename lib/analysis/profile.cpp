@@ -180,8 +180,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       if (epoch.workers_ready_ns > epoch.start_ns) {
         startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9);
         // Workers started in this epoch: the part inside __iter__ was serial.
-        const uint64_t ready = std::max(epoch.iterator_ready_ns, epoch.start_ns);
-        serial += std::min(startup, (ready - epoch.start_ns) * 1e-9);
+        serial += epoch.StartupInsideIterS();
         started += startup;
       }
       if (it.epoch == 0) {
