@@ -4,6 +4,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/internal.h"
+#include "analysis/profile.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;
@@ -82,6 +83,70 @@ TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all 
   const auto& loader = OnlyLoader(result);
   CHECK(loader.steady_fallback);
   CHECK(loader.step_steady.count == 6);
+}
+
+TEST_CASE("Steady samples per second count a partial last batch as the samples it held, as often as it came") {
+  // 130 samples, batch 16: 8 full batches and one of 2 an epoch, no workers.
+  // A full batch's step is 21 ms (16 ms wait, 5 ms compute), the partial
+  // one's 7 ms. The steady iterations (5..8) are each epoch's tail, where the
+  // partial batch is 1 of 4 against 1 of 9 in the run: the steady rate is
+  // 130 samples per 8 x 21 + 7 ms, not 16 per mean step (914) nor the
+  // tail's own 50 per 70 ms (714).
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "batch_size", 16);
+  b.Config(100, 1, "dataset_len", 130);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 4; ++e) {
+    b.Instant(main, names::kEpoch, t, 1, e);
+    for (uint32_t i = 0; i < 9; ++i) {
+      const uint64_t wait = i == 8 ? 2 * kMs : 16 * kMs;
+      b.Span(main, names::kWait, t, wait, 1, i);
+      t += wait + 5 * kMs;
+    }
+    b.Instant(main, names::kEpochEnd, t, 1, 9);
+    t += 50 * kMs;
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  REQUIRE(loader.step_steady.count == 16);
+  CHECK(loader.steady_samples_per_s == Approx(130 / (8 * 0.021 + 0.007)));
+  CHECK(loader.samples == 4 * 130);
+  // whatif's and recommend's measured baseline is the same figure, and the
+  // model's rates count the samples a batch carried on average.
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().measured_samples_per_s == Approx(loader.steady_samples_per_s));
+  CHECK(profiles->front().SamplesPerBatch() == Approx(130.0 / 9));
+}
+
+TEST_CASE("The last batches of an epoch, in flight when the sampler ran out, are not the steady state") {
+  // One worker, prefetch 2: each epoch's last 2 batches come out as the
+  // worker drains (1 ms waits) where the rest waited 15 ms: the steady state
+  // is the 20 ms steps between the warm-up and them.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  const uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "batch_size", 4);
+  b.Config(100, 1, "num_workers", 1);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    b.Instant(main, names::kEpoch, t, 1, e);
+    for (uint32_t i = 0; i < 12; ++i) {
+      const uint64_t wait = i >= 10 ? kMs : 15 * kMs;
+      b.Span(main, names::kWait, t, wait, 1, i);
+      t += wait + 5 * kMs;
+    }
+    b.Instant(main, names::kEpochEnd, t, 1, 12);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  CHECK(loader.drain_iterations == 2);
+  CHECK(loader.step_steady.count == 2 * (12 - 5 - 2));
+  CHECK(loader.step_steady.mean == Approx(0.020));
+  CHECK(loader.steady_samples_per_s == Approx(4 / 0.020));
 }
 
 TEST_CASE("Epochs report samples per second and exclude the time between epochs") {

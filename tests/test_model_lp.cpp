@@ -29,7 +29,7 @@ LoaderProfile Loader() {
   p.io_s_per_batch = 0.0;
   p.produce_s_per_batch = 0.1;
   p.produce_p99_s = 0.2;
-  p.measured_step_s_per_batch = 0.1;
+  p.measured_samples_per_s = 10 / 0.1;
   p.profiled_cores = 1;
   return p;
 }

@@ -15,7 +15,7 @@ LoaderProfile Loader() {
   p.batches = 100;
   p.compute_s_per_batch = 0.05;  // 200 samples/s
   p.cpu_s_per_batch = 0.2;       // 50 samples/s per worker
-  p.measured_step_s_per_batch = 0.21;
+  p.measured_samples_per_s = 10 / 0.21;
   p.dataset_bytes = 1ull << 30;
   p.dataset_items = 1000;
   return p;
@@ -188,7 +188,7 @@ TEST_CASE("A main-thread stage moved to the workers leaves the step and joins ev
   p.compute_s_per_batch = 0.030;
   p.compute_cpu_s_per_batch = {0.030, true, "test"};
   p.cpu_s_per_batch = 0.005;
-  p.measured_step_s_per_batch = 0.030;
+  p.measured_samples_per_s = 10 / 0.030;
   p.workers = 2;
   p.main_stages = {{"augment", 0.020, 0.020}, {"log", 0.001, 0.001}};
   auto moved = MoveStagesToWorkers(p, {"augment"});

@@ -334,6 +334,15 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     loader.epochs.push_back(all_epochs[e]);
   }
   for (auto& it : loader.iterations) it.epoch = remap[it.epoch];
+  // An epoch's last num_workers x prefetch_factor batches were in flight when
+  // the sampler ran out: no batch queues behind them, and they come out as
+  // the workers drain (faster where each batch waited on the next fetch to be
+  // sent, its lag taken at the epoch's first batch; slower as workers run
+  // out of work). They are not the steady state: a 9-batch epoch of one
+  // worker read 1045 samples/s in its tail where the job ran at 790-850.
+  loader.drain_iterations = loader.config.num_workers * loader.config.prefetch_factor;
+  for (auto& it : loader.iterations)
+    if (it.index_in_epoch + loader.drain_iterations >= loader.epochs[it.epoch].iterations) it.steady = false;
 }
 
 // A loader whose whole epochs ran inside one compute of another loader on the
@@ -476,7 +485,32 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     }
   }
   loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
-  loader.steady_samples_per_s = loader.step_steady.mean > 0 ? loader.config.batch_size / loader.step_steady.mean : 0;
+  // Steady samples/s: full and partial batches at their steady steps (the
+  // iterations step_steady summarizes, FillSummaries), weighed as often as
+  // they came in the run: the steady iterations are each epoch's tail, where
+  // a partial last batch weighs more than in the epoch (1 of 4 against 1 of 9).
+  double full_step = 0, partial_step = 0, partial_samples = 0;
+  uint64_t full = 0, partial = 0, partial_in_run = 0;
+  for (const auto& epoch : loader.epochs)
+    if (epoch.iterations > 0 && epoch.samples < epoch.iterations * loader.config.batch_size) partial_in_run++;
+  for (const auto& it : loader.iterations) {
+    if (it.compute_unknown || (!loader.steady_fallback && !it.steady) || it.epoch >= loader.epochs.size()) continue;
+    const auto& epoch = loader.epochs[it.epoch];
+    const double lacking = epoch.iterations * loader.config.batch_size - epoch.samples;
+    if (it.index_in_epoch + 1 == epoch.iterations && lacking > 0) {
+      partial_step += it.step_s;
+      partial_samples += loader.config.batch_size - lacking;
+      partial++;
+    } else {
+      full_step += it.step_s;
+      full++;
+    }
+  }
+  const double b = loader.config.batch_size;
+  const double share = !partial ? 0 : !full ? 1 : static_cast<double>(partial_in_run) / loader.iterations.size();
+  const double step = (full ? (1 - share) * full_step / full : 0) + (partial ? share * partial_step / partial : 0);
+  loader.steady_samples_per_batch = (1 - share) * b + (partial ? share * partial_samples / partial : 0);
+  loader.steady_samples_per_s = step > 0 ? loader.steady_samples_per_batch / step : 0;
 }
 
 // The read span of `reads` (indices sorted by start) that contains span f, or -1.

@@ -51,7 +51,7 @@ struct Iteration {
   uint64_t return_ns = 0;        // next() returned
   uint64_t compute_end_ns = 0;   // the following next() called; = return_ns when unknown
   double step_s = 0, wait_s = 0, compute_s = 0;
-  bool steady = false;           // index_in_epoch >= warmup
+  bool steady = false;           // past the warm-up and before the drain (LoaderAnalysis::drain_iterations)
   // The loop was left after this batch without another next() (break, crash):
   // its compute is unknown, so it is left out of the step and compute figures.
   bool compute_unknown = false;
@@ -281,6 +281,9 @@ struct LoaderAnalysis {
   LoaderConfig config;
   HugeVector<Iteration> iterations;
   bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations
+  // The last batches of each epoch left out of the steady state besides the
+  // warm-up: num_workers x prefetch_factor, in flight when the sampler ran out.
+  uint32_t drain_iterations = 0;
   Summary step_all, wait_all, compute_all;
   Summary step_steady, wait_steady, compute_steady;
   // From the account: (wall - compute - stallprof) / (wall - stallprof).
@@ -329,11 +332,16 @@ struct LoaderAnalysis {
   double storage_reads_in_flight = 0;
   std::vector<std::string> advice; // one per significant cause, bottleneck first
   StallSplit split;
-  double samples = 0;              // iterations x batch_size
+  double samples = 0;              // iterations x batch_size, less what each epoch's partial last batch lacked
   double active_s = 0;             // sum of epoch durations
   double samples_per_s = 0;        // whole run: samples / active_s (start-up included)
-  // Steady state: batch size / mean steady step, the figure whatif's and
-  // recommend's "measured" use.
+  // Steady state: the steady iterations' samples over their steps (mean
+  // samples per steady batch / mean steady step), the figure whatif's and
+  // recommend's "measured" use. A partial last batch counts its own samples:
+  // with short epochs the steady iterations are the epochs' tails, and a 9-batch
+  // epoch of 130 samples (batch 16) read 900 samples/s as full batches where
+  // the job measured 740.
+  double steady_samples_per_batch = 0;
   double steady_samples_per_s = 0;
   std::vector<EpochStats> epochs;
   std::vector<WorkerStats> workers;

@@ -21,6 +21,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.name = loader.config.name;
   p.outside_busy_cores = analysis.system.outside_busy_cores;
   p.batch_size = loader.config.batch_size;
+  if (!loader.iterations.empty() && loader.samples > 0) p.samples_per_batch = loader.samples / loader.iterations.size();
   p.workers = loader.config.num_workers;
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
@@ -31,7 +32,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // samples/s against 19672 measured so), so no steady figure is compared;
   // the whole run is.
   p.steady_state_measured = !loader.steady_fallback;
-  p.measured_step_s_per_batch = loader.steady_fallback ? 0 : loader.step_steady.mean;
+  p.measured_samples_per_s = loader.steady_fallback ? 0 : loader.steady_samples_per_s;
   p.measured_wait_s_per_batch = loader.wait_steady.mean;
   // Waits at next() calls that found a batch ready: the main process
   // receiving it, as the wall time it took (with the scheduler's latency to

@@ -74,7 +74,7 @@ struct Terms {
 // < 0 when not measured: then it keeps its profiled share of the cores.
 Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double main_cpu, double compute, double cores,
                 double workers, double io, double bandwidth, double miss) {
-  const double b = p.batch_size;
+  const double b = p.SamplesPerBatch();
   Terms t{};
   t.r_compute = Rate(b, compute);
   t.r_main = Rate(b, compute + MainReceiveSeconds(p));
@@ -370,7 +370,7 @@ double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& cos
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;
-  const double b = p.batch_size;
+  const double b = p.SamplesPerBatch();
   const double cores = s.machine.cores;
   const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : p.workers;
   out.workers = workers;
@@ -549,7 +549,7 @@ Result<LoaderProfile> MoveStagesToWorkers(const LoaderProfile& profile, const st
       b.cpu_s += static_cast<float>(cpu);
       b.io_s += static_cast<float>(off_cpu);
     }
-    const double b = p.batch_size > 0 ? p.batch_size : 1;
+    const double b = p.SamplesPerBatch() > 0 ? p.SamplesPerBatch() : 1;
     p.stages.push_back({name, cpu / b, it->wall_s_per_batch / b, 0, true});
     p.main_stages.erase(it);
   }

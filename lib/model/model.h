@@ -59,7 +59,12 @@ struct MainStageProfile {
 // Everything the model needs about one DataLoader, measured from a trace.
 struct LoaderProfile {
   std::string name;
-  double batch_size = 1;
+  double batch_size = 1;         // as configured (or the mean a batch sampler gave)
+  // The mean samples a batch carried over the run, what the per-batch costs
+  // average over: below batch_size by each epoch's partial last batch. 0 =
+  // batch_size. The rates the model predicts use it (SamplesPerBatch).
+  double samples_per_batch = 0;
+  double SamplesPerBatch() const { return samples_per_batch > 0 ? samples_per_batch : batch_size; }
   uint32_t workers = 0;          // num_workers; 0 = the main process fetches
   uint32_t prefetch_factor = 2;
   uint64_t batches = 0;          // steady-state batches measured
@@ -85,7 +90,7 @@ struct LoaderProfile {
   std::vector<MainStageProfile> main_stages;  // in compute_s_per_batch, most time first
   // Added by the model engineer (0 = unknown; the model then says so):
   bool steady_state_measured = true;     // false: every epoch ended within the warm-up
-  double measured_step_s_per_batch = 0;  // mean(step), steady state: the baseline whatif compares to
+  double measured_samples_per_s = 0;     // analyze's steady samples/s: the baseline whatif and recommend compare to
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
                                          // measured run-queue delay applies as is)

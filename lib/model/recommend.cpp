@@ -68,7 +68,7 @@ std::vector<Candidate> CacheCandidates(const LoaderProfile& p, uint64_t memory_b
 
 PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cores, uint64_t memory_budget,
                    uint32_t prefetch, double accel_speedup) {
-  const double b = p.batch_size;
+  const double b = p.SamplesPerBatch();
   PipelineLp lp;
   lp.cores = usable_cores;
   lp.pools.push_back({"workers", 0, 0});  // pool 0; its latency and memory are set below
@@ -165,7 +165,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
 
   Recommendation rec;
   rec.loader = p.name;
-  const double b = p.batch_size;
+  const double b = p.SamplesPerBatch();
   if (!p.bytes_per_sample.measured && p.bytes_per_sample.value > 0)
     rec.assumptions.push_back("bytes per sample from " + p.bytes_per_sample.source);
   if (!p.storage_bandwidth.measured)
@@ -328,7 +328,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     rec.predicted.samples_per_s = rec.lp_samples_per_s;
     rec.predicted.step_s = b / rec.lp_samples_per_s;
   }
-  if (p.measured_step_s_per_batch > 0) rec.measured_samples_per_s = b / p.measured_step_s_per_batch;
+  if (p.measured_samples_per_s > 0) rec.measured_samples_per_s = p.measured_samples_per_s;
   Scenario profiled_run;
   profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores : o.cores;
   profiled_run.background_threads = Scenario::kAsProfiled;

@@ -350,8 +350,8 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         "not confirm (workers would then deliver less than predicted; docs/model.md \"A fetch that holds the GIL\")",
         out.profiled_background_threads));
   out.steady_state_measured = profile.steady_state_measured;
-  if (profile.measured_step_s_per_batch > 0) {
-    out.measured_samples_per_s = profile.batch_size / profile.measured_step_s_per_batch;
+  if (profile.measured_samples_per_s > 0) {
+    out.measured_samples_per_s = profile.measured_samples_per_s;
     out.model_error = (out.baseline.samples_per_s - out.measured_samples_per_s) / out.measured_samples_per_s;
   }
   if (profile.measured_whole_run_samples_per_s > 0) {

@@ -89,10 +89,11 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   Heading(out, style, "  Step time (ms)");
   out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
   if (l.steady_fallback)
-    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch; all {} iterations used\n",
-                       warmup, l.step_steady.count);
+    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch{}; all {} iterations used\n",
+                       warmup, l.drain_iterations ? fmt::format(" before its last {}", l.drain_iterations) : "", l.step_steady.count);
   else
-    out += fmt::format("    steady state ({} iterations, first {} of each epoch skipped)\n", l.step_steady.count, warmup);
+    out += fmt::format("    steady state ({} iterations, first {}{} of each epoch skipped)\n", l.step_steady.count, warmup,
+                       l.drain_iterations ? fmt::format(" and last {} (in flight when the sampler ran out)", l.drain_iterations) : "");
   SummaryRow(out, "step", l.step_steady);
   SummaryRow(out, "wait", l.wait_steady);
   SummaryRow(out, "compute", l.compute_steady);

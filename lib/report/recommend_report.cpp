@@ -126,7 +126,7 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                                        "proposal is {} bound (the throughput line)",
                                        model::ToString(r.predicted.bottleneck))
                          : "");
-  const double rate_b = r.lp_samples_per_s / p.batch_size;
+  const double rate_b = r.lp_samples_per_s / p.SamplesPerBatch();
   if (r.workers == 0)
     out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
   else
