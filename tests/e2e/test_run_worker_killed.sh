@@ -20,17 +20,37 @@ class D(Dataset):
         return i
 
 train = DataLoader(D(), batch_size=4, num_workers=2)
+
+def iterate():
+    try:
+        for batch in train:
+            pass
+    # PyTorch's own error, or, when the worker dies while the main process
+    # reads its batch from the pipe, the read's: bare, without stallprof,
+    # beside two busy loops, 1 run in 5-12 ended in ConnectionResetError
+    # (2026-11-23); or when it dies holding a batch's shared-memory fd, the
+    # fd's fetch from its resource sharer fails (a CI run, 2026-11-24: an
+    # OSError under rebuild_storage_fd's df.detach()).
+    except (RuntimeError, OSError) as error:
+        return error
+    return None
+
+# PyTorch's SIGCHLD handler raises again at each later SIGCHLD (the other
+# worker shutting down), wherever the main thread is: once it did inside the
+# except clause (2026-11-25, beside a busy loop, 1 run in 25). Catch that too,
+# then take the handler down before printing.
 try:
-    for batch in train:
+    saw = iterate()
+except (RuntimeError, OSError) as late:
+    saw = late
+while True:
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        break
+    except (RuntimeError, OSError):
         pass
-# PyTorch's own error, or, when the worker dies while the main process reads
-# its batch from the pipe, the read's: bare, without stallprof, beside two
-# busy loops, 1 run in 5-12 ended in ConnectionResetError (2026-11-23); or
-# when it dies holding a batch's shared-memory fd, the fd's fetch from its
-# resource sharer fails (a CI run, 2026-11-24: an OSError under
-# rebuild_storage_fd's df.detach()).
-except (RuntimeError, OSError) as error:
-    print("job saw:", type(error).__name__, (str(error).splitlines() or [""])[0])
+if saw is not None:
+    print("job saw:", type(saw).__name__, (str(saw).splitlines() or [""])[0])
     sys.exit(3)
 sys.exit(0)
 PY
