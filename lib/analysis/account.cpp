@@ -706,7 +706,7 @@ std::string IteratorPerStepAdvice(const LoaderAnalysis& l) {
   constexpr size_t kMinEpochs = 3;
   constexpr double kMaxBatchesPerIterator = 2;
   if (l.epochs.size() < kMinEpochs || !l.config.batch_size_known || l.config.batch_size <= 0) return {};
-  const double batches_per_epoch = static_cast<double>(l.config.dataset_len) / l.config.batch_size;
+  const double batches_per_epoch = static_cast<double>(l.config.SamplesPerEpoch()) / l.config.batch_size;
   if (batches_per_epoch <= kMaxBatchesPerIterator) return {};
   uint64_t batches = 0;
   for (const auto& e : l.epochs) {

@@ -89,6 +89,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "persistent_workers") config.persistent_workers = number() != 0 || text() == "True" || text() == "true";
     else if (c.key == "sampler") config.sampler = text();
     else if (c.key == "dataset_len") config.dataset_len = static_cast<uint64_t>(number());
+    else if (c.key == "sampler_len") config.sampler_len = static_cast<uint64_t>(number());
     else if (c.key == "dataset_bytes") config.dataset_bytes = static_cast<uint64_t>(number());
     else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
     else if (c.key == "sharing_strategy") config.sharing_strategy = text();
@@ -468,9 +469,9 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   for (size_t e = 0; e < loader.epochs.size(); ++e) {
     auto& epoch = loader.epochs[e];
     double samples = epoch.iterations * loader.config.batch_size;
-    if (loader.config.dataset_len > 0 && samples > loader.config.dataset_len &&
-        (epoch.iterations - 1) * loader.config.batch_size < loader.config.dataset_len)
-      samples = static_cast<double>(loader.config.dataset_len);  // the last batch was partial
+    const uint64_t per_epoch = loader.config.SamplesPerEpoch();
+    if (per_epoch > 0 && samples > per_epoch && (epoch.iterations - 1) * loader.config.batch_size < per_epoch)
+      samples = static_cast<double>(per_epoch);  // the last batch was partial
     epoch.samples = samples;
     epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs - epoch.nested_s;
     epoch.samples_per_s = epoch.seconds > 0 ? samples / epoch.seconds : 0;

@@ -244,6 +244,11 @@ struct LoaderConfig {
   bool persistent_workers = false;
   std::string sampler;
   uint64_t dataset_len = 0;
+  // The indices the loader's sampler yields an epoch, 0 = not recorded: a
+  // rank's share under a DistributedSampler, a subset's length.
+  uint64_t sampler_len = 0;
+  // The samples an epoch holds: the sampler's, else the dataset's; 0 = unknown.
+  uint64_t SamplesPerEpoch() const { return sampler_len > 0 ? sampler_len : dataset_len; }
   uint64_t dataset_bytes = 0;
   std::string multiprocessing_context;
   // torch.multiprocessing's sharing strategy at iterator creation:

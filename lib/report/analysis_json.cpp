@@ -78,7 +78,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   else if (!c.batch_size_from.empty()) w.String(c.batch_size_from);
   else w.Null();
   w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
-  w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len);
+  w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
   w.Field("sharing_strategy", c.sharing_strategy);
   w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
@@ -98,7 +98,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
-  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback);
+  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback).Field("drain_iterations", l.drain_iterations);
   w.Key("steady").BeginObject();
   WriteSummary(w, "step", l.step_steady);
   WriteSummary(w, "wait", l.wait_steady);

@@ -62,7 +62,8 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // out, and analysis estimates them (analysis/sampling.h).
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
-// "dataset_len", "dataset_bytes", "dataset_files", "multiprocessing_context", "client",
+// "dataset_len", "sampler_len" (the indices the sampler yields an epoch), "dataset_bytes",
+// "dataset_files", "multiprocessing_context", "client",
 // "intra_op_threads" (torch.get_num_threads() at iterator creation).
 }  // namespace names
 

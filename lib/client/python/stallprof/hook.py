@@ -276,8 +276,8 @@ def _cuda_available():
         return False
 
 
-def _sampler_kind(loader):
-    import torch.utils.data as tud
+def _index_sampler(loader):
+    """The sampler whose indices the loader's batches hold."""
     sampler = getattr(loader, "sampler", None)
     # With batch_sampler= the loader's own sampler is an unused default
     # SequentialSampler: the order is the batch sampler's (its .sampler when
@@ -285,6 +285,12 @@ def _sampler_kind(loader):
     batch_sampler = getattr(loader, "batch_sampler", None)
     if batch_sampler is not None and getattr(batch_sampler, "sampler", None) is not sampler:
         sampler = getattr(batch_sampler, "sampler", batch_sampler)
+    return sampler
+
+
+def _sampler_kind(loader):
+    import torch.utils.data as tud
+    sampler = _index_sampler(loader)
     if isinstance(sampler, tud.RandomSampler):
         return "random"
     if isinstance(sampler, tud.SequentialSampler):
@@ -409,6 +415,15 @@ def _record_config(loader, scope, name):
         cfg(scope, "dataset_len", len(dataset))
     except Exception:
         pass
+    # The samples an epoch holds: a rank's share under a DistributedSampler
+    # (its partial last batch is told by it). A batch sampler of its own
+    # counts batches, not samples: not recorded then.
+    sampler = _index_sampler(loader)
+    if sampler is not None and sampler is not getattr(loader, "batch_sampler", None):
+        try:
+            cfg(scope, "sampler_len", len(sampler))
+        except Exception:
+            pass
     paths = _dataset_files(dataset)
     if paths:
         total = 0
