@@ -85,6 +85,26 @@ TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all 
   CHECK(loader.step_steady.count == 6);
 }
 
+namespace {
+// Appends `epochs` epochs of `iterations` next() calls of loader 1 on
+// `thread`, the i-th of each epoch waiting wait_of(i), each followed by 5 ms
+// of compute; epochs 50 ms apart.
+template <typename WaitOf>
+void AddEpochsOfWaits(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_t iterations, WaitOf wait_of) {
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < epochs; ++e) {
+    b.Instant(thread, names::kEpoch, t, 1, e);
+    for (uint32_t i = 0; i < iterations; ++i) {
+      const uint64_t wait = wait_of(i);
+      b.Span(thread, names::kWait, t, wait, 1, i);
+      t += wait + 5 * kMs;
+    }
+    b.Instant(thread, names::kEpochEnd, t, 1, iterations);
+    t += 50 * kMs;
+  }
+}
+}  // namespace
+
 TEST_CASE("Steady samples per second count a partial last batch as the samples it held, as often as it came") {
   // 130 samples, batch 16: 8 full batches and one of 2 an epoch, no workers.
   // A full batch's step is 21 ms (16 ms wait, 5 ms compute), the partial
@@ -97,17 +117,7 @@ TEST_CASE("Steady samples per second count a partial last batch as the samples i
   const uint32_t main = b.Thread(100, 100);
   b.Config(100, 1, "batch_size", 16);
   b.Config(100, 1, "dataset_len", 130);
-  uint64_t t = 1000 * kMs;
-  for (uint32_t e = 0; e < 4; ++e) {
-    b.Instant(main, names::kEpoch, t, 1, e);
-    for (uint32_t i = 0; i < 9; ++i) {
-      const uint64_t wait = i == 8 ? 2 * kMs : 16 * kMs;
-      b.Span(main, names::kWait, t, wait, 1, i);
-      t += wait + 5 * kMs;
-    }
-    b.Instant(main, names::kEpochEnd, t, 1, 9);
-    t += 50 * kMs;
-  }
+  AddEpochsOfWaits(b, main, 4, 9, [](uint32_t i) { return i == 8 ? 2 * kMs : 16 * kMs; });
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   REQUIRE(loader.step_steady.count == 16);
@@ -131,16 +141,7 @@ TEST_CASE("The last batches of an epoch, in flight when the sampler ran out, are
   const uint32_t main = b.Thread(100, 100);
   b.Config(100, 1, "batch_size", 4);
   b.Config(100, 1, "num_workers", 1);
-  uint64_t t = 1000 * kMs;
-  for (uint32_t e = 0; e < 2; ++e) {
-    b.Instant(main, names::kEpoch, t, 1, e);
-    for (uint32_t i = 0; i < 12; ++i) {
-      const uint64_t wait = i >= 10 ? kMs : 15 * kMs;
-      b.Span(main, names::kWait, t, wait, 1, i);
-      t += wait + 5 * kMs;
-    }
-    b.Instant(main, names::kEpochEnd, t, 1, 12);
-  }
+  AddEpochsOfWaits(b, main, 2, 12, [](uint32_t i) { return i >= 10 ? kMs : 15 * kMs; });
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   CHECK(loader.drain_iterations == 2);
