@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "analysis/analysis.h"
+#include "analysis/profile.h"
 #include "analysis/ranks.h"
 #include "test_analysis_trace_builder.h"
 
@@ -107,6 +108,27 @@ TEST_CASE("Ranks in one trace are compared and the slow input-bound rank is the 
   CHECK(train.sum_local_samples_per_s == Approx(200 / t0 + 200 / t1));
   CHECK(train.scaling_efficiency == Approx((400 / t1) / (200 / t0 + 200 / t1)));
   CHECK(job->processes.empty());
+}
+
+TEST_CASE("Ranks in one trace share its host's cores in their profiles") {
+  TraceBuilder b;
+  b.trace.header.usable_cores = 8;
+  AddRank(b, 100, 0, 1 * kMs);
+  AddRank(b, 200, 1, 1 * kMs);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  REQUIRE(profiles->size() == 2);
+  for (const auto& p : *profiles) {
+    CHECK(p.ranks_on_host == 2);
+    CHECK(p.profiled_cores == Approx(4));
+  }
+  TraceBuilder alone;  // one rank: the host's cores are its own
+  alone.trace.header.usable_cores = 8;
+  AddRank(alone, 100, 0, 1 * kMs);
+  const auto one = MeasureProfiles(alone.trace, {});
+  REQUIRE(one.ok());
+  CHECK(one->front().ranks_on_host == 1);
+  CHECK(one->front().profiled_cores == Approx(8));
 }
 
 TEST_CASE("Traces from different hosts are aligned on their realtime clocks") {

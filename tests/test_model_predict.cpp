@@ -51,6 +51,22 @@ TEST_CASE("A loader whose workers outpace the step is compute bound with no stal
   CHECK(r->stall_fraction == Approx(0).margin(1e-12));
 }
 
+TEST_CASE("Ranks on one host share its cores: each rank's loader gets its share") {
+  // 2 workers burning 0.4 s a batch of 10: prep bound at the cores they get.
+  // Two ranks on a 2-core host each run the same loop on 1 core (25
+  // samples/s, as one rank alone on 1 core), not on both (50).
+  LoaderProfile p = BaseProfile();
+  p.cpu_s_per_batch = 0.4;
+  p.ranks_on_host = 2;
+  p.profiled_cores = 1;  // the rank's share of the profiled host's 2
+  auto shared = Predict(p, On(2));
+  REQUIRE(shared.ok());
+  CHECK(shared->samples_per_s == Approx(25));
+  auto more = Predict(p, On(8));  // 4 cores a rank
+  REQUIRE(more.ok());
+  CHECK(more->samples_per_s == Approx(50));  // both workers on a core each
+}
+
 TEST_CASE("CPU-heavy preprocessing on too few cores makes the loader prep bound") {
   LoaderProfile p = BaseProfile();
   p.cpu_s_per_batch = 0.4;  // 2 workers on 1 core: 1 core x 10 / 0.4 = 25 samples/s

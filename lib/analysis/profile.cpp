@@ -62,7 +62,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       }
     p.receive_s_per_batch = measured ? receive / measured : 0;
   }
-  p.profiled_cores = MeasuredMachine(trace).cores;
+  // Ranks on this host with this loader: their processes are in this trace.
+  std::set<int32_t> ranks;
+  for (const auto& other : analysis.loaders)
+    if (other.rank >= 0 && other.config.name == loader.config.name) ranks.insert(other.rank);
+  p.ranks_on_host = std::max<uint32_t>(1, static_cast<uint32_t>(ranks.size()));
+  p.profiled_cores = p.RankCores(MeasuredMachine(trace).cores);
 
   uint64_t batches = 0, batches_with_cpu = 0;
   double cpu = 0, delay = 0, io = 0, produce = 0;

@@ -371,7 +371,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
   Prediction out;
   const double b = p.SamplesPerBatch();
-  const double cores = s.machine.cores;
+  const double cores = p.RankCores(s.machine.cores);
   const uint32_t workers = s.workers >= 0 ? static_cast<uint32_t>(s.workers) : p.workers;
   out.workers = workers;
   // The step alone: as measured, or on the scenario's fewer intra-op threads.
@@ -563,7 +563,7 @@ int32_t StepThreadsBesideWorkers(double cores, uint32_t workers) {
 std::optional<Prediction> PredictWithFewerStepThreads(const LoaderProfile& p, const Scenario& s, const Prediction& r) {
   if (!r.step_oversubscribed) return std::nullopt;
   Scenario fewer = s;
-  fewer.step_threads = StepThreadsBesideWorkers(s.machine.cores, r.workers);
+  fewer.step_threads = StepThreadsBesideWorkers(p.RankCores(s.machine.cores), r.workers);
   auto f = Predict(p, fewer);
   if (!f.ok() || f->step_threads >= r.step_threads) return std::nullopt;
   return *f;

@@ -93,7 +93,17 @@ struct LoaderProfile {
   double measured_samples_per_s = 0;     // analyze's steady samples/s: the baseline whatif and recommend compare to
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
-                                         // measured run-queue delay applies as is)
+                                         // measured run-queue delay applies as is); a rank's share
+                                         // of them when ranks_on_host > 1
+  // Ranks of the job on this host running this loader (torchrun's processes
+  // on one machine, one per accelerator), 1 = none or one. They share the
+  // host's cores, each running the same loop with the same settings: the
+  // model gives each its share (host cores / ranks), so a scenario's --cores
+  // is the host's and its --workers each rank's. Without this the other ranks'
+  // threads read as outside load, which the default scenario then takes away
+  // (2 ranks on 2 cores: 2 workers a rank predicted at +100%).
+  uint32_t ranks_on_host = 1;
+  double RankCores(double host_cores) const { return host_cores / std::max(1u, ranks_on_host); }
   double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
                                          // main process's serial cost of receiving a batch (IPC)
   double receive_s_per_batch = 0;        // the main thread's CPU in next(), per batch (its delay: predicted)

@@ -152,12 +152,13 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   if (auto check = Predict(p, as_profiled); !check.ok()) return check.error();
   // Without the step's CPU measured, the main process keeps the share of the
   // cores it had in the profile.
-  const double usable = p.compute_cpu_s_per_batch.measured ? o.cores : o.cores - p.main_cpu_cores;
+  const double rank_cores = p.RankCores(o.cores);
+  const double usable = p.compute_cpu_s_per_batch.measured ? rank_cores : rank_cores - p.main_cpu_cores;
   if (usable < kMinUsableCores)
     return UnsupportedError(fmt::format(
         "no cores are left for DataLoader workers: the main process of '{}' keeps {:.2f} of the {:.2f} cores busy; "
         "plan for more cores with --cores",
-        p.name, p.main_cpu_cores, o.cores));
+        p.name, p.main_cpu_cores, rank_cores));
   if (o.memory_bytes > 0 && p.worker_rss_bytes > static_cast<double>(o.memory_bytes))
     return UnsupportedError("the memory budget " + FormatBytes(static_cast<double>(o.memory_bytes)) +
                             " is below one DataLoader worker's RSS (" + FormatBytes(p.worker_rss_bytes) +
@@ -314,7 +315,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     rec.assumptions.push_back(fmt::format(
         "the step's {} intra-op threads and {} workers oversubscribe {:g} cores: its threads hold each other up, "
         "and the prediction is an upper bound (docs/model.md)",
-        predicted->step_threads, workers, o.cores));
+        predicted->step_threads, workers, p.RankCores(o.cores)));
   if (rec.cache.point == CachePoint::kRawFiles && MissCpuIsEstimated(p)) {  // give the cache plan's floor
     LoaderProfile copy = p;  // only then: the batch costs are large to copy
     if (auto f = PredictMissCpuFloor(copy, chosen, rec.predicted))
@@ -330,7 +331,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   }
   if (p.measured_samples_per_s > 0) rec.measured_samples_per_s = p.measured_samples_per_s;
   Scenario profiled_run;
-  profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores : o.cores;
+  profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores * std::max(1u, p.ranks_on_host) : o.cores;
   profiled_run.background_threads = Scenario::kAsProfiled;
   if (auto run = Predict(p, profiled_run); run.ok()) rec.as_profiled = *run;
   return rec;

@@ -123,7 +123,7 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
 }
 
 uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario) {
-  const auto cpu_cap = static_cast<uint32_t>(std::max(1.0, std::floor(scenario.machine.cores) - 1));
+  const auto cpu_cap = static_cast<uint32_t>(std::max(1.0, std::floor(profile.RankCores(scenario.machine.cores)) - 1));
   std::vector<double> rates;
   double best = 0;
   for (uint32_t w = 1; w <= std::max(cpu_cap, kMaxAutoWorkers); ++w) {
@@ -154,6 +154,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   std::vector<std::string> in;
   in.push_back(fmt::format("batch size: {:g}, workers: {}, steady-state batches: {} (measured, loader config and trace)",
                            p.batch_size, p.workers, p.batches));
+  if (p.ranks_on_host > 1)
+    in.push_back(fmt::format("ranks on this host: {} (measured: their processes in this trace), each running this loader "
+                             "with the same settings: each gets its share of the cores, {:g} of the profiled {:g}, and of "
+                             "every scenario's (--cores is the host's, --workers each rank's)",
+                             p.ranks_on_host, p.profiled_cores, p.profiled_cores * p.ranks_on_host));
   in.push_back(fmt::format("compute per batch: {} (measured, mean step - wait)", FormatSeconds(p.compute_s_per_batch)));
   in.push_back(p.compute_cpu_s_per_batch.measured
                    ? fmt::format("the step's own CPU per batch: {} on {:.2f} cores, run-queue delay {} (measured, {}): "
@@ -319,7 +324,7 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
 
 Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& profiled, const Sweep& sweep) {
   LoaderProfile profile = profile_in;
-  if (profile.profiled_cores <= 0) profile.profiled_cores = profiled.cores;
+  if (profile.profiled_cores <= 0) profile.profiled_cores = profile.RankCores(profiled.cores);
   WhatIfResult out;
   out.loader = profile.name;
   out.profiled = profiled;

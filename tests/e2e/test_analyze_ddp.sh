@@ -67,6 +67,11 @@ PY
 grep -qF "  $NAME, 2 rank(s)" job.txt || fail "the text has no one-row-per-rank table for $NAME: $(sed -n '/^Ranks/,/^$/p' job.txt)"
 grep -q "no straggler: the slowest rank" job.txt || fail "the text does not say there is no straggler"
 if grep -q "<- straggler\|  straggler: rank" job.txt; then fail "a rank is called a straggler: $(sed -n '/^Ranks/,/^$/p' job.txt)"; fi
+# whatif gives each rank's loader its share of the host's cores: the other
+# rank runs the same loop, and is not outside load a scenario takes away.
+$SP whatif ddp.pb --workers 1 >whatif.txt 2>&1 || fail "whatif of the job failed: $(tail -3 whatif.txt)"
+[ "$(grep -c "ranks on this host: 2 (measured" whatif.txt)" = 2 ] ||
+  fail "whatif does not give each of the 2 ranks its share of the host's cores: $(grep -i "rank" whatif.txt | head -5)"
 
 # spawn: no RANK in any environment, ranks from init_process_group(rank=...).
 $SP run -q -o spawn.pb -- env -u RANK -u LOCAL_RANK "$PY" "$W" --spawn 2 --port "$(port)" >spawn.log 2>&1 \
