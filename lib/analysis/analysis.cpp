@@ -510,8 +510,8 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   const double b = loader.config.batch_size;
   const double share = !partial ? 0 : !full ? 1 : static_cast<double>(partial_in_run) / loader.iterations.size();
   const double step = (full ? (1 - share) * full_step / full : 0) + (partial ? share * partial_step / partial : 0);
-  loader.steady_samples_per_batch = (1 - share) * b + (partial ? share * partial_samples / partial : 0);
-  loader.steady_samples_per_s = step > 0 ? loader.steady_samples_per_batch / step : 0;
+  const double samples = (1 - share) * b + (partial ? share * partial_samples / partial : 0);
+  loader.steady_samples_per_s = step > 0 ? samples / step : 0;
 }
 
 // The read span of `reads` (indices sorted by start) that contains span f, or -1.

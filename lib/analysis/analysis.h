@@ -340,13 +340,11 @@ struct LoaderAnalysis {
   double samples = 0;              // iterations x batch_size, less what each epoch's partial last batch lacked
   double active_s = 0;             // sum of epoch durations
   double samples_per_s = 0;        // whole run: samples / active_s (start-up included)
-  // Steady state: the steady iterations' samples over their steps (mean
-  // samples per steady batch / mean steady step), the figure whatif's and
-  // recommend's "measured" use. A partial last batch counts its own samples:
-  // with short epochs the steady iterations are the epochs' tails, and a 9-batch
-  // epoch of 130 samples (batch 16) read 900 samples/s as full batches where
-  // the job measured 740.
-  double steady_samples_per_batch = 0;
+  // Steady state: the steady iterations' samples over their steps, the figure
+  // whatif's and recommend's "measured" use. A partial last batch counts its
+  // own samples: with short epochs the steady iterations are the epochs'
+  // tails, and a 9-batch epoch of 130 samples (batch 16) read 900 samples/s
+  // as full batches where the job measured 740.
   double steady_samples_per_s = 0;
   std::vector<EpochStats> epochs;
   std::vector<WorkerStats> workers;
