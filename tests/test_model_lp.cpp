@@ -426,3 +426,18 @@ TEST_CASE("recommend proposes the fewest workers the simulation predicts within 
   CHECK(r->predicted.samples_per_s == Approx(10 * 45 / 0.166).epsilon(0.05));
   CHECK(r->predicted.samples_per_s >= 0.99 * r->lp_pool_samples_per_s);
 }
+
+TEST_CASE("recommend plans each rank of a host on its share of the host's cores") {
+  // Two ranks on the host run this loader; each was profiled on its share (1 core).
+  LoaderProfile p = Loader();  // 0.01 CPU s/sample, compute ingests 200 samples/s
+  p.ranks_on_host = 2;
+  RecommendOptions o;
+  o.cores = 3;  // the host's: 1.5 a rank, 150 samples/s from CPU
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->lp_samples_per_s == Approx(150).epsilon(1e-3));
+  CHECK(r->workers == 2);
+  CHECK(r->binding.kind == RowKind::kCores);
+  // The profiled configuration on the profiled host (2 cores, 1 a rank): 1 worker, 100 samples/s.
+  CHECK(r->as_profiled.samples_per_s == Approx(100).epsilon(0.02));
+}
