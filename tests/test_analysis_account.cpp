@@ -750,7 +750,20 @@ TEST_CASE("A loader run whole inside another's step is left out of that loader's
   for (const auto& l : zipped->loaders) {
     CHECK(l.nested_loaders.empty());
     CHECK(l.compute_all.mean == Approx(0.009).epsilon(0.06));  // b's first step: 9 ms, a's: 9 ms
+    // Each names the other's next() inside its computes: b's 10 x 1 ms in a's
+    // steps; a's in b's steps but the last (b's last step ends at its
+    // StopIteration, with no a next() in it): 9 x 1 ms.
+    REQUIRE(l.zipped_loaders.size() == 1);
+    const bool a = l.scope == 1;
+    CHECK(l.zipped_loaders[0].name == (a ? "loader2" : "loader1"));
+    CHECK(l.zipped_loaders[0].seconds == Approx(a ? 0.010 : 0.009));
+    CHECK_THAT(l.account_all.Line(Cause::kCompute).evidence,
+               Catch::Contains(a ? "of it, loader 'loader2''s next() (iterated with this one: waiting for its data) 1.0 ms per batch"
+                                 : "of it, loader 'loader1''s next() (iterated with this one: waiting for its data) 0.9 ms per batch"));
   }
+  // The nested loader's next() calls are its epoch's, not zipped ones.
+  CHECK(train.zipped_loaders.empty());
+  CHECK(val.zipped_loaders.empty());
 }
 
 TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers down, when that comes soon") {

@@ -499,6 +499,21 @@ std::string MainStagesAdvice(const LoaderAnalysis& l, const Account& a) {
 }
 std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
 
+// Loaders iterated with this one whose next() takes 5% of its steady state or
+// more: "loader 'slow''s next() takes 64% of the step ...", else empty. Their
+// waits sit in this loader's compute line; the fix is in their own accounts.
+std::string ZippedAdvice(const LoaderAnalysis& l, const Account& a) {
+  std::string out;
+  for (const auto& z : l.zipped_loaders) {
+    const double share = a.wall_s > 0 ? ZippedSeconds(l, z, false) / a.wall_s : 0;
+    if (share < 0.05) continue;
+    out += fmt::format("{}loader '{}''s next() takes {:.0f}% of the step (iterated with this one, inside its compute "
+                       "line): that loader's account says what it waits for",
+                       out.empty() ? "" : "; ", z.name, share * 100);
+  }
+  return out;
+}
+
 Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const LoaderAnalysis& loader, bool whole_run,
                double persistent_saving_s, double miss_cpu_s_per_batch, uint32_t cores) {
   Account a;
@@ -528,6 +543,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         for (const auto& n : loader.nested_loaders)
           line.evidence += fmt::format("; less loader '{}', run whole inside it {} time(s) ({})", n.name, n.runs,
                                        FormatSeconds(n.seconds));
+        for (const auto& z : loader.zipped_loaders)
+          line.evidence += fmt::format("; of it, loader '{}''s next() (iterated with this one: waiting for its data) {} per batch",
+                                       z.name, Ms(ZippedSeconds(loader, z, whole_run) * 1e9 * per_batch));
         break;
       case Cause::kPrep:
         line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
@@ -897,7 +915,10 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
     case Cause::kCompute: {
       std::string advice = fmt::format("compute ({}): the input pipeline keeps up; ", share);
       const std::string stages = MainStagesAdvice(l, a);
-      advice += stages.empty() ? "speed up the model step itself" : stages;
+      const std::string zipped = ZippedAdvice(l, a);
+      advice += !zipped.empty() ? zipped + (stages.empty() ? "" : "; " + stages)
+                : stages.empty() ? "speed up the model step itself"
+                                 : stages;
       if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
       return advice;
@@ -1106,6 +1127,8 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
       else
         loader.advice.push_back(std::move(advice));
     }
+    if (loader.bottleneck != Cause::kCompute)
+      if (std::string zipped = ZippedAdvice(loader, a); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
     // Not where the workers lack CPU: moving work to them would add to it.

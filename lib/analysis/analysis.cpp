@@ -351,7 +351,10 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
 // step: its time leaves the compute, step and epoch times of the outer loader
 // (Iteration::nested_s), as a validation pass between epochs is outside them.
 // A loader zipped with another runs across many of its computes, none whole:
-// it stays. `built[i]` holds loader i's iterations and epochs.
+// its next() calls stay in the other's computes (the step waits for them) and
+// are summed per loader (LoaderAnalysis::zipped_loaders), so that the account
+// can say which part of "compute" was waiting for the other's data.
+// `built[i]` holds loader i's iterations and epochs.
 void TakeOutNestedLoaders(const Trace& trace, const std::vector<LoaderSpans>& spans, std::vector<LoaderAnalysis>& built) {
   const auto& s = trace.spans;
   auto thread_of = [&](size_t i) { return spans[i].waits.empty() ? UINT32_MAX : s.thread[spans[i].waits.front()]; };
@@ -361,24 +364,45 @@ void TakeOutNestedLoaders(const Trace& trace, const std::vector<LoaderSpans>& sp
       uint64_t start, end;
       size_t loader;
     };
-    std::vector<Run> runs;  // other loaders' epochs on this loader's thread
+    std::vector<Run> runs;   // other loaders' epochs on this loader's thread
+    std::vector<Run> waits;  // and their next() calls
     for (size_t j = 0; j < built.size(); ++j)
-      if (j != i && built[j].pid == outer.pid && thread_of(j) == thread_of(i))
+      if (j != i && built[j].pid == outer.pid && thread_of(j) == thread_of(i)) {
         for (const EpochStats& e : built[j].epochs) runs.push_back({e.start_ns, e.end_ns, j});
+        for (const Iteration& w : built[j].iterations) waits.push_back({w.wait_start_ns, w.return_ns, j});
+      }
     if (runs.empty()) continue;
-    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+    const auto by_start = [](const Run& a, const Run& b) { return a.start < b.start; };
+    std::sort(runs.begin(), runs.end(), by_start);
+    std::sort(waits.begin(), waits.end(), by_start);
     std::map<size_t, NestedLoader> nested;
-    size_t r = 0;
+    std::map<size_t, ZippedLoader> zipped;
+    std::vector<Run> inside_runs;
+    size_t r = 0, w = 0;
     for (Iteration& it : outer.iterations) {
       while (r < runs.size() && runs[r].start < it.return_ns) ++r;
       uint64_t inside = 0;
+      inside_runs.clear();
       for (size_t k = r; k < runs.size() && runs[k].start < it.compute_end_ns; ++k)
         if (runs[k].end <= it.compute_end_ns) {
           inside += runs[k].end - runs[k].start;
+          inside_runs.push_back(runs[k]);
           NestedLoader& n = nested[runs[k].loader];
           n.runs++;
           n.seconds += (runs[k].end - runs[k].start) * kNs;
         }
+      while (w < waits.size() && waits[w].start < it.return_ns) ++w;
+      for (size_t k = w; k < waits.size() && waits[k].start < it.compute_end_ns; ++k) {
+        const Run& wait = waits[k];
+        const bool in_nested = std::any_of(inside_runs.begin(), inside_runs.end(), [&](const Run& n) {
+          return n.loader == wait.loader && n.start <= wait.start && wait.start <= n.end;
+        });
+        if (in_nested) continue;
+        const double seconds = (std::min(wait.end, it.compute_end_ns) - wait.start) * kNs;
+        ZippedLoader& z = zipped[wait.loader];
+        z.seconds += seconds;
+        if (it.steady) z.steady_seconds += seconds;
+      }
       if (inside == 0) continue;
       it.nested_s = static_cast<float>(inside * kNs);
       it.compute_s -= inside * kNs;
@@ -388,6 +412,10 @@ void TakeOutNestedLoaders(const Trace& trace, const std::vector<LoaderSpans>& sp
     for (auto& [j, n] : nested) {
       n.name = built[j].config.name;
       outer.nested_loaders.push_back(n);
+    }
+    for (auto& [j, z] : zipped) {
+      z.name = built[j].config.name;
+      outer.zipped_loaders.push_back(z);
     }
   }
 }

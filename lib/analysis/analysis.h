@@ -276,6 +276,16 @@ struct NestedLoader {
   double seconds = 0;    // their time, left out of this loader's
 };
 
+// Another loader iterated in the same steps as this one on its thread, none
+// of its epochs whole inside one step (zipped: `for a, b in zip(la, lb)`):
+// its next() calls are inside this loader's computes. They stay there (the
+// step does wait for them), named, so that they are not read as the model's.
+struct ZippedLoader {
+  std::string name;
+  double seconds = 0;         // its waits inside this loader's computes, whole run
+  double steady_seconds = 0;  // of them, inside this loader's steady-state steps
+};
+
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
@@ -374,8 +384,14 @@ struct LoaderAnalysis {
   // compute line, not of the pipeline. Rates and parallelism are not set.
   std::vector<StageStats> main_stages;
   std::vector<NestedLoader> nested_loaders;  // run inside this one's computes, left out of its times
+  std::vector<ZippedLoader> zipped_loaders;  // waited on inside this one's computes, kept in them
   CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
 };
+
+// A zipped loader's next() calls inside the whole run's or the steady state's computes.
+inline double ZippedSeconds(const LoaderAnalysis& l, const ZippedLoader& z, bool whole_run) {
+  return whole_run || l.steady_fallback ? z.seconds : z.steady_seconds;
+}
 
 struct SystemStats {
   bool available = false;          // the sampler recorded at least two ticks

@@ -26,6 +26,10 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   p.compute_s_per_batch = loader.compute_steady.mean;
+  for (const auto& z : loader.zipped_loaders) {
+    if (loader.compute_steady.count > 0) p.zipped_s_per_batch += ZippedSeconds(loader, z, false) / loader.compute_steady.count;
+    p.zipped_with += (p.zipped_with.empty() ? "'" : ", '") + z.name + "'";
+  }
   // Every epoch ended within the warm-up (an evaluation loader of a few
   // batches): its mean step holds each epoch's first batch, which the steady
   // simulation leaves out (an eval loader of 4 batches: predicted 64873

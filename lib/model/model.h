@@ -91,6 +91,10 @@ struct LoaderProfile {
   // Added by the model engineer (0 = unknown; the model then says so):
   bool steady_state_measured = true;     // false: every epoch ended within the warm-up
   double measured_samples_per_s = 0;     // analyze's steady samples/s: the baseline whatif and recommend compare to
+  // Other loaders iterated with this one (zip), whose next() calls are in its
+  // compute: held as profiled (a scenario changes this loader alone).
+  double zipped_s_per_batch = 0;
+  std::string zipped_with;  // their names, "'slow'" or "'a', 'b'"
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
                                          // measured run-queue delay applies as is); a rank's share

@@ -159,7 +159,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              "with the same settings: each gets its share of the cores, {:g} of the profiled {:g}, and of "
                              "every scenario's (--cores is the host's, --workers each rank's)",
                              p.ranks_on_host, p.profiled_cores, p.profiled_cores * p.ranks_on_host));
-  in.push_back(fmt::format("compute per batch: {} (measured, mean step - wait)", FormatSeconds(p.compute_s_per_batch)));
+  in.push_back(fmt::format("compute per batch: {} (measured, mean step - wait){}", FormatSeconds(p.compute_s_per_batch),
+                           p.zipped_with.empty()
+                               ? ""
+                               : fmt::format("; of it, {} in the next() of loader {}, iterated with this one (zip): held "
+                                             "as profiled, the scenario changes this loader alone",
+                                             FormatSeconds(p.zipped_s_per_batch), p.zipped_with)));
   in.push_back(p.compute_cpu_s_per_batch.measured
                    ? fmt::format("the step's own CPU per batch: {} on {:.2f} cores, run-queue delay {} (measured, {}): "
                                  "it shares the cores with the workers",

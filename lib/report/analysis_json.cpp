@@ -175,6 +175,13 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("zipped_loaders").BeginArray();
+  for (const auto& z : l.zipped_loaders) {
+    w.BeginObject();
+    w.Field("name", z.name).Field("seconds", z.seconds).Field("steady_seconds", ZippedSeconds(l, z, false));
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("main_stages").BeginArray();
   for (const auto& st : l.main_stages) {
     w.BeginObject();

@@ -231,8 +231,14 @@ std::string VerdictLine(const LoaderAnalysis& l) {
   std::string whole_run;
   if (const double startup = WholeRunStartupShare(l); startup > 0)
     whole_run = fmt::format("; whole run: {} epoch start-up", Pct(startup));
-  return fmt::format("{}: {}: {} of step time waiting for data{}; bottleneck: {}{}", l.config.name, ToString(l.verdict),
-                     Pct(l.stall_fraction), split, ToString(l.bottleneck), whole_run);
+  // A loader iterated with another (zip): its steps also wait for the other's
+  // data, inside its compute line; the stall above is its own.
+  std::string zipped;
+  for (const auto& z : l.zipped_loaders)
+    if (const double wall = l.account_steady.wall_s; wall > 0 && ZippedSeconds(l, z, false) >= 0.05 * wall)
+      zipped += fmt::format("; and {} for loader '{}' (zipped)", Pct(ZippedSeconds(l, z, false) / wall), z.name);
+  return fmt::format("{}: {}: {} of step time waiting for data{}{}; bottleneck: {}{}", l.config.name, ToString(l.verdict),
+                     Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck), whole_run);
 }
 
 std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour,
