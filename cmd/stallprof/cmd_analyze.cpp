@@ -22,7 +22,7 @@ struct AnalyzeOptions {
   std::vector<std::string> traces;
   Output output = Output::kText;
   uint32_t warmup = 5;
-  unsigned jobs = 0;  // 0 = one per core
+  uint32_t jobs = 0;  // 0 = one per core
   report::RankTable rank_table = report::RankTable::kAuto;
 };
 
@@ -76,11 +76,9 @@ void RegisterAnalyze(CLI::App& app, Action& action) {
   sub->add_flag_callback("--ranks", [options] { options->rank_table = report::RankTable::kAlways; },
                          "one row per rank for every loader even with many ranks (beyond " +
                              std::to_string(analysis::kManyRanks) + " the text gives each loader one line: min, median, max, stragglers)");
-  sub->add_option("--warmup", options->warmup, "iterations skipped at the start of each epoch for steady-state figures")
-      ->default_val(5);
-  sub->add_option("-j,--jobs", options->jobs,
-                  "traces analyzed at once, each on its own thread (default: one per core; memory grows with it)")
-      ->check(CLI::PositiveNumber);
+  AddWarmup(sub, options->warmup);
+  AddWholeNumber(sub, "-j,--jobs", options->jobs,
+                 "traces analyzed at once, each on its own thread (default: one per core; memory grows with it)", 1, 4096);
   sub->callback([&action, options] { action = [options] { return RunAnalyze(*options); }; });
 }
 

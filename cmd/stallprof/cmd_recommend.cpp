@@ -78,7 +78,7 @@ void RegisterRecommend(CLI::App& app, Action& action) {
                   "load fitted from the profile's run-queue delay), or a number");
   sub->add_option("--loader", f->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_flag_callback("--json", [f] { f->output = Output::kJson; }, "print the plan as JSON");
-  sub->add_option("--warmup", f->warmup, "iterations skipped at the start of each epoch")->default_val(5);
+  AddWarmup(sub, f->warmup);
   sub->callback([&action, f] { action = [f] { return RunRecommend(*f); }; });
 }
 

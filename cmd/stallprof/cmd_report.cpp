@@ -50,7 +50,7 @@ void RegisterReport(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("report", "One self-contained HTML page: verdict, timeline, stall breakdown, workers, system");
   sub->add_option("trace", options->trace, "trace file")->default_val(kDefaultTrace);
   sub->add_option("-o,--output", options->output, "output HTML file")->default_val("report.html");
-  sub->add_option("--warmup", options->warmup, "iterations skipped at the start of each epoch")->default_val(5);
+  AddWarmup(sub, options->warmup);
   sub->callback([&action, options] { action = [options] { return RunReport(*options); }; });
 }
 

@@ -34,7 +34,6 @@ int RunCommand(const RunFlags& flags) {
     return ReportError(UsageError(fmt::format("bad --ring-size {}, it is below 1M, use at least 1M (default 64M)",
                                               flags.ring_size)));
   options.ring_bytes = *ring;
-  if (flags.lanes == 0) return ReportError(UsageError("bad --lanes 0, it must be at least 1 (default 128)"));
   options.lanes = flags.lanes;
   options.sample_ms = flags.sample_ms;
   options.live_status = flags.quiet ? collect::LiveStatus::kOff : collect::LiveStatus::kAuto;
@@ -83,9 +82,8 @@ void RegisterRun(CLI::App& app, Action& action) {
                   "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped. "
                   "The ring is held for the whole run and the pages its lanes touch stay resident, up to the "
                   "full size; at most half of the machine's memory");
-  sub->add_option("--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)");
-  sub->add_option("--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)")
-      ->check(CLI::Range(1u, 60000u));
+  AddWholeNumber(sub, "--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)", 1, 65536);
+  AddWholeNumber(sub, "--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)", 1, 60000);
   sub->add_flag("-q,--quiet", flags->quiet, "No live status line and no summary line on stderr");
   sub->add_flag("--strict", flags->strict,
                 "Exit 4 (not the command's status) when the trace is incomplete: writing it failed (disk "

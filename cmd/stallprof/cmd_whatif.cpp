@@ -94,7 +94,7 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--loader", o->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");
-  sub->add_option("--warmup", o->warmup, "iterations skipped at the start of each epoch")->default_val(5);
+  AddWarmup(sub, o->warmup);
   sub->callback([&action, o, cores, move] {
     o->flags.cores_given = cores->count() > 0;
     o->flags.move_to_workers_given = move->count() > 0;

@@ -131,6 +131,21 @@ set -e
 [ $rc -eq 2 ] || fail "stallprof --bogus: exit $rc, expected 2"
 [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "unknown option before a subcommand '--bogus': use one of run, analyze" err.txt \
   || fail "stallprof --bogus: unexpected message: $(cat err.txt)"
+# A bad whole number says what is expected, in one line, in every subcommand
+# (CLI11 said "Could not convert: --warmup = -3" or gave a range up to 1.8e308).
+for args in "analyze --warmup -3" "whatif --warmup 1.5" "report --warmup abc" "recommend --warmup 99999999999" \
+  "analyze --jobs -1" "run --sample-ms 0 -- true" "run --lanes 70000 -- true"; do
+  set +e
+  # shellcheck disable=SC2086 # the words of $args are the arguments
+  $SP $args >/dev/null 2>err.txt
+  rc=$?
+  set -e
+  option=$(echo "$args" | cut -d' ' -f2)
+  value=$(echo "$args" | cut -d' ' -f3)
+  [ $rc -eq 2 ] || fail "stallprof $args: exit $rc, expected 2"
+  [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "$option: '$value' is not a whole number from" err.txt \
+    || fail "stallprof $args: unexpected message: $(cat err.txt)"
+done
 $SP --version >/dev/null || fail "stallprof --version failed"
 [ -z "${partial:-}" ] || skip "$partial"
 echo "PASS"
