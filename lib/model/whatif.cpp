@@ -398,7 +398,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         s.workers = w == kAutoWorkers ? static_cast<int32_t>(AutoWorkers(profile, s)) : w;
         auto r = Predict(profile, s);
         if (!r.ok()) return r.error();
-        WhatIfRow row{s, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt, std::nullopt};
+        WhatIfRow row{s, w == kAutoWorkers, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt, std::nullopt};
         if (cache >= 0) {  // a cache changes the cold first epoch against the steady state
           Scenario other = s;
           other.first_epoch = !s.first_epoch;

@@ -73,6 +73,7 @@ uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario);
 
 struct WhatIfRow {
   Scenario scenario;      // workers resolved (never auto)
+  bool auto_workers = false;  // the workers were --workers auto's choice
   Prediction prediction;  // steady state, or the first epoch with --first-epoch
   std::optional<Prediction> other_epoch;  // the cold first epoch (or steady state) when the cache makes them differ
   double change = 0;      // samples/s against the measured baseline (or the predicted one), as a fraction

@@ -87,7 +87,8 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
     out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}% {:>6.0f}%  {:<10} {:>+7.1f}%\n",
-                       row.scenario.machine.cores, p.workers, CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
+                       row.scenario.machine.cores, row.auto_workers ? fmt::format("auto {}", p.workers) : std::to_string(p.workers),
+                       CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
                        p.whole_run_samples_per_s, FormatSeconds(p.step_s), p.stall_fraction * 100,
                        p.fetch_stall_fraction * 100, p.prep_stall_fraction * 100, p.handoff_stall_fraction * 100,
                        model::ToString(p.bottleneck),
@@ -223,7 +224,7 @@ std::string WhatIfJson(const WhatIfReport& report) {
     for (const auto& row : r.rows) {
       const auto& s = row.scenario;
       w.BeginObject();
-      w.Field("cores", s.machine.cores).Field("workers", row.prediction.workers);
+      w.Field("cores", s.machine.cores).Field("workers", row.prediction.workers).Field("auto_workers", row.auto_workers);
       w.Key("cache_bytes");
       if (s.cache_bytes < 0) w.Null(); else w.Int(s.cache_bytes);
       w.Field("cache_policy", model::ToString(s.cache_policy)).Field("accel_speedup", s.accel_speedup);

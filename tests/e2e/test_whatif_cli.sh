@@ -16,8 +16,12 @@ grep -q "model error" text.out || fail "no model error against the measured base
 grep -q "cpu prep" text.out || fail "the 1-worker prep-bound loader is not reported as cpu prep bound"
 grep -q "<svg" sweep.svg || fail "no SVG written"
 grep -q "bound</title>" sweep.svg || fail "the SVG marks no bottleneck region"
+grep -Eq "^ +[0-9.]+ +auto [0-9]+ " text.out || fail "the rows --workers auto chose do not say so"
 
 $SP whatif prep.pb --cores 1,4 --workers 1,3 --json >sweep.json || fail "whatif --json failed"
+$SP whatif prep.pb --cores 4 --workers 1,auto --json >auto.json || fail "whatif --workers auto --json failed"
+"$PY" -c 'import json, sys; r = [s["auto_workers"] for s in json.load(open(sys.argv[1]))["loaders"][0]["scenarios"]]; assert r == [False, True], r' auto.json ||
+  fail "the JSON does not mark the scenario --workers auto chose"
 "$PY" - sweep.json <<'PY' || fail "whatif JSON is off (above)"
 import json, sys
 d = json.load(open(sys.argv[1]))
