@@ -658,12 +658,20 @@ TEST_CASE("An uneven stream split is predicted as measured for the profiled work
   CHECK(StreamQuota(p, 2) == std::vector<uint64_t>{30, 15});
   CHECK(StreamQuota(p, 4) == std::vector<uint64_t>{15, 15, 15, 0});
   CHECK(StreamQuota(p, 3).empty());  // 3 shards over 3 workers: even
-  // An epoch: 300 ms on worker 0 and the last step (1 ms): 45 x 16 samples in 301 ms.
+  // An epoch: 300 ms on worker 0 and the last step (1 ms): 45 x 16 samples in
+  // 301 ms, the whole run's rate. The steady state is analyze's window of each
+  // epoch, past its first 5 batches and before its last 4 (2 workers x
+  // prefetch 2): batch 4 is worker 0's third (30 ms), batch 40 its 26th (260
+  // ms), each taken with a 1 ms step: 36 batches in 230 ms.
   auto two = Predict(p, On(2, 2));
   REQUIRE(two.ok());
-  CHECK(two->samples_per_s == Approx(45 * 16 / 0.301).epsilon(0.02));
-  // 4 workers, one without a shard: 151 ms an epoch.
-  CHECK(Predict(p, On(2, 4))->samples_per_s == Approx(45 * 16 / 0.151).epsilon(0.03));
+  CHECK(two->samples_per_s == Approx(36 * 16 / 0.230).epsilon(0.02));
+  CHECK(two->whole_run_samples_per_s == Approx(45 * 16 / 0.301).epsilon(0.02));
+  // 4 workers, one without a shard: 151 ms an epoch; in its window (the last 8
+  // left out) batch 4 arrives at 20 ms and batch 36 at 130 ms: 32 in 110 ms.
+  auto four = Predict(p, On(2, 4));
+  REQUIRE(four.ok());
+  CHECK(four->samples_per_s == Approx(32 * 16 / 0.110).epsilon(0.02));
   // Counts without a common part (31 and 14): parts of one batch, as even as 45 batches split.
   p.stream_worker_batches = {31, 14};
   CHECK(StreamQuota(p, 4) == std::vector<uint64_t>{12, 11, 11, 11});

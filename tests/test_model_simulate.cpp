@@ -156,6 +156,14 @@ TEST_CASE("A stream split unevenly over the workers runs each epoch's end on the
   c.compute_off_s = 0.001;
   c.worker_quota = {30, 15};
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.301 / 45).epsilon(0.01));
+  // analyze's steady window of each epoch: past its first 5 batches and before
+  // the last 4 (2 workers x prefetch 2 in flight at its end). Batch 4 is
+  // worker 0's third (30 ms into the epoch), batch 40 its 26th (260 ms), each
+  // taken with a 1 ms step: 230 ms over the 36 batches between, where the
+  // whole epoch's mean holds more of its one-worker end.
+  c.steady_skip_first = 5;
+  c.steady_skip_last = 4;
+  CHECK(SimulateLoader(c).steady_step_s == Approx(0.230 / 36).epsilon(0.01));
   c.worker_quota.clear();
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.005).epsilon(0.01));
   // A worker whose stream is empty gets no index: 3 streams of 15 over 4 workers take 150 ms an epoch.

@@ -400,6 +400,7 @@ Result<std::vector<model::LoaderProfile>> Measure(const Trace& trace, const std:
     iterations += loader.iterations.size();
     if (loader.compute_steady.count == 0) continue;
     profiles.push_back(internal::BuildProfile(trace, *analysis, loader));
+    profiles.back().warmup = options.warmup;
   }
   const std::string where = trace.path.empty() ? std::string("the trace") : trace.path;
   // A step is known from one next() to the next on the same iterator, or to the

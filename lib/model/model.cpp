@@ -248,6 +248,8 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.io_scale = io_scale;
   c.batches = std::clamp(costs.size(), kMinSimBatches, kMaxSimBatches);
   SetStreamEpochs(c, StreamQuota(p, workers));
+  c.steady_skip_first = p.warmup;
+  c.steady_skip_last = workers * c.prefetch_factor;  // analyze's drain (LoaderAnalysis::drain_iterations)
   return c;
 }
 }  // namespace

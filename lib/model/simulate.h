@@ -72,6 +72,11 @@ struct SimConfig {
   // epoch's last batch (a new iterator). Empty: round robin over every worker,
   // no epochs.
   std::vector<uint64_t> worker_quota;
+  // With worker_quota, the steady state is each epoch's batches past the
+  // first `steady_skip_first` and before the last `steady_skip_last`, as
+  // analyze measures it (its --warmup, and the drain: workers x
+  // prefetch_factor batches in flight when the stream ended).
+  uint32_t steady_skip_first = 0, steady_skip_last = 0;
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes
@@ -81,7 +86,7 @@ struct SimConfig {
 struct SimResult {
   double seconds = 0;             // start to the end of the last step
   double steady_step_s = 0;       // mean step over the middle half of the batches (pipeline full, not draining);
-                                  // with worker_quota, over the whole epochs after the first
+                                  // with worker_quota, over the epochs after the first, each's steady window
   double wait_s = 0;              // the main loop blocked in next() waiting for a batch, in total
   double compute_s = 0;           // wall time of the steps (stretched by sharing), in total
   double receive_s = 0;           // wall time receiving batches, in total
