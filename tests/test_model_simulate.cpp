@@ -122,6 +122,15 @@ TEST_CASE("A parallel step whose threads must share the cores progresses as one 
   alone.compute_threads = 2;
   alone.compute_parallel = true;
   CHECK(SimulateLoader(alone).steady_step_s == Approx(0.035).epsilon(1e-3));
+  // Beside 0.1 busy threads of other processes: one thread more a tenth of the
+  // time, when the step advances as one thread at 2/3 of a core, and on both
+  // cores the rest: 0.9 x 2 + 0.1 x 2/3 = 1.867 cores, 10 ms of work in
+  // 5.36 ms. Held up throughout it would take 10.5 ms.
+  alone.background_threads = 0.1;
+  CHECK(SimulateLoader(alone).steady_step_s == Approx(0.030 + 0.010 / (0.9 * 2 + 0.1 * 2.0 / 3)).epsilon(2e-3));
+  // A whole busy thread: held up throughout, a third of the cores each, 15 ms.
+  alone.background_threads = 1;
+  CHECK(SimulateLoader(alone).steady_step_s == Approx(0.030 / (2.0 / 2.0) + 0.010 / (2.0 / 3)).epsilon(2e-3));
 }
 
 TEST_CASE("Worker start-up delays the first batch once") {
