@@ -502,11 +502,11 @@ std::string Us(double ns) { return fmt::format("{:.1f} us", ns * 1e-3); }
 // Loaders iterated with this one whose next() takes 5% of its steady state or
 // more: "loader 'slow''s next() takes 64% of the step ...", else empty. Their
 // waits sit in this loader's compute line; the fix is in their own accounts.
-std::string ZippedAdvice(const LoaderAnalysis& l, const Account& a) {
+std::string ZippedAdvice(const LoaderAnalysis& l) {
   std::string out;
   for (const auto& z : l.zipped_loaders) {
-    const double share = a.wall_s > 0 ? ZippedSeconds(l, z, false) / a.wall_s : 0;
-    if (share < 0.05) continue;
+    const double share = ZippedShare(l, z);
+    if (share < kZippedNamedShare) continue;
     out += fmt::format("{}loader '{}''s next() takes {:.0f}% of the step (iterated with this one, inside its compute "
                        "line): that loader's account says what it waits for",
                        out.empty() ? "" : "; ", z.name, share * 100);
@@ -915,7 +915,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
     case Cause::kCompute: {
       std::string advice = fmt::format("compute ({}): the input pipeline keeps up; ", share);
       const std::string stages = MainStagesAdvice(l, a);
-      const std::string zipped = ZippedAdvice(l, a);
+      const std::string zipped = ZippedAdvice(l);
       advice += !zipped.empty() ? zipped + (stages.empty() ? "" : "; " + stages)
                 : stages.empty() ? "speed up the model step itself"
                                  : stages;
@@ -1128,7 +1128,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
         loader.advice.push_back(std::move(advice));
     }
     if (loader.bottleneck != Cause::kCompute)
-      if (std::string zipped = ZippedAdvice(loader, a); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
+      if (std::string zipped = ZippedAdvice(loader); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
     if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
     // Not where the workers lack CPU: moving work to them would add to it.

@@ -392,6 +392,11 @@ struct LoaderAnalysis {
 inline double ZippedSeconds(const LoaderAnalysis& l, const ZippedLoader& z, bool whole_run) {
   return whole_run || l.steady_fallback ? z.seconds : z.steady_seconds;
 }
+// Their share of the steady state: the headline and the advice name them from 5%.
+inline double ZippedShare(const LoaderAnalysis& l, const ZippedLoader& z) {
+  return l.account_steady.wall_s > 0 ? ZippedSeconds(l, z, false) / l.account_steady.wall_s : 0;
+}
+inline constexpr double kZippedNamedShare = 0.05;
 
 struct SystemStats {
   bool available = false;          // the sampler recorded at least two ticks

@@ -235,8 +235,8 @@ std::string VerdictLine(const LoaderAnalysis& l) {
   // data, inside its compute line; the stall above is its own.
   std::string zipped;
   for (const auto& z : l.zipped_loaders)
-    if (const double wall = l.account_steady.wall_s; wall > 0 && ZippedSeconds(l, z, false) >= 0.05 * wall)
-      zipped += fmt::format("; and {} for loader '{}' (zipped)", Pct(ZippedSeconds(l, z, false) / wall), z.name);
+    if (const double share = ZippedShare(l, z); share >= kZippedNamedShare)
+      zipped += fmt::format("; and {} for loader '{}' (zipped)", Pct(share), z.name);
   return fmt::format("{}: {}: {} of step time waiting for data{}{}; bottleneck: {}{}", l.config.name, ToString(l.verdict),
                      Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck), whole_run);
 }
