@@ -930,3 +930,67 @@ TEST_CASE("The profile takes the start-up inside __iter__ as workers started one
   CHECK(p.startup_later_s == Approx(0.820));
   CHECK(p.startup_serial_share == Approx(0.800 / 0.820));
 }
+
+TEST_CASE("A loader iterated on a prefetch thread that waits for the training loop is not input-bound") {
+  // Set costs: a thread (tid 101) other than the main one iterates the
+  // loader: each next() is 32 ms of CPU, then the thread hands the batch on
+  // for `handout` (handout_cpu of it on CPU, the rest waiting for the loop).
+  const auto run = [](uint64_t handout, uint64_t handout_cpu) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", 0);
+    const uint32_t prefetch = b.Thread(100, 101);
+    uint64_t t = 1000 * kMs;
+    b.Instant(prefetch, names::kEpoch, t, 1, 0);
+    for (uint32_t i = 0; i < 20; ++i) {
+      b.Span(prefetch, names::kWait, t, 32 * kMs, 1, i, static_cast<int64_t>(32 * kMs), 0);
+      b.Span(prefetch, names::kHandout, t + 32 * kMs, handout, 1, i, static_cast<int64_t>(handout_cpu), 0);
+      t += 32 * kMs + handout;
+    }
+    b.Instant(prefetch, names::kEpochEnd, t, 1, 20);
+    return b.trace;
+  };
+  const auto tid_in_profile = [](const Trace& trace) {
+    auto profiles = MeasureProfiles(trace, {});
+    REQUIRE(profiles.ok());
+    REQUIRE(profiles->size() == 1);
+    return profiles->front().prefetch_thread_tid;
+  };
+  // The loop's step is 50 ms: the thread waits 17.9 of every 50 ms for it.
+  const Trace slow_loop = run(18 * kMs, 100 * kUs);
+  const auto held_result = Analyze(slow_loop, {});
+  const LoaderAnalysis& held = OnlyLoader(held_result);
+  CHECK(held.prefetch_thread.present);
+  CHECK(held.prefetch_thread.tid == 101);
+  CHECK(held.prefetch_thread.handouts == 20);
+  CHECK(held.prefetch_thread.blocked_s == Approx(20 * 0.0179));
+  CHECK(held.prefetch_thread.steady_blocked_share == Approx(0.0179 / 0.050));
+  CHECK(held.prefetch_thread.LoopBound());
+  CHECK(held.stall_fraction == Approx(0.032 / 0.050).epsilon(0.01));  // the thread's own wait
+  CHECK(held.verdict == Verdict::kNotInputBound);
+  CHECK(held.bottleneck == Cause::kCompute);
+  REQUIRE(held.advice.size() == 1);
+  CHECK_THAT(held.advice[0], Catch::Contains("the training loop sets the pace"));
+  CHECK_THAT(held.account_all.Line(Cause::kCompute).evidence,
+             Catch::Contains("off CPU 17.9 ms per batch (waiting for the training loop to take it) and on CPU 0.1 ms"));
+  // whatif cannot see the loop's step: it names the thread instead of predicting.
+  CHECK(tid_in_profile(slow_loop) == 101);
+
+  // The loop's step is shorter than a batch: the thread never waits for it.
+  const auto data_bound_result = Analyze(run(100 * kUs, 100 * kUs), {});
+  const LoaderAnalysis& data_bound = OnlyLoader(data_bound_result);
+  CHECK(data_bound.prefetch_thread.HandsOn());
+  CHECK_FALSE(data_bound.prefetch_thread.LoopBound());
+  CHECK(data_bound.verdict == Verdict::kHighlyInputBound);
+
+  // 10 ms of CPU between next() calls: the training loop runs on that thread
+  // (as Ray Train runs it), no prefetch thread; its steps are the loop's.
+  const Trace own_thread = run(10 * kMs, 10 * kMs);
+  const auto loop_result = Analyze(own_thread, {});
+  const LoaderAnalysis& loop = OnlyLoader(loop_result);
+  CHECK(loop.prefetch_thread.present);
+  CHECK_FALSE(loop.prefetch_thread.HandsOn());
+  CHECK(tid_in_profile(own_thread) == 0);
+  CHECK_THAT(loop.account_all.Line(Cause::kCompute).evidence,
+             Catch::Contains("main loop between next() calls (on thread tid 101, not the process's main thread)"));
+}

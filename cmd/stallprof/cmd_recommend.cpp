@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "analysis/profile.h"
 #include "cli.h"
@@ -56,11 +57,20 @@ int RunRecommend(const RecommendFlags& f) {
   report::RecommendReport out;
   out.trace = f.trace;
   out.options = options;
+  // A loader the model cannot predict (a prefetch thread's) is named beside
+  // the others' plans; with none planned, its error is the answer.
+  std::optional<Error> first_error;
   for (auto& p : run->loaders) {
     auto r = model::Recommend(p, options);
-    if (!r.ok()) return ReportError(r.error());
-    out.loaders.push_back({std::move(p), std::move(*r)});
+    if (r.ok()) {
+      out.loaders.push_back({std::move(p), std::move(*r)});
+      continue;
+    }
+    if (r.error().kind != ErrorKind::kUnsupported || run->loaders.size() == 1) return ReportError(r.error());
+    if (!first_error) first_error = r.error();
+    out.not_planned.emplace_back(p.name, r.error().message);
   }
+  if (out.loaders.empty()) return ReportError(*first_error);
   fmt::print("{}", f.output == Output::kJson ? report::RecommendJson(out) : report::RecommendText(out));
   return 0;
 }

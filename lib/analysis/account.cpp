@@ -514,6 +514,24 @@ std::string ZippedAdvice(const LoaderAnalysis& l) {
   return out;
 }
 
+// The compute line of a loader iterated on a prefetch thread: its hand-offs,
+// split into waiting for the training loop (off CPU) and its own work.
+std::string PrefetchComputeEvidence(const PrefetchThread& p, double ns_per_batch, uint64_t batches) {
+  const double handouts = std::max<uint64_t>(1, p.handouts);
+  return fmt::format("the prefetch thread (tid {}, not the main thread: the training loop takes the batches from it) "
+                     "between its next() calls, {} per batch x {} batches: handing the batch on, off CPU {} per "
+                     "batch (waiting for the training loop to take it) and on CPU {}",
+                     p.tid, Ms(ns_per_batch), batches, Ms(p.blocked_s * 1e9 / handouts), Ms(p.cpu_s * 1e9 / handouts));
+}
+
+// A prefetch thread held up by the training loop: the loop sets the pace.
+std::string PrefetchLoopBoundAdvice(const LoaderAnalysis& l) {
+  return fmt::format("compute: the training loop sets the pace: the prefetch thread that iterates this loader waited "
+                     "{:.0f}% of the steady state for the loop to take its batches, so more workers or a faster "
+                     "pipeline would not speed training up; speed up the training step itself",
+                     l.prefetch_thread.steady_blocked_share * 100);
+}
+
 Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const LoaderAnalysis& loader, bool whole_run,
                double persistent_saving_s, double miss_cpu_s_per_batch, uint32_t cores) {
   Account a;
@@ -534,7 +552,13 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
     const double ns_per_batch = l.ns[k] * per_batch;
     switch (line.cause) {
       case Cause::kCompute:
-        line.evidence = fmt::format("main loop between next() calls, {} per batch x {} batches", Ms(ns_per_batch), l.batches);
+        line.evidence = loader.prefetch_thread.HandsOn()
+                            ? PrefetchComputeEvidence(loader.prefetch_thread, ns_per_batch, l.batches)
+                            : fmt::format("main loop between next() calls{}, {} per batch x {} batches",
+                                          loader.prefetch_thread.present
+                                              ? fmt::format(" (on thread tid {}, not the process's main thread)", loader.prefetch_thread.tid)
+                                              : "",
+                                          Ms(ns_per_batch), l.batches);
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)
@@ -1096,6 +1120,10 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   loader.stall_fraction = StallOf(a);
   loader.stall_fraction_all = StallOf(loader.account_all);
   loader.verdict = Classify(loader.stall_fraction);
+  // A prefetch thread's steps are not the training loop's: the loop waited
+  // for data only where the thread did not wait for the loop.
+  const bool loop_bound = loader.prefetch_thread.LoopBound();
+  if (loop_bound) loader.verdict = Verdict::kNotInputBound;
 
   // The bottleneck: the largest pipeline cause when input-bound.
   loader.bottleneck = Cause::kCompute;
@@ -1110,7 +1138,11 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   // Advice: the bottleneck first, then every other cause worth 5% of the wall
   // time (stallprof's own cost from 1%: it changes how to read the figures).
   loader.advice.clear();
-  if (a.available) {
+  if (a.available && loop_bound) {
+    // The pipeline's lines are the prefetch thread's, which the loop does not wait for.
+    loader.advice.push_back(PrefetchLoopBoundAdvice(loader));
+    if (a.Line(Cause::kStallprof).share >= 0.01) loader.advice.push_back(AdviceFor(Cause::kStallprof, loader, a, cores));
+  } else if (a.available) {
     loader.advice.push_back(AdviceFor(loader.bottleneck, loader, a, cores));
     for (size_t k = 0; k < kN; ++k) {
       const Cause cause = static_cast<Cause>(k);

@@ -47,6 +47,8 @@ struct LoaderSpans {
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
   SpanIndices shutdowns;   // dataloader.shutdown spans: workers shut down, in or out of an epoch_end
   SpanIndices fetches;
+  SpanIndices handouts;    // dataloader.handout spans: iterated off the main thread
+  uint32_t off_main_thread = 0;  // a trace thread id that called next() off its process's main thread + 1, 0 none
 };
 
 // The hook's measurement spans of one thread (names::kReadStorage,
@@ -452,6 +454,43 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   loader.main_step_cpu_s = std::max(0.0, cpu);
   loader.main_step_delay_s = std::max(0.0, delay);
   loader.main_step_compute_s = compute;
+}
+
+// A loader iterated off its process's main thread: the thread, and what its
+// hand-offs (the time between its next() calls) spent on CPU and waiting.
+void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sampled, LoaderAnalysis& loader) {
+  loader.prefetch_thread = {};
+  if (spans.off_main_thread == 0) return;
+  auto& p = loader.prefetch_thread;
+  const ThreadInfo& thread = trace.threads[spans.off_main_thread - 1];
+  p.present = true;
+  p.tid = thread.tid;
+  const SpanTable& s = trace.spans;
+  const CounterEstimator counters(s, spans.handouts, sampled);
+  double known_wall = 0;
+  for (uint32_t h : spans.handouts) {
+    p.handouts++;
+    p.handout_s += s.duration_ns[h] * kNs;
+    const SpanCounters c = counters.At(h);
+    if (!c.known) continue;
+    known_wall += s.duration_ns[h] * kNs;
+    p.cpu_s += c.cpu_ns * kNs;
+    p.delay_s += c.delay_ns * kNs;
+  }
+  if (known_wall <= 0) return;
+  const double blocked_ratio = std::clamp((known_wall - p.cpu_s - p.delay_s) / known_wall, 0.0, 1.0);
+  p.blocked_s = blocked_ratio * p.handout_s;
+  // Scaled to the spans without counters, so the figures add up to the wall time.
+  const double scale = p.handout_s / known_wall;
+  p.cpu_s *= scale;
+  p.delay_s *= scale;
+  double steady_compute = 0, steady_step = 0;
+  for (const Iteration& it : loader.iterations)
+    if ((it.steady || loader.steady_fallback) && !it.compute_unknown) {
+      steady_compute += it.compute_s;
+      steady_step += it.step_s;
+    }
+  p.steady_blocked_share = steady_step > 0 ? blocked_ratio * steady_compute / steady_step : 0;
 }
 
 // Defined with SortDoubles below.
@@ -1287,6 +1326,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
   const uint32_t system_cpu_name = NameId(trace, names::kSystemCpu);
   const uint32_t gil_probe_name = NameId(trace, names::kGilProbe);
+  const uint32_t handout_name = NameId(trace, names::kHandout);
   std::unordered_map<uint32_t, ThreadReads> reads_of_thread;
   SpanIndices gil_probes;
   const std::vector<bool> calibration = internal::CalibrationNames(trace);
@@ -1342,7 +1382,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     const uint32_t thread = s.thread[i];
     if (thread >= trace.threads.size()) continue;  // LoadTrace validates; stay safe on hand-built traces
     if (name == wait_name && kind == SpanKind::kSpan) {
-      loader_for(trace.threads[thread].pid, s.scope[i]).waits.push_back(static_cast<uint32_t>(i));
+      LoaderSpans& l = loader_for(trace.threads[thread].pid, s.scope[i]);
+      l.waits.push_back(static_cast<uint32_t>(i));
+      if (trace.threads[thread].tid != 0 && trace.threads[thread].tid != trace.threads[thread].pid) l.off_main_thread = thread + 1;
       placer.Wait(thread, s.scope[i], place);
       continue;
     }
@@ -1368,6 +1410,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
       auto& reads = reads_of_thread[thread];
       (name == read_storage_name ? reads.storage : name == read_calls_name ? reads.calls : reads.system)
           .push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (name == handout_name) {  // a prefetch thread's hand-off: its loader's compute, not a stage
+      loader_for(trace.threads[thread].pid, s.scope[i]).handouts.push_back(static_cast<uint32_t>(i));
       continue;
     }
     if (name == gil_probe_name) {  // a measurement of a fetch, not a stage
@@ -1486,6 +1532,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
     CountGilProbes(trace, gil_probes, l.fetches, loader);
+    MeasurePrefetchThread(trace, l, sampled, loader);
     FillStages(trace, accumulators, fetch_name, sampled, loader);
     if (!loader.config.batch_size_known) {
       // No batch_size config (e.g. a C client): samples per batch from getitem spans per fetch span.

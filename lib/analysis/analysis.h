@@ -286,6 +286,30 @@ struct ZippedLoader {
   double steady_seconds = 0;  // of them, inside this loader's steady-state steps
 };
 
+// A loader iterated by a thread other than its process's main thread: a
+// prefetch thread handing each batch on to the training loop (DataLoaderX,
+// prefetch_generator's BackgroundGenerator; HandsOn), or the training loop on
+// a thread of its own. The loader's steps are that
+// thread's, and its compute line is the hand-off; where the thread waited,
+// off CPU, the training loop had not taken the batch before: the loop, not
+// the data, set the pace then. The loop's own waits are not recorded.
+struct PrefetchThread {
+  bool present = false;
+  uint32_t tid = 0;
+  uint64_t handouts = 0;          // handout spans (names::kHandout)
+  double handout_s = 0;           // their wall time, whole run
+  double cpu_s = 0, delay_s = 0;  // their CPU and run-queue delay (measured or estimated by the budget)
+  double blocked_s = 0;           // the rest: off CPU, waiting for the training loop
+  // The blocked share of the steady compute line (its hand-offs), as a share
+  // of the steady wall time: from 5%, the training loop is the bottleneck.
+  double steady_blocked_share = 0;
+  // The thread hands its batches on: under 1 ms of CPU between its next()
+  // calls (a queue put: 0.03-0.1 ms). More is a training loop run on a thread
+  // of its own (Ray Train runs it so), whose steps are the training steps.
+  bool HandsOn() const { return present && handouts > 0 && cpu_s / static_cast<double>(handouts) < 1e-3; }
+  bool LoopBound() const { return HandsOn() && steady_blocked_share >= 0.05; }
+};
+
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
@@ -385,6 +409,7 @@ struct LoaderAnalysis {
   std::vector<StageStats> main_stages;
   std::vector<NestedLoader> nested_loaders;  // run inside this one's computes, left out of its times
   std::vector<ZippedLoader> zipped_loaders;  // waited on inside this one's computes, kept in them
+  PrefetchThread prefetch_thread;  // iterated off the main thread: present
   CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
 };
 

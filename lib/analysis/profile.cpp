@@ -26,6 +26,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   p.compute_s_per_batch = loader.compute_steady.mean;
+  if (loader.prefetch_thread.HandsOn()) p.prefetch_thread_tid = loader.prefetch_thread.tid;
   for (const auto& z : loader.zipped_loaders) {
     if (loader.compute_steady.count > 0) p.zipped_s_per_batch += ZippedSeconds(loader, z, false) / loader.compute_steady.count;
     p.zipped_with += (p.zipped_with.empty() ? "'" : ", '") + z.name + "'";

@@ -21,7 +21,7 @@ class DigestSink final : public SpanSink {
       const bool keep = v == names::kWait || v == names::kEpoch || v == names::kEpochEnd || v == names::kShutdown ||
                         v == names::kFetch ||
                         v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
-                        v == names::kSystemCpu || v == names::kGilProbe;
+                        v == names::kSystemCpu || v == names::kGilProbe || v == names::kHandout;
       // The hook timing itself: neither kept nor folded.
       const bool calibration = v.rfind(names::kCalibrationPrefix, 0) == 0;
       actions.push_back(keep          ? SpanAction::kHand

@@ -39,6 +39,12 @@ Status Validate(const LoaderProfile& p, const Scenario& s) {
   if (!(p.batch_size > 0)) return UnsupportedError(loader + " has no batch size; record it with the Python hook");
   if (p.batches == 0)
     return UnsupportedError(loader + " has no steady-state batches; record more iterations than --warmup per epoch");
+  if (p.prefetch_thread_tid != 0)
+    return UnsupportedError(fmt::format(
+        "{} is iterated on a prefetch thread (tid {}), not in the training loop: its steps are that thread's "
+        "hand-offs, and the training step itself is not measured, so it cannot be predicted; analyze says whether "
+        "the loop or the data sets the pace (iterate the loader in the training loop to predict it)",
+        loader, p.prefetch_thread_tid));
   for (double v : {p.compute_s_per_batch, p.cpu_s_per_batch, p.delay_s_per_batch, p.io_s_per_batch})
     if (!(v >= 0) || std::isinf(v)) return InputError(loader + " has a negative or non-finite time per batch");
   if (p.workers > 0 && p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch <= 0)

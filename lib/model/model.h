@@ -96,6 +96,10 @@ struct LoaderProfile {
   // compute: held as profiled (a scenario changes this loader alone).
   double zipped_s_per_batch = 0;
   std::string zipped_with;  // their names, "'slow'" or "'a', 'b'"
+  // Iterated on a prefetch thread, not the training loop's (tid, 0 = the main
+  // thread): its steps are that thread's hand-offs and the training step is
+  // not measured, so nothing about it can be predicted (PrefetchThreadError).
+  uint32_t prefetch_thread_tid = 0;
   double measured_wait_s_per_batch = 0;  // mean(wait), steady state
   double profiled_cores = 0;             // usable cores of the profiled machine (decides when the
                                          // measured run-queue delay applies as is); a rank's share

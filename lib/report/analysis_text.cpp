@@ -237,6 +237,19 @@ std::string VerdictLine(const LoaderAnalysis& l) {
   for (const auto& z : l.zipped_loaders)
     if (const double share = ZippedShare(l, z); share >= kZippedNamedShare)
       zipped += fmt::format("; and {} for loader '{}' (zipped)", Pct(share), z.name);
+  // Iterated on a prefetch thread: the steps are that thread's, and the
+  // training loop's own wait is at most the thread's.
+  const auto& prefetch = l.prefetch_thread;
+  if (prefetch.LoopBound())
+    return fmt::format("{}: {}: iterated on a prefetch thread (tid {}) that waited {} of the time for the training loop "
+                       "to take its batches: the loop sets the pace; the thread's own wait for data {}{}; bottleneck: {}{}",
+                       l.config.name, ToString(l.verdict), prefetch.tid, Pct(prefetch.steady_blocked_share),
+                       Pct(l.stall_fraction), split, ToString(l.bottleneck), whole_run);
+  if (prefetch.HandsOn())
+    return fmt::format("{}: {}: up to {} of step time waiting for data{} (iterated on a prefetch thread (tid {}) the "
+                       "training loop never held up: the loop waits at most what the thread waits){}; bottleneck: {}{}",
+                       l.config.name, ToString(l.verdict), Pct(l.stall_fraction), split, prefetch.tid, zipped,
+                       ToString(l.bottleneck), whole_run);
   return fmt::format("{}: {}: {} of step time waiting for data{}{}; bottleneck: {}{}", l.config.name, ToString(l.verdict),
                      Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck), whole_run);
 }

@@ -68,6 +68,8 @@ struct RecommendReport {
   std::string trace;                        // the trace path as given
   model::RecommendOptions options;          // the cores and memory planned for
   std::vector<RecommendedLoader> loaders;
+  // Loaders the plan could not cover (e.g. iterated on a prefetch thread): name, why.
+  std::vector<std::pair<std::string, std::string>> not_planned;
 };
 
 // The paste-ready line: "DataLoader(..., num_workers=4, prefetch_factor=2, ...)".

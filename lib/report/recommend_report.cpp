@@ -157,6 +157,7 @@ std::string RecommendText(const RecommendReport& report) {
     if (i) out += "\n";
     out += RecommendLoaderText(report.loaders[i], report.options, report.trace);
   }
+  for (const auto& [loader, why] : report.not_planned) out += fmt::format("\nnot planned: {}\n", TerminalSafe(why));
   return out;
 }
 
@@ -219,6 +220,9 @@ std::string RecommendJson(const RecommendReport& report) {
     w.EndArray();
     w.EndObject();
   }
+  w.EndArray();
+  w.Key("not_planned").BeginArray();
+  for (const auto& [loader, why] : report.not_planned) w.BeginObject().Field("loader", loader).Field("reason", why).EndObject();
   w.EndArray();
   w.EndObject();
   out += '\n';

@@ -45,6 +45,12 @@ inline constexpr const char* kWorkerStart = "dataloader.worker_start";  // worke
 // scope = that fetch's loader, arg = the interpreter's switch interval in ns.
 // Whether the fetch held it (analysis PrefetchStats::gil_probes_held).
 inline constexpr const char* kGilProbe = "dataloader.gil_probe";
+// A thread other than its process's main thread iterating a loader (a
+// prefetch thread: DataLoaderX, prefetch_generator's BackgroundGenerator),
+// span: from its next() returning a batch to its next call, handing the batch
+// on (a queue the training loop takes from); has cpu/delay (budgeted); arg =
+// the batch index returned. Off CPU there: waiting for the training loop.
+inline constexpr const char* kHandout = "dataloader.handout";
 // Spans the hook records while timing its own cost at start, named with this
 // prefix: analysis ignores them (they are neither loaders nor stages).
 inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";

@@ -483,8 +483,19 @@ typedef struct {
   vectorcallfunc vectorcall;
   PyObject* original; /* the __next__ it wraps */
   uint32_t wait_id, epoch_end_id;
+  uint32_t handout_id; /* 0: no handout spans */
   int counters; /* Span's cpu argument: 0, COUNTERS_SAMPLED, COUNTERS_ALWAYS */
 } NextWrapperObject;
+
+/* The thread that imported the extension (the hook does, at start-up: the
+ * process's main thread). */
+static unsigned long g_main_thread;
+/* A thread other than the main one iterating a loader (a prefetch thread that
+ * hands batches to the training loop through a queue): its handout span, from
+ * a next() returning a batch to its next call, open in between. */
+static _Thread_local stallprof_span t_handout;
+static _Thread_local int t_handout_open;
+static _Thread_local uint64_t t_handout_index;
 
 /* __next__(iterator): a wait span with the batch index as arg; when the call
  * raises StopIteration an epoch_end span from the call instead (worker
@@ -500,6 +511,10 @@ static PyObject* NextWrapper_vectorcall(PyObject* callable, PyObject* const* arg
   const int cpu = w->counters == COUNTERS_SAMPLED && (index & (index - 1)) == 0 ? COUNTERS_ALWAYS : w->counters;
   const uint32_t flags =
       cpu == COUNTERS_ALWAYS ? STALLPROF_SPAN_CPU_ALWAYS : cpu ? STALLPROF_SPAN_CPU : STALLPROF_SPAN_WALL;
+  if (t_handout_open) {
+    stallprof_span_end(&t_handout, t_handout_index);
+    t_handout_open = 0;
+  }
   const int64_t outer_index = t_batch_index;
   t_batch_index = (int64_t)(index & INT64_MAX);
   const uint64_t called = stallprof_now_ns();
@@ -513,21 +528,28 @@ static PyObject* NextWrapper_vectorcall(PyObject* callable, PyObject* const* arg
     return NULL;
   }
   stallprof_span_end(&span, index);
+  if (w->handout_id != 0 && result != NULL && PyThread_get_thread_ident() != g_main_thread) {
+    stallprof_span_begin(&t_handout, w->handout_id, scope, w->counters ? STALLPROF_SPAN_CPU : STALLPROF_SPAN_WALL);
+    t_handout_index = index;
+    t_handout_open = 1;
+  }
   return result;
 }
 
-/* NextWrapper(original, wait_id, epoch_end_id, counters) */
+/* NextWrapper(original, wait_id, epoch_end_id, counters, handout_id=0) */
 static PyObject* NextWrapper_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* original;
   PyObject *wait, *epoch_end;
   int counters;
   if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
-    PyErr_SetString(PyExc_TypeError, "NextWrapper(original, wait, epoch_end, counters)");
+    PyErr_SetString(PyExc_TypeError, "NextWrapper(original, wait, epoch_end, counters, handout=0)");
     return NULL;
   }
-  if (!PyArg_ParseTuple(args, "OOOi:NextWrapper", &original, &wait, &epoch_end, &counters)) return NULL;
-  uint32_t wait_id, epoch_end_id;
+  PyObject* handout = NULL;
+  if (!PyArg_ParseTuple(args, "OOOi|O:NextWrapper", &original, &wait, &epoch_end, &counters, &handout)) return NULL;
+  uint32_t wait_id, epoch_end_id, handout_id = 0;
   if (!name_id(wait, &wait_id) || !name_id(epoch_end, &epoch_end_id)) return NULL;
+  if (handout != NULL && !name_id(handout, &handout_id)) return NULL;
   NextWrapperObject* self = (NextWrapperObject*)type->tp_alloc(type, 0);
   if (self == NULL) return NULL;
   self->vectorcall = NextWrapper_vectorcall;
@@ -535,6 +557,7 @@ static PyObject* NextWrapper_new(PyTypeObject* type, PyObject* args, PyObject* k
   self->original = original;
   self->wait_id = wait_id;
   self->epoch_end_id = epoch_end_id;
+  self->handout_id = handout_id;
   self->counters = counters;
   return (PyObject*)self;
 }
@@ -575,7 +598,7 @@ static PyTypeObject NextWrapperType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stallprof._stallprof.NextWrapper",
     .tp_basicsize = sizeof(NextWrapperObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "NextWrapper(original, wait, epoch_end, counters): a DataLoader iterator's __next__ with its wait span.",
+    .tp_doc = "NextWrapper(original, wait, epoch_end, counters, handout=0): a DataLoader iterator's __next__ with its wait span (and, off the main thread, a handout span until the next call).",
     .tp_new = NextWrapper_new,
     .tp_dealloc = (destructor)NextWrapper_dealloc,
     .tp_traverse = (traverseproc)NextWrapper_traverse,
@@ -1100,6 +1123,7 @@ PyMODINIT_FUNC PyInit__stallprof(void) {
                            &g_str_drop_last, &g_str_count};
   for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
     if ((*interned[i] = PyUnicode_InternFromString(attrs[i])) == NULL) return NULL;
+  g_main_thread = PyThread_get_thread_ident();
   PyObject* m = PyModule_Create(&module_def);
   if (m == NULL) return NULL;
   g_name_cache = PyDict_New();

@@ -87,6 +87,7 @@ READ_STORAGE = "dataloader.read_storage"
 READ_CALLS = "dataloader.read_calls"
 SYSTEM_CPU = "dataloader.system_cpu"
 GIL_PROBE = "dataloader.gil_probe"
+HANDOUT = "dataloader.handout"
 CALIBRATION = "stallprof.calibration."
 # Repetitions per event kind when the hook times itself at start.
 _CALIBRATION_REPS = 200
@@ -669,7 +670,8 @@ def _patch():
     # _python_fetch).
     make_next = getattr(ext, "NextWrapper", _python_next)
     make_fetch = getattr(ext, "Fetch", _python_fetch)
-    dl._BaseDataLoaderIter.__next__ = make_next(dl._BaseDataLoaderIter.__next__, wait_id, epoch_end_id, SAMPLED)
+    dl._BaseDataLoaderIter.__next__ = make_next(dl._BaseDataLoaderIter.__next__, wait_id, epoch_end_id, SAMPLED,
+                                                ext.name(HANDOUT))
     fetch_names = (fetch_id, getitem_id, collate_id, read_storage_id, read_calls_id, system_cpu_id)
     original_map_fetch = fetch_mod._MapDatasetFetcher.fetch
     fetch_mod._MapDatasetFetcher.fetch = make_fetch(False, fetch_names)
@@ -719,17 +721,25 @@ def _patch():
 # What the extension's NextWrapper and Fetch do in C (lib/client/python/_stallprof.c),
 # for a process that reaches the ring through ctypes.
 
-def _python_next(original_next, wait_id, epoch_end_id, counters):
+def _python_next(original_next, wait_id, epoch_end_id, counters, handout_id=0):
     """A DataLoader iterator's __next__ with its wait span (arg: the batch
     index; with CPU within the thread's counter budget, always on batches 0, 1,
     2, 4, ...). The next() that raises StopIteration records an epoch_end span
     from the call instead (worker shutdown); another exception ends the wait
-    span and propagates."""
+    span and propagates. Off the main thread (a prefetch thread handing
+    batches on), a handout span runs from a batch returned to the next call."""
+    import threading
     ext = _ext
     Span, now, span_since = ext.Span, ext.now, ext.span_since
     SAMPLED, ALWAYS = ext.COUNTERS_SAMPLED, ext.COUNTERS_ALWAYS
+    main_ident = threading.main_thread().ident
+    handouts = threading.local()
 
     def __next__(self):
+        open_handout = getattr(handouts, "span", None)
+        if open_handout is not None:
+            open_handout[0].end(open_handout[1])
+            handouts.span = None
         # With CPU: the main thread's own work in next() (num_workers=0
         # fetches, unpickling batches from workers) tells it apart from waiting.
         index = getattr(self, "_num_yielded", 0)
@@ -746,6 +756,10 @@ def _python_next(original_next, wait_id, epoch_end_id, counters):
             span.end(index)
             raise
         span.end(index)
+        if handout_id and threading.get_ident() != main_ident:
+            handout = Span(handout_id, scope, counters)
+            handout.begin()
+            handouts.span = (handout, index)
         return data
     return __next__
 
