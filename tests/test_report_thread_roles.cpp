@@ -59,3 +59,11 @@ TEST_CASE("A main thread that fetches its own batches (num_workers=0) is the mai
   b.Span(main, names::kWait, 0, 20, 4);
   CHECK(LabelsOf(b.trace)[main] == "main (loader 4)");
 }
+
+TEST_CASE("A thread other than the main one that iterates a loader is named by its tid, not main") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t prefetch = b.Thread(100, 107);
+  b.Span(prefetch, names::kWait, 0, 20, 4);
+  CHECK(LabelsOf(b.trace)[prefetch] == "thread 107 iterating (loader 4)");
+}
