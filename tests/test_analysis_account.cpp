@@ -993,4 +993,28 @@ TEST_CASE("A loader iterated on a prefetch thread that waits for the training lo
   CHECK(tid_in_profile(own_thread) == 0);
   CHECK_THAT(loop.account_all.Line(Cause::kCompute).evidence,
              Catch::Contains("main loop between next() calls (on thread tid 101, not the process's main thread)"));
+
+  // A DataLoaderX built anew each epoch (two objects named alike): one loader
+  // whose hand-offs are both objects'.
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t prefetch = b.Thread(100, 101);
+  uint64_t t = 1000 * kMs;
+  for (uint16_t scope : {1, 2}) {
+    b.Config(100, scope, "name", "train");
+    b.Config(100, scope, "num_workers", 0);
+    b.Instant(prefetch, names::kEpoch, t, scope, 0);
+    for (uint32_t i = 0; i < 10; ++i) {
+      b.Span(prefetch, names::kWait, t, 32 * kMs, scope, i, static_cast<int64_t>(32 * kMs), 0);
+      b.Span(prefetch, names::kHandout, t + 32 * kMs, 18 * kMs, scope, i, static_cast<int64_t>(100 * kUs), 0);
+      t += 50 * kMs;
+    }
+    b.Instant(prefetch, names::kEpochEnd, t, scope, 10);
+    t += kMs;
+  }
+  const auto rebuilt_result = Analyze(b.trace, {});
+  const LoaderAnalysis& rebuilt = OnlyLoader(rebuilt_result);
+  CHECK(rebuilt.scopes.size() == 2);
+  CHECK(rebuilt.prefetch_thread.handouts == 20);
+  CHECK(rebuilt.prefetch_thread.LoopBound());
 }

@@ -199,8 +199,10 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
       LoaderSpans& target = loaders[into];
       LoaderSpans& source = loaders[from];
       for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
-                           std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns}})
+                           std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns},
+                           std::pair{&target.handouts, &source.handouts}})
         to->insert(to->end(), v->begin(), v->end());
+      if (target.off_main_thread == 0) target.off_main_thread = source.off_main_thread;
       target.scopes.push_back(source.scope);
       ends[into] = std::max(ends[into], ends[from]);
       merged[from] = true;
