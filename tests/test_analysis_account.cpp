@@ -984,7 +984,7 @@ TEST_CASE("A loader iterated on a prefetch thread that waits for the training lo
   CHECK(data_bound.verdict == Verdict::kHighlyInputBound);
 
   // 10 ms of CPU between next() calls: the training loop runs on that thread
-  // (as Ray Train runs it), no prefetch thread; its steps are the loop's.
+  // (as a framework may run it), no prefetch thread; its steps are the loop's.
   const Trace own_thread = run(10 * kMs, 10 * kMs);
   const auto loop_result = Analyze(own_thread, {});
   const LoaderAnalysis& loop = OnlyLoader(loop_result);

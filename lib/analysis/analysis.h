@@ -305,7 +305,7 @@ struct PrefetchThread {
   double steady_blocked_share = 0;
   // The thread hands its batches on: under 1 ms of CPU between its next()
   // calls (a queue put: 0.03-0.1 ms). More is a training loop run on a thread
-  // of its own (Ray Train runs it so), whose steps are the training steps.
+  // of its own (a framework may run it so), whose steps are the training steps.
   bool HandsOn() const { return present && handouts > 0 && cpu_s / static_cast<double>(handouts) < 1e-3; }
   bool LoopBound() const { return HandsOn() && steady_blocked_share >= 0.05; }
 };

@@ -11,7 +11,7 @@
 #   +176% for 2 workers where the job ran 312 samples/s against 315).
 # - step 5 ms: the data sets the pace; the thread never waits for the loop.
 # whatif and recommend cannot see the step: they refuse, naming the thread.
-# A training loop run on a thread of its own (as Ray Train runs it), with a
+# A training loop run on a thread of its own (as a framework may run it), with a
 # step of 10 ms of CPU, is no prefetch thread: its steps are the training
 # steps, and whatif predicts it.
 source "$(dirname "$0")/lib.sh"
