@@ -963,7 +963,7 @@ TEST_CASE("A loader iterated on a prefetch thread that waits for the training lo
   CHECK(held.prefetch_thread.present);
   CHECK(held.prefetch_thread.tid == 101);
   CHECK(held.prefetch_thread.handouts == 20);
-  CHECK(held.prefetch_thread.blocked_s == Approx(20 * 0.0179));
+  CHECK(held.prefetch_thread.BlockedS() == Approx(20 * 0.0179));
   CHECK(held.prefetch_thread.steady_blocked_share == Approx(0.0179 / 0.050));
   CHECK(held.prefetch_thread.LoopBound());
   CHECK(held.stall_fraction == Approx(0.032 / 0.050).epsilon(0.01));  // the thread's own wait

@@ -521,7 +521,7 @@ std::string PrefetchComputeEvidence(const PrefetchThread& p, double ns_per_batch
   return fmt::format("the prefetch thread (tid {}, not the main thread: the training loop takes the batches from it) "
                      "between its next() calls, {} per batch x {} batches: handing the batch on, off CPU {} per "
                      "batch (waiting for the training loop to take it) and on CPU {}",
-                     p.tid, Ms(ns_per_batch), batches, Ms(p.blocked_s * 1e9 / handouts), Ms(p.cpu_s * 1e9 / handouts));
+                     p.tid, Ms(ns_per_batch), batches, Ms(p.BlockedS() * 1e9 / handouts), Ms(p.cpu_s * 1e9 / handouts));
 }
 
 // A prefetch thread held up by the training loop: the loop sets the pace.

@@ -481,7 +481,6 @@ void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sa
   }
   if (known_wall <= 0) return;
   const double blocked_ratio = std::clamp((known_wall - p.cpu_s - p.delay_s) / known_wall, 0.0, 1.0);
-  p.blocked_s = blocked_ratio * p.handout_s;
   // Scaled to the spans without counters, so the figures add up to the wall time.
   const double scale = p.handout_s / known_wall;
   p.cpu_s *= scale;
@@ -1386,7 +1385,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (name == wait_name && kind == SpanKind::kSpan) {
       LoaderSpans& l = loader_for(trace.threads[thread].pid, s.scope[i]);
       l.waits.push_back(static_cast<uint32_t>(i));
-      if (trace.threads[thread].tid != 0 && trace.threads[thread].tid != trace.threads[thread].pid) l.off_main_thread = thread + 1;
+      if (!trace.threads[thread].IsMain()) l.off_main_thread = thread + 1;
       placer.Wait(thread, s.scope[i], place);
       continue;
     }

@@ -299,7 +299,8 @@ struct PrefetchThread {
   uint64_t handouts = 0;          // handout spans (names::kHandout)
   double handout_s = 0;           // their wall time, whole run
   double cpu_s = 0, delay_s = 0;  // their CPU and run-queue delay (measured or estimated by the budget)
-  double blocked_s = 0;           // the rest: off CPU, waiting for the training loop
+  // The rest: off CPU, waiting for the training loop.
+  double BlockedS() const { return std::max(0.0, handout_s - cpu_s - delay_s); }
   // The blocked share of the steady compute line (its hand-offs), as a share
   // of the steady wall time: from 5%, the training loop is the bottleneck.
   double steady_blocked_share = 0;

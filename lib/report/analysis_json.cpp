@@ -186,7 +186,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (const auto& p = l.prefetch_thread; p.present) {
     w.BeginObject();
     w.Field("tid", p.tid).Field("handouts", p.handouts).Field("handout_s", p.handout_s).Field("cpu_s", p.cpu_s);
-    w.Field("delay_s", p.delay_s).Field("blocked_s", p.blocked_s).Field("steady_blocked_share", p.steady_blocked_share);
+    w.Field("delay_s", p.delay_s).Field("blocked_s", p.BlockedS()).Field("steady_blocked_share", p.steady_blocked_share);
     w.Field("hands_on", p.HandsOn()).Field("loop_bound", p.LoopBound());
     w.EndObject();
   } else {

@@ -77,8 +77,7 @@ std::vector<std::string> ThreadRoles::Labels(const Trace& trace) const {
       std::string loaders;
       for (uint16_t scope : s.waits) loaders += (loaders.empty() ? "" : ", ") + LoaderName(trace, info.pid, scope);
       // Off the process's main thread: a prefetch thread, or a loop on a thread of its own.
-      const bool main = info.tid == 0 || info.tid == info.pid;
-      label = fmt::format("{} ({} {})", main ? "main" : fmt::format("thread {} iterating", info.tid),
+      label = fmt::format("{} ({} {})", info.IsMain() ? "main" : fmt::format("thread {} iterating", info.tid),
                           s.waits.size() > 1 ? "loaders" : "loader", loaders);
     } else if (s.fetches || s.worker_id >= 0) {
       const std::string loader = LoaderName(trace, info.pid, s.fetch_scope);

@@ -124,6 +124,8 @@ struct ThreadInfo {
   std::string name;
   ClientKind client = ClientKind::kC;
   uint64_t dropped = 0;  // records lost in a full lane
+  // The process's main thread (tid = pid), or a thread of unknown tid.
+  bool IsMain() const { return tid == 0 || tid == pid; }
 };
 
 // All spans, instants and counters of the run, one column per field, in the
