@@ -61,6 +61,62 @@ TEST_CASE("A span the budget skipped gets its thread's measured CPU and delay pe
   CHECK(old.Sums().estimated == 0);
 }
 
+TEST_CASE("A span the budget skipped takes the CPU per wall second of its thread's sampled spans nearest in time") {
+  // A page cache that warms: 32 sampled cold fetches of 10 ms with 1 ms of
+  // CPU, then 64 warm ones of 1 ms with 0.9 ms of CPU, each followed by a
+  // skipped warm one. The run's ratio, 0.184, would give a skipped warm fetch
+  // 0.18 ms; its stratum's gives the warm fetches' own 0.9 ms.
+  TraceBuilder b;
+  const uint32_t t = b.Thread(1, 1);
+  uint64_t at = 0;
+  for (int i = 0; i < 32; ++i, at += 20 * kMs) b.Span(t, "f", at, 10 * kMs, 0, 0, 1 * kMs, 0);
+  std::vector<uint32_t> skipped;
+  for (int i = 0; i < 64; ++i, at += 4 * kMs) {
+    b.Span(t, "f", at, 1 * kMs, 0, 0, 900 * 1000, 0);
+    b.Span(t, "f", at + 2 * kMs, 1 * kMs);
+    skipped.push_back(static_cast<uint32_t>(b.trace.spans.size() - 1));
+  }
+  const CounterEstimator estimator(b.trace.spans, AllSpans(b.trace), true);
+  for (uint32_t i : skipped) CHECK(estimator.At(i).cpu_ns == 900 * 1000);
+  CHECK(estimator.Sums().estimated == 64);
+  CHECK(estimator.Sums().cpu_estimated_s == Approx(64 * 0.0009));
+  // Every skipped span is a warm one: the cold strata hold none of them.
+  CHECK(estimator.StratumOf(skipped.front()) != estimator.StratumOf(0));
+}
+
+TEST_CASE("Skipped fetches of a later, warm epoch are given no device reads from the first epoch's cold ones") {
+  // Batches 0-99 (a cold first epoch) read 1 MiB a fetch, all measured;
+  // batches 100-399 read nothing, and the budget measured every other one.
+  // The job read 100 MiB. The run's mean per sampled fetch (100 MiB / 250)
+  // would give the 150 skipped ones 60 MiB more; strata of 16 sampled fetches
+  // leak at most the one stratum that holds the change (11 skipped fetches
+  // given 4/16 MiB each here).
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 400;
+  spec.wait = 10 * kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t start = spec.start + i * 15 * kMs;
+    const bool measured = i < 100 || i % 2 == 0;
+    b.Span(w, names::kFetch, start, 10 * kMs, 1, i, measured ? 2 * static_cast<int64_t>(kMs) : -1, 0);
+    if (!measured) continue;
+    const uint64_t bytes = i < 100 ? 1 << 20 : 0;
+    b.Span(w, names::kReadStorage, start, 10 * kMs + 1000, 1, bytes);
+    b.Span(w, names::kReadCalls, start, 10 * kMs + 1000, 1, bytes);
+  }
+  ShareConfig(b, 201, 0.005);
+  auto result = Analyze(b.trace, AnalysisOptions{});
+  REQUIRE(result.ok());
+  const AccountLine& storage = result->loaders.at(0).account_all.Line(Cause::kStorage);
+  INFO(storage.evidence);
+  REQUIRE(storage.evidence.find(" MiB read from the device by ") != std::string::npos);
+  const double mib = std::stod(storage.evidence);
+  CHECK(mib >= 100);
+  CHECK(mib <= 103);
+}
+
 TEST_CASE("The 95% bound of the estimated CPU holds the true CPU in about 95% of samplings") {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> wall_ms(0.1, 0.5);

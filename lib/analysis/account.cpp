@@ -615,7 +615,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                           : "");
         if (fetches.estimated && m.with_reads) {
           line.estimated = true;
-          line.evidence += fmt::format("; estimated: bytes read on {} of {} fetches, the rest given their thread's mean",
+          line.evidence += fmt::format("; estimated: bytes read on {} of {} fetches, the rest given the mean of their thread's sampled fetches nearest in time",
                                        fetches.measured, fetches.spans);
         }
         break;

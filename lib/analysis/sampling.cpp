@@ -32,58 +32,96 @@ void CounterEstimator::Ratio::Add(double w, double c, double d) {
   delay_wall += d * w;
 }
 
+uint32_t CounterEstimator::ThreadStrata::StratumAt(uint64_t start_ns) const {
+  return static_cast<uint32_t>(std::upper_bound(from_ns.begin(), from_ns.end(), start_ns) - from_ns.begin());
+}
+
 CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled)
     : s_(spans), sampled_(sampled) {
-  // Unmeasured wall time and count per thread, for the error bounds.
-  std::unordered_map<uint32_t, std::pair<double, uint64_t>> skipped;
+  // Pass 1: each thread's sampled spans' starts, which cut it into strata.
+  uint32_t threads = 0;
+  for (uint32_t i : of_kind) threads = std::max(threads, s_.thread[i] + 1);
+  threads_.resize(threads);
+  {
+    std::vector<std::vector<uint64_t>> sampled_starts(threads);
+    for (uint32_t i : of_kind)
+      if (s_.has_cpu[i]) sampled_starts[s_.thread[i]].push_back(s_.start_ns[i]);
+    for (uint32_t t = 0; t < threads; ++t) {
+      auto& starts = sampled_starts[t];
+      if (!std::is_sorted(starts.begin(), starts.end())) std::sort(starts.begin(), starts.end());
+      const uint64_t strata = std::max<uint64_t>(1, starts.size() / kSampledPerStratum);
+      for (uint64_t j = 1; j < strata; ++j) threads_[t].from_ns.push_back(starts[j * kSampledPerStratum]);
+      threads_[t].ratio.resize(strata);
+    }
+  }
+  // Pass 2: the sampled spans' sums by stratum; the skipped spans' wall time
+  // and count by stratum, for the estimated totals and their bounds.
+  std::vector<std::vector<std::pair<double, uint64_t>>> skipped(threads);
   for (uint32_t i : of_kind) {
     sums_.spans++;
     const double wall = static_cast<double>(s_.duration_ns[i]);
+    auto& strata = threads_[s_.thread[i]];
+    const uint32_t j = strata.StratumAt(s_.start_ns[i]);
     if (s_.has_cpu[i]) {
       sums_.measured++;
       const double c = static_cast<double>(s_.cpu_ns[i]), d = static_cast<double>(s_.delay_ns[i]);
-      by_thread_[s_.thread[i]].Add(wall, c, d);
+      strata.ratio[j].Add(wall, c, d);
+      strata.whole.Add(wall, c, d);
       pooled_.Add(wall, c, d);
     } else {
       auto& k = skipped[s_.thread[i]];
-      k.first += wall;
-      k.second++;
+      if (k.empty()) k.resize(strata.ratio.size());
+      k[j].first += wall;
+      k[j].second++;
     }
   }
   if (!sampled_) return;
-  // Per thread: the estimated total r x W_u, and the variance of the
+  // Per stratum: the estimated total r x W_u, and the variance of the
   // prediction: each skipped span's residual (s_e^2 per span, s_e^2 the
   // residual variance of c_i - r w_i, scaled by its share of the mean wall)
   // plus the ratio's own uncertainty (W_u^2 s_e^2 / (n wbar^2)).
   double cpu_var = 0, delay_var = 0;
-  for (const auto& entry : skipped) {
-    // Not a structured binding: clang 14 (the fuzz job's) cannot capture one in the lambda below.
-    const uint32_t thread = entry.first;
-    const auto& k = entry.second;
-    const Ratio* r = RatioOf(thread);
-    if (!r) continue;
-    sums_.estimated += k.second;
-    const double rc = r->cpu / r->wall, rd = r->delay / r->wall;
-    sums_.cpu_estimated_s += rc * k.first * kNs;
-    sums_.delay_estimated_s += rd * k.first * kNs;
-    const double n = static_cast<double>(r->n);
-    const double wbar = r->wall / n;
-    auto variance = [&](double y2, double yw, double ratio) {
-      if (r->n < 2) return std::pow(ratio * k.first, 2) / (kZ95 * kZ95);  // no spread known: +-100%
-      const double residual2 = std::max(0.0, y2 - 2 * ratio * yw + ratio * ratio * r->wall2) / (n - 1);
-      return residual2 * static_cast<double>(k.second) + k.first * k.first * residual2 / (n * wbar * wbar);
-    };
-    cpu_var += variance(r->cpu2, r->cpu_wall, rc);
-    delay_var += variance(r->delay2, r->delay_wall, rd);
-  }
+  for (uint32_t t = 0; t < threads; ++t)
+    for (size_t j = 0; j < skipped[t].size(); ++j) {
+      const auto& k = skipped[t][j];
+      if (k.second == 0) continue;
+      const Ratio* r = threads_[t].ratio[j].usable() ? &threads_[t].ratio[j]
+                       : threads_[t].whole.usable()  ? &threads_[t].whole
+                       : pooled_.usable()            ? &pooled_
+                                                     : nullptr;
+      if (!r) continue;
+      sums_.estimated += k.second;
+      const double rc = r->cpu / r->wall, rd = r->delay / r->wall;
+      sums_.cpu_estimated_s += rc * k.first * kNs;
+      sums_.delay_estimated_s += rd * k.first * kNs;
+      const double n = static_cast<double>(r->n);
+      const double wbar = r->wall / n;
+      auto variance = [&](double y2, double yw, double ratio) {
+        if (r->n < 2) return std::pow(ratio * k.first, 2) / (kZ95 * kZ95);  // no spread known: +-100%
+        const double residual2 = std::max(0.0, y2 - 2 * ratio * yw + ratio * ratio * r->wall2) / (n - 1);
+        return residual2 * static_cast<double>(k.second) + k.first * k.first * residual2 / (n * wbar * wbar);
+      };
+      cpu_var += variance(r->cpu2, r->cpu_wall, rc);
+      delay_var += variance(r->delay2, r->delay_wall, rd);
+    }
   sums_.cpu_error_s = kZ95 * std::sqrt(cpu_var) * kNs;
   sums_.delay_error_s = kZ95 * std::sqrt(delay_var) * kNs;
 }
 
-const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t thread) const {
-  auto found = by_thread_.find(thread);
-  if (found != by_thread_.end() && found->second.usable()) return &found->second;
+const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t span) const {
+  const uint32_t thread = s_.thread[span];
+  if (thread < threads_.size()) {
+    const auto& strata = threads_[thread];
+    if (const auto& r = strata.ratio[strata.StratumAt(s_.start_ns[span])]; r.usable()) return &r;
+    if (strata.whole.usable()) return &strata.whole;
+  }
   return pooled_.usable() ? &pooled_ : nullptr;
+}
+
+uint64_t CounterEstimator::StratumOf(uint32_t span) const {
+  const uint32_t thread = s_.thread[span];
+  const uint32_t j = thread < threads_.size() ? threads_[thread].StratumAt(s_.start_ns[span]) : 0;
+  return (static_cast<uint64_t>(thread) << 32) | j;
 }
 
 SpanCounters CounterEstimator::At(uint32_t i) const {
@@ -95,7 +133,7 @@ SpanCounters CounterEstimator::At(uint32_t i) const {
     return out;
   }
   if (!sampled_) return out;
-  const Ratio* r = RatioOf(s_.thread[i]);
+  const Ratio* r = RatioOf(i);
   if (!r) return out;
   const double wall = static_cast<double>(s_.duration_ns[i]);
   out.known = out.estimated = true;

@@ -28,18 +28,28 @@ struct SpanCounters {
 };
 
 // Ratio estimates for the spans of one kind (a loader's fetches, or its
-// waits): a skipped span's CPU = its wall time x its thread's measured
-// CPU / wall over the sampled spans (the loader's pooled ratio for a thread
-// without samples); likewise its delay. One sample gives an estimate but no
-// variance: its bound is then the estimate itself (+-100%).
+// waits), stratified by time: each thread's spans are cut into strata of
+// kSampledPerStratum consecutive sampled spans with the skipped spans between
+// them (a thread's last few sampled join its last stratum). A skipped span's
+// CPU = its wall time x its stratum's measured CPU / wall (the thread's, then
+// the loader's pooled ratio where that is not usable); likewise its delay. A
+// whole-run ratio let the first epoch's cold reads (long, mostly off CPU) set
+// the CPU and the bytes of warm fetches an epoch later: strata follow a page
+// cache that warms, a machine that gets busy. One sample gives an estimate but
+// no variance: its bound is then the estimate itself (+-100%).
 class CounterEstimator {
  public:
+  static constexpr uint64_t kSampledPerStratum = 16;
+
   // `sampled`: the trace's spans without CPU were skipped by the budget
   // (CounterShare < 1); otherwise they stay unknown, as older traces meant.
   CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled);
   SpanCounters At(uint32_t span) const;
+  // The stratum of a span of this kind, as a key unique over threads: what a
+  // skipped span's other estimates (bytes read) are to be drawn from.
+  uint64_t StratumOf(uint32_t span) const;
   // The totals over `of_kind`: how many were measured, the estimated sums and
-  // their 95% bounds (residual variance of the ratio estimate per thread).
+  // their 95% bounds (residual variance of the ratio estimate per stratum).
   SampledSums Sums() const { return sums_; }
 
  private:
@@ -50,12 +60,18 @@ class CounterEstimator {
     void Add(double w, double c, double d);
     bool usable() const { return n >= 1 && wall > 0; }
   };
+  struct ThreadStrata {
+    std::vector<uint64_t> from_ns;  // stratum j >= 1 starts at its first sampled span
+    std::vector<Ratio> ratio;       // by stratum
+    Ratio whole;
+    uint32_t StratumAt(uint64_t start_ns) const;
+  };
   const SpanTable& s_;
   bool sampled_;
-  std::unordered_map<uint32_t, Ratio> by_thread_;
+  std::vector<ThreadStrata> threads_;  // by thread index
   Ratio pooled_;
   SampledSums sums_;
-  const Ratio* RatioOf(uint32_t thread) const;
+  const Ratio* RatioOf(uint32_t span) const;
 };
 
 }  // namespace stallprof::analysis
