@@ -806,6 +806,39 @@ TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers d
   }
 }
 
+TEST_CASE("A batch taken as the loop left its epoch counts as no step and no samples") {
+  // `for i, x in enumerate(val): if i >= 2: break` without workers, 3
+  // epochs: next() 1 ms, a 50 ms step on batches 0 and 1, the third batch
+  // taken and dropped (no StopIteration next(), no shutdown). The loop
+  // trained on 2 batches of 8 an epoch in 2 x 51 + 1 ms.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 8);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 3; ++e) {
+    b.Instant(main, names::kEpoch, t, 1, e);
+    for (uint32_t i = 0; i < 3; ++i) {
+      b.Span(main, names::kWait, t, kMs, 1, i);
+      t += kMs + (i < 2 ? 50 * kMs : 0);
+    }
+    t += 200 * kMs;  // the rest of the training epoch, outside this loader
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 3);
+  CHECK(l.epochs[0].unstepped == 1);
+  CHECK(l.epochs[0].samples == 16);
+  CHECK(l.SteppedIterations() == 6);
+  CHECK(l.samples_per_s == Approx(48 / (3 * 0.103)));
+  const AccountLine& compute = l.account_all.Line(Cause::kCompute);
+  CHECK(compute.evidence.find("50.0 ms per batch x 6 batches") != std::string::npos);
+  auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().batches_per_epoch == Approx(2));
+  CHECK(profiles->front().samples_per_epoch == Approx(16));
+}
+
 namespace {
 // A loader of two spawned workers (pid 100's), 4 batches an epoch: its main
 // thread, on which the tests below put their waits.

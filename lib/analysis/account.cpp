@@ -96,6 +96,7 @@ size_t I(Cause c) { return static_cast<size_t>(c); }
 struct Ledger {
   std::array<int64_t, kN> ns{};
   uint64_t batches = 0;
+  uint64_t stepped = 0;              // batches whose step was seen (not taken as the loop left an epoch)
   uint64_t waits_by_fetch = 0;       // split by their own fetch span
   uint64_t waits_by_mean = 0;        // no matching fetch span: the loader's mean proportions
   uint64_t waits_handoff = 0;        // the batch was ready
@@ -130,6 +131,7 @@ struct Ledger {
   Ledger& operator+=(const Ledger& o) {
     for (size_t k = 0; k < kN; ++k) ns[k] += o.ns[k];
     batches += o.batches;
+    stepped += o.stepped;
     waits_by_fetch += o.waits_by_fetch;
     waits_by_mean += o.waits_by_mean;
     waits_handoff += o.waits_handoff;
@@ -197,6 +199,7 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
   const auto& loader = c.loader;
   int64_t wait = Ns(it.wait_start_ns, it.return_ns);
   l.batches++;
+  l.stepped += !it.compute_unknown;
   // A later batch's wait for a worker still starting (its epoch's workers
   // start one after another) is start-up up to the last worker's start.
   if (!startup && workers_ready_ns > it.wait_start_ns) {
@@ -554,11 +557,15 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
       case Cause::kCompute:
         line.evidence = loader.prefetch_thread.HandsOn()
                             ? PrefetchComputeEvidence(loader.prefetch_thread, ns_per_batch, l.batches)
-                            : fmt::format("main loop between next() calls{}, {} per batch x {} batches",
+                            : fmt::format("main loop between next() calls{}, {} per batch x {} batches{}",
                                           loader.prefetch_thread.present
                                               ? fmt::format(" (on thread tid {}, not the process's main thread)", loader.prefetch_thread.tid)
                                               : "",
-                                          Ms(ns_per_batch), l.batches);
+                                          Ms(l.stepped ? static_cast<double>(l.ns[k]) / l.stepped : 0), l.stepped,
+                                          l.stepped < l.batches
+                                              ? fmt::format(" (and {} taken as the loop left its epoch, their steps not seen)",
+                                                            l.batches - l.stepped)
+                                              : "");
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)

@@ -534,9 +534,12 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   bool has_system = sys.t_ns.size() >= 2;
   loader.samples = 0;
   loader.active_s = 0;
+  for (auto& epoch : loader.epochs) epoch.unstepped = 0;
+  for (const auto& it : loader.iterations)
+    if (it.compute_unknown && it.epoch < loader.epochs.size()) loader.epochs[it.epoch].unstepped++;
   for (size_t e = 0; e < loader.epochs.size(); ++e) {
     auto& epoch = loader.epochs[e];
-    double samples = epoch.iterations * loader.config.batch_size;
+    double samples = (epoch.iterations - epoch.unstepped) * loader.config.batch_size;
     const uint64_t per_epoch = loader.config.SamplesPerEpoch();
     if (per_epoch > 0 && samples > per_epoch && (epoch.iterations - 1) * loader.config.batch_size < per_epoch)
       samples = static_cast<double>(per_epoch);  // the last batch was partial

@@ -94,7 +94,11 @@ struct EpochStats {
   bool has_end_call = false;       // the next() that raised StopIteration was recorded
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;
-  double samples = 0;
+  // A batch taken as the loop left the epoch (for ... break without workers,
+  // an iterator kept to the exit): its step is not in the epoch's time, so
+  // it is not counted in `samples` (nor in the model's batches per epoch).
+  uint64_t unstepped = 0;
+  double samples = 0;             // the stepped batches' samples
   double seconds = 0;             // end - start, less nested_s
   double nested_s = 0;           // other loaders' whole epochs inside its computes (Iteration::nested_s)
   double samples_per_s = 0;
@@ -382,6 +386,12 @@ struct LoaderAnalysis {
   // as full batches where the job measured 740.
   double steady_samples_per_s = 0;
   std::vector<EpochStats> epochs;
+  // The iterations whose step lies in their epoch's time (EpochStats::unstepped).
+  uint64_t SteppedIterations() const {
+    uint64_t unstepped = 0;
+    for (const auto& e : epochs) unstepped += e.unstepped;
+    return iterations.size() - std::min<uint64_t>(unstepped, iterations.size());
+  }
   std::vector<WorkerStats> workers;
   double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)
   PrefetchStats prefetch;

@@ -21,7 +21,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.name = loader.config.name;
   p.outside_busy_cores = analysis.system.outside_busy_cores;
   p.batch_size = loader.config.batch_size;
-  if (!loader.iterations.empty() && loader.samples > 0) p.samples_per_batch = loader.samples / loader.iterations.size();
+  if (loader.SteppedIterations() > 0 && loader.samples > 0) p.samples_per_batch = loader.samples / loader.SteppedIterations();
   p.workers = loader.config.num_workers;
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
@@ -176,7 +176,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.persistent_workers = loader.config.persistent_workers;
   p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
   if (!loader.epochs.empty()) {
-    p.batches_per_epoch = static_cast<double>(loader.iterations.size()) / loader.epochs.size();
+    p.batches_per_epoch = static_cast<double>(loader.SteppedIterations()) / loader.epochs.size();
     p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
     double later = 0, serial = 0, started = 0;

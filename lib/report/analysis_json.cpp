@@ -97,7 +97,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Key("ipc_startup_s");
   if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
   w.EndObject();
-  w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("samples", l.samples);
+  w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("stepped_iterations", l.SteppedIterations());
+  w.Field("samples", l.samples);
   w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback).Field("drain_iterations", l.drain_iterations);
   w.Key("steady").BeginObject();
   WriteSummary(w, "step", l.step_steady);
@@ -126,7 +127,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Key("epochs").BeginArray();
   for (const auto& e : l.epochs) {
     w.BeginObject();
-    w.Field("index", e.index).Field("iterations", e.iterations).Field("samples", e.samples).Field("seconds", e.seconds);
+    w.Field("index", e.index).Field("iterations", e.iterations).Field("unstepped", e.unstepped).Field("samples", e.samples).Field("seconds", e.seconds);
     w.Field("samples_per_s", e.samples_per_s).Field("stall_fraction", e.stall_fraction).Field("has_system", e.has_system);
     w.Field("page_cache_growth_bytes", e.page_cache_growth_bytes).Field("disk_read_bytes", e.disk_read_bytes);
     w.Field("start_ns", e.start_ns).Field("end_ns", e.end_ns);

@@ -68,9 +68,14 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     out += fmt::format("  {} DataLoader objects created one after another under this name (the settings above are the "
                        "last one's)\n",
                        l.scopes.size());
-  out += fmt::format("  {} iterations in {} epoch(s), {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
+  const uint64_t unstepped = l.iterations.size() - l.SteppedIterations();
+  out += fmt::format("  {} iterations in {} epoch(s){}, {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
                      "included), {}\n",
-                     l.iterations.size(), l.epochs.size(), l.samples, FormatSeconds(l.active_s), l.samples_per_s,
+                     l.iterations.size(), l.epochs.size(),
+                     unstepped ? fmt::format(" ({} taken as the loop left an epoch, their steps not seen: not counted)",
+                                             unstepped)
+                               : "",
+                     l.samples, FormatSeconds(l.active_s), l.samples_per_s,
                      l.steady_samples_per_s > 0 && l.steady_fallback
                          ? fmt::format("{:.1f} samples/s over all iterations (none past the warm-up, so no steady state: "
                                        "whatif compares the whole run)",

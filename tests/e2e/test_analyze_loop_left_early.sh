@@ -45,4 +45,45 @@ lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
 assert "shutdown" in lines["startup"]["evidence"], lines["startup"]["evidence"]
 assert "shutdown 0.0 ms" not in lines["startup"]["evidence"], lines["startup"]["evidence"]
 PY
+
+# Without workers nothing is shut down: a loop that breaks on taking a batch
+# (`if i >= 6: break`, as scripts cap validation batches) leaves that batch
+# untrained. It is not a step: the whole run counts the trained samples, as
+# the script does, and whatif's whole-run baseline predicts the same. Before,
+# the dropped batches counted: 7 batches' samples over 6 steps' time (+17%),
+# and whatif's baseline erred by -14%.
+cat > capped.py <<'PY'
+import time, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.zeros(4096, 8)), batch_size=16)
+spent, n = 0.0, 0
+for epoch in range(4):
+    t0 = time.perf_counter()
+    for i, (x,) in enumerate(loader):
+        if i >= 6:
+            break
+        time.sleep(0.02)
+        n += len(x)
+    spent += time.perf_counter() - t0
+print(f"own: {n / spent:.1f}")
+PY
+$SP run -q -o capped.pb -- "$PY" capped.py >capped.log 2>&1 || fail "the capped run failed: $(tail -3 capped.log)"
+$SP analyze capped.pb --json >capped.json || fail "analyze of the capped run failed"
+$SP whatif capped.pb --json >capped_whatif.json || fail "whatif of the capped run failed"
+"$PY" - capped.json capped_whatif.json "$(sed -n 's/^own: //p' capped.log)" <<'PY' || fail "a batch dropped as the loop left counts (above)"
+import json, sys
+l = json.load(open(sys.argv[1]))["loaders"][0]
+w = json.load(open(sys.argv[2]))
+own = float(sys.argv[3])
+print(f"capped: whole run {l['samples_per_s']:.1f} samples/s, the script's own {own:.1f}; "
+      f"{l['iterations']} iterations, {l['stepped_iterations']} stepped")
+assert l["iterations"] == 28 and l["stepped_iterations"] == 24, (l["iterations"], l["stepped_iterations"])
+assert l["samples"] == 24 * 16, l["samples"]
+assert abs(l["samples_per_s"] / own - 1) <= 0.04, (l["samples_per_s"], own)
+w = w["loaders"][0]
+print(f"whatif: whole run predicted {w['baseline']['whole_run_samples_per_s']:.1f}, measured "
+      f"{w['measured_whole_run_samples_per_s']:.1f}, error {w['whole_run_model_error']:+.3f}")
+assert abs(w["whole_run_model_error"]) <= 0.05, w["whole_run_model_error"]
+PY
 echo PASS
