@@ -933,6 +933,75 @@ TEST_CASE("Persistent workers are ready once per run, so a later epoch's late fi
   CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(0.100 + 0.288 + 0.012));
 }
 
+TEST_CASE("Without workers, the sampler's first draw of an epoch is epoch start-up, not handoff") {
+  // 3 epochs of 10 batches, no workers: each next() waits 10 ms, 6 ms of it
+  // a fetch, the rest the DataLoader's code (4 ms handoff); the first next()
+  // of each epoch waits 160 ms more, the sampler drawing its first indices
+  // (a 160 ms permutation) before the fetch.
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.epochs = 3;
+  spec.iterations = 10;
+  spec.wait = 10 * kMs;
+  spec.warmup_wait_iters = 1;
+  spec.warmup_wait = 170 * kMs;
+  spec.compute = 10 * kMs;
+  AddMainProcessLoader(b, spec);
+  const uint64_t epoch_len = 170 * kMs + 9 * 10 * kMs + 10 * 10 * kMs;
+  for (uint32_t e = 0; e < 3; ++e) {
+    const uint64_t t0 = spec.start + e * epoch_len;
+    b.Span(spec.thread, names::kSamplerFirst, t0 + 2 * kMs, 160 * kMs, 1);
+    AddFetch(b, spec.thread, t0 + 163 * kMs, 6 * kMs, 0, 6 * kMs, -1);
+    for (uint64_t i = 1; i < 10; ++i) AddFetch(b, spec.thread, t0 + 180 * kMs + (i - 1) * 20 * kMs + 2 * kMs, 6 * kMs, i, 6 * kMs, -1);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 3);
+  CHECK(l.epochs[1].sampler_first_s == Approx(0.160));
+  CHECK(l.account_all.Seconds(Cause::kStartup) == Approx(3 * 0.160));
+  CHECK(l.account_all.Seconds(Cause::kHandoff) == Approx(30 * 0.004));
+  CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s));
+  CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("the sampler's first draw 160.0 ms per epoch (in the first next())"));
+  bool told = false;
+  for (const auto& advice : l.advice) told |= advice.find("the sampler's first draw takes 160.00 ms each epoch") != std::string::npos;
+  CHECK(told);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().sampler_s_per_epoch == Approx(0.160));
+}
+
+TEST_CASE("With workers, the sampler's first draw is left out of the workers' start-up the model scales") {
+  // The two spawned workers below, with a sampler whose first draw takes
+  // 300 ms of the 800 ms __iter__ (priming the workers after they started):
+  // the start-up the workers cost is 820 - 300 ms, its serial part 500 ms.
+  TraceBuilder b;
+  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
+  const uint64_t start = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    const uint64_t t0 = start + e * 1000 * kMs;
+    b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
+    b.Span(main, names::kSamplerFirst, t0 + 490 * kMs, 300 * kMs, 1);
+    FourWaits(b, main, {{t0 + 800 * kMs, 2 * kMs}, {t0 + 804 * kMs, 26 * kMs}, {t0 + 832 * kMs, kMs / 10},
+                        {t0 + 834 * kMs, kMs / 10}}, t0 + 836 * kMs);
+    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
+    b.Process(first, 100);
+    b.Process(second, 100);
+    TwoWorkersFetches(b, b.Thread(first, first), t0 + 420 * kMs, b.Thread(second, second), t0 + 820 * kMs);
+  }
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence,
+             Catch::Contains("the sampler's first draw 300.0 ms per epoch (in the iterator creation, priming the workers)"));
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.sampler_s_per_epoch == Approx(0.300));
+  CHECK(p.startup_first_s == Approx(0.520));
+  CHECK(p.startup_later_s == Approx(0.520));
+  CHECK(p.startup_serial_share == Approx(0.500 / 0.520));
+}
+
 TEST_CASE("The profile takes the start-up inside __iter__ as workers started one after another") {
   // Two spawned workers whose pickled dataset overflows the pipe: __iter__
   // takes 800 ms, the parent waiting for each worker in turn to read it; the

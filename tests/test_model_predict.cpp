@@ -465,6 +465,30 @@ TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the wor
   CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * 1.01)).epsilon(1e-3));  // none joined
 }
 
+TEST_CASE("Every scenario pays the sampler's first draw of each epoch, whatever its workers, cores or persistence") {
+  // The whole-run case above with a sampler whose per-epoch work takes 0.5 s
+  // on the main thread: each epoch gains 0.5 s in every scenario, persistent
+  // workers and no workers too, and more workers or cores do not shrink it.
+  LoaderProfile p = BaseProfile();
+  p.cpu_s_per_batch = 0.01;
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.startup_first_s = 1.0;
+  p.startup_later_s = 1.0;
+  p.sampler_s_per_epoch = 0.5;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->startup_s_per_epoch == Approx(1.0 + 0.5));
+  CHECK(r->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.5 + 0.01 + 1.0))).epsilon(1e-3));
+  Scenario persistent = On(4);
+  persistent.persistent_workers = 1;
+  CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 4 * (0.5 + 1.01))).epsilon(1e-3));
+  CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(2.0 + 0.5));  // the workers' start doubles, the sampler's does not
+  CHECK(Predict(p, On(8, 2))->startup_s_per_epoch == Approx(1.0 + 0.5));
+  // Without workers no worker starts, and the sampler's draw remains.
+  CHECK(Predict(p, On(4, 0))->startup_s_per_epoch == Approx(0.5));
+}
+
 TEST_CASE("Start-up spent in __iter__ starting workers one after another grows with the workers whatever the cores") {
   // 2 spawned workers on 2 cores, 1 s of start-up an epoch: 0.9 s of it in
   // __iter__ (each worker 0.45 s, the parent waiting for it to read its

@@ -102,6 +102,7 @@ struct Ledger {
   uint64_t waits_handoff = 0;        // the batch was ready
   int64_t before_first_next = 0;     // compute between __iter__'s return and the first next()
   int64_t startup_create = 0, startup_first = 0, startup_shutdown = 0;
+  int64_t startup_sampler = 0;  // the sampler's first draw in an epoch's first next() (no workers)
   uint64_t epochs = 0;
 
   // Adds `d` ns over the causes in proportion to `w`; integer ns, the
@@ -138,6 +139,7 @@ struct Ledger {
     before_first_next += o.before_first_next;
     startup_create += o.startup_create;
     startup_first += o.startup_first;
+    startup_sampler += o.startup_sampler;
     startup_shutdown += o.startup_shutdown;
     epochs += o.epochs;
     return *this;
@@ -182,6 +184,13 @@ struct Context {
 };
 
 int64_t Ns(uint64_t from, uint64_t to) { return to > from ? static_cast<int64_t>(to - from) : 0; }
+
+// The sampler's first draws (EpochStats::sampler_first_s) per epoch, over the epochs.
+double SamplerFirstPerEpochS(const LoaderAnalysis& l) {
+  double sum = 0;
+  for (const auto& e : l.epochs) sum += e.sampler_first_s;
+  return l.epochs.empty() ? 0 : sum / static_cast<double>(l.epochs.size());
+}
 
 // The main loop after next() returned, less other loaders run whole inside it.
 int64_t ComputeNs(const Iteration& it) {
@@ -276,7 +285,14 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
   const int64_t outside = wait - fetch_ns - (hook - hook_in_fetch);
   const int64_t queued = std::clamp<int64_t>(static_cast<int64_t>(it.receive_delay_s * 1e9) - fetch_delay_ns, 0, std::max<int64_t>(0, outside));
   l.Add(Cause::kContention, queued);
-  l.Add(Cause::kHandoff, outside - queued);
+  // The epoch's first next() draws the sampler's first indices: its per-epoch
+  // work (a permutation, a sort) is the epoch's start-up, not per-batch code.
+  int64_t sampler = 0;
+  if (const EpochStats& epoch = loader.epochs[it.epoch]; epoch.sampler_first_ns >= it.wait_start_ns && epoch.sampler_first_ns < it.return_ns)
+    sampler = std::min<int64_t>(outside - queued, std::llround(epoch.sampler_first_s * 1e9));
+  l.Add(Cause::kStartup, sampler);
+  l.startup_sampler += sampler;
+  l.Add(Cause::kHandoff, outside - queued - sampler);
   if (fetch_ns > 0) {
     if (by_fetch) l.waits_by_fetch++;
     else l.waits_by_mean++;
@@ -662,6 +678,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           line.evidence = fmt::format("{} per epoch x {} epochs{}", Ms(l.ns[k] / epochs), l.epochs, method);
         line.evidence += fmt::format(" (iterator creation {}, first batches until every worker ran {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
                                      Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
+        if (const double sampler = SamplerFirstPerEpochS(loader); sampler > 0)
+          line.evidence += fmt::format("; the sampler's first draw {} per epoch ({})", Ms(sampler * 1e9),
+                                       loader.config.num_workers > 0 ? "in the iterator creation, priming the workers" : "in the first next()");
         if (persistent_saving_s > 0)
           line.evidence += fmt::format("; persistent_workers=True would save {}", FormatSeconds(persistent_saving_s));
         break;
@@ -775,6 +794,21 @@ std::string IteratorPerStepAdvice(const LoaderAnalysis& l) {
 // the parent waits for the child to import the main module and read it (a
 // Dataset holding 200 KB, 2 cores: 0.93 s a worker; 1 KB: 2 workers in 1 s).
 // Empty unless __iter__ took half the workers' start-up or more.
+// The start-up advice when the sampler's first draw of each epoch is half of
+// the start-up or more: its per-epoch work (RandomSampler's randperm,
+// DistributedSampler's shuffle, a sort by length) runs there on the main
+// thread, before any worker can start a batch, whatever the workers. Empty
+// when it is less.
+std::string SamplerStartupAdvice(const LoaderAnalysis& l, const std::string& share, double startup_s) {
+  const double per_epoch = SamplerFirstPerEpochS(l);
+  const double epochs = static_cast<double>(std::max<size_t>(1, l.epochs.size()));
+  if (startup_s <= 0 || per_epoch * epochs < 0.5 * startup_s) return {};
+  return fmt::format("epoch start-up ({}): the sampler's first draw takes {} each epoch ({} of the {} start-up), on the "
+                     "main thread before any batch, with or without workers: its __iter__ (a permutation or sort of "
+                     "the whole dataset) runs there; make it cheaper, or compute it once in __init__",
+                     share, FormatSeconds(per_epoch), FormatSeconds(per_epoch * epochs), FormatSeconds(startup_s));
+}
+
 std::string SerialStartAdvice(const LoaderAnalysis& l) {
   const std::string& method = l.config.multiprocessing_context;
   if (l.config.num_workers < 2 || method.empty() || method == "fork") return {};
@@ -924,6 +958,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return advice;
     }
     case Cause::kStartup:
+      if (std::string sampler = SamplerStartupAdvice(l, share, line.seconds); !sampler.empty()) return sampler;
       // Workers persist only within one DataLoader object: a loader built
       // anew for each epoch (an evaluation function's) must be built once.
       return (l.persistent_saving_s > 0 && l.scopes.size() > 1
@@ -1096,7 +1131,9 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
-      if (e > 0 && epoch.workers_ready_ns > epoch.start_ns) loader.persistent_saving_s += Ns(epoch.start_ns, epoch.workers_ready_ns) * kNs;
+      // A persistent iterator's later epoch still draws the sampler's first indices (_reset).
+      if (e > 0 && epoch.workers_ready_ns > epoch.start_ns)
+        loader.persistent_saving_s += std::max(0.0, Ns(epoch.start_ns, epoch.workers_ready_ns) * kNs - epoch.sampler_first_s);
     }
   }
 

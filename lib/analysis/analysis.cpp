@@ -46,6 +46,7 @@ struct LoaderSpans {
   SpanIndices epochs;      // dataloader.epoch spans (or instants)
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
   SpanIndices shutdowns;   // dataloader.shutdown spans: workers shut down, in or out of an epoch_end
+  SpanIndices sampler_firsts;  // dataloader.sampler_first spans: the sampler's first draw of an epoch
   SpanIndices fetches;
   SpanIndices handouts;    // dataloader.handout spans: iterated off the main thread
   uint32_t off_main_thread = 0;  // a trace thread id that called next() off its process's main thread + 1, 0 none
@@ -200,7 +201,7 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
       LoaderSpans& source = loaders[from];
       for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
                            std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns},
-                           std::pair{&target.handouts, &source.handouts}})
+                           std::pair{&target.handouts, &source.handouts}, std::pair{&target.sampler_firsts, &source.sampler_firsts}})
         to->insert(to->end(), v->begin(), v->end());
       if (target.off_main_thread == 0) target.off_main_thread = source.off_main_thread;
       target.scopes.push_back(source.scope);
@@ -258,6 +259,15 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     all_epochs[e].start_ns = epochs[e].start;
     all_epochs[e].iterator_ready_ns = epochs[e].ready;
     all_epochs[e].end_ns = epochs[e].ready;
+  }
+  // The sampler's first draw of each epoch: in the epoch it follows the start of.
+  for (uint32_t i : spans.sampler_firsts) {
+    const uint64_t at = s.start_ns[i];
+    auto after = std::upper_bound(epochs.begin(), epochs.end(), at, [](uint64_t t, const EpochMark& e) { return t < e.start; });
+    if (after == epochs.begin()) continue;
+    EpochStats& epoch = all_epochs[static_cast<size_t>(std::prev(after) - epochs.begin())];
+    if (epoch.sampler_first_ns == 0) epoch.sampler_first_ns = at;
+    epoch.sampler_first_s += s.duration_ns[i] * kNs;
   }
   size_t epoch = 0;
   uint32_t index_in_epoch = 0;
@@ -1340,6 +1350,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t fetch_name = NameId(trace, names::kFetch);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
   const uint32_t shutdown_name = NameId(trace, names::kShutdown);
+  const uint32_t sampler_first_name = NameId(trace, names::kSamplerFirst);
   const uint32_t worker_start_name = NameId(trace, names::kWorkerStart);
   const uint32_t read_storage_name = NameId(trace, names::kReadStorage);
   const uint32_t read_calls_name = NameId(trace, names::kReadCalls);
@@ -1415,6 +1426,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (name == shutdown_name && kind == SpanKind::kSpan) {
       loader_for(trace.threads[thread].pid, s.scope[i]).shutdowns.push_back(static_cast<uint32_t>(i));
       placer.Wait(thread, s.scope[i], place);
+      continue;
+    }
+    if (name == sampler_first_name && kind == SpanKind::kSpan) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).sampler_firsts.push_back(static_cast<uint32_t>(i));
       continue;
     }
     if (name == epoch_end_name) {

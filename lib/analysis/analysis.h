@@ -91,6 +91,11 @@ struct EpochStats {
     if (workers_ready_ns <= start_ns) return 0;
     return static_cast<double>(std::clamp(iterator_ready_ns, start_ns, workers_ready_ns) - start_ns) * 1e-9;
   }
+  // The sampler's first draw of the epoch (the hook's dataloader.sampler_first
+  // span), where its per-epoch work runs: inside the first next() without
+  // workers, inside the iterator's creation with them. 0 = not recorded.
+  uint64_t sampler_first_ns = 0;
+  double sampler_first_s = 0;
   bool has_end_call = false;       // the next() that raised StopIteration was recorded
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
   uint64_t iterations = 0;

@@ -179,19 +179,22 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.batches_per_epoch = static_cast<double>(loader.SteppedIterations()) / loader.epochs.size();
     p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
-    double later = 0, serial = 0, started = 0;
+    double later = 0, serial = 0, started = 0, sampler = 0;
     uint32_t later_count = 0;
+    for (const auto& epoch : loader.epochs) sampler += epoch.sampler_first_s;
+    p.sampler_s_per_epoch = sampler / static_cast<double>(loader.epochs.size());
     for (const auto& it : loader.iterations) {
       if (it.index_in_epoch != 0) continue;
-      // From the __iter__ call to the first batch's return (iterator creation and the first wait).
-      const double first = (it.return_ns - std::min(it.return_ns, loader.epochs[it.epoch].start_ns)) * 1e-9;
+      // From the __iter__ call to the first batch's return (iterator creation
+      // and the first wait), less the sampler's first draw (paid apart).
+      const auto& epoch = loader.epochs[it.epoch];
+      const double first = (it.return_ns - std::min(it.return_ns, epoch.start_ns)) * 1e-9 - epoch.sampler_first_s;
       double startup = std::max(0.0, first - one_batch - std::max(0.0, static_cast<double>(it.receive_s)));
       // Workers that start one after another: the later batches wait for the last.
-      const auto& epoch = loader.epochs[it.epoch];
       if (epoch.workers_ready_ns > epoch.start_ns) {
-        startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9);
+        startup = std::max(startup, (epoch.workers_ready_ns - epoch.start_ns) * 1e-9 - epoch.sampler_first_s);
         // Workers started in this epoch: the part inside __iter__ was serial.
-        serial += epoch.StartupInsideIterS();
+        serial += std::max(0.0, epoch.StartupInsideIterS() - epoch.sampler_first_s);
         started += startup;
       }
       if (it.epoch == 0) {

@@ -513,8 +513,10 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
   }
   const double loop_work = LoopWorkSeconds(p, costs, epochs, per_epoch);
-  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns + loop_work;
-  out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns) / epochs;
+  // The sampler's first draw of each epoch: main-thread work before any batch, whatever the workers.
+  const double sampler = epochs * p.sampler_s_per_epoch;
+  const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns + sampler + loop_work;
+  out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns + sampler) / epochs;
   out.loop_work_s_per_epoch = loop_work / epochs;
   out.whole_run_samples_per_s = total > 0 ? std::min(epochs * epoch_samples / total, r_bandwidth) : 0;
 

@@ -156,6 +156,12 @@ struct LoaderProfile {
   // part grows with the workers whatever the cores (a 200 KB dataset, 2
   // cores: 0.93 s a worker, 3.74 s for 4); the rest runs in parallel.
   double startup_serial_share = 0;
+  // The sampler's first draw of each epoch, on the main thread (mean per
+  // epoch): its per-epoch work (a permutation, a sort by length) runs there
+  // before any batch, in the iterator's creation with workers, in the first
+  // next() without. Serial and the same whatever the workers or cores, so
+  // the start-up above leaves it out and every scenario pays it per epoch.
+  double sampler_s_per_epoch = 0;
   // The loop's own work at an epoch's start beyond its steady step, in the
   // first epoch and on average in the later ones: the warm-up iterations'
   // compute beyond the steady mean (a first step's lazy set-up, images or

@@ -219,6 +219,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              FormatSeconds(p.startup_first_s)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
+  if (p.sampler_s_per_epoch > 0)
+    in.push_back(fmt::format("the sampler's first draw: {} an epoch (measured: its per-epoch work, such as a "
+                             "permutation, on the main thread before any batch; every scenario pays it per epoch, "
+                             "apart from the start-up above)",
+                             FormatSeconds(p.sampler_s_per_epoch)));
   if (p.warmup_extra_first_s > 0 || p.warmup_extra_later_s > 0)
     in.push_back(fmt::format("the loop's own work at an epoch's start beyond its steady step: {} in the first epoch, {} "
                              "in each later one (measured: the warm-up iterations' compute beyond the steady mean; the "

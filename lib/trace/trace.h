@@ -28,6 +28,12 @@ inline constexpr const char* kEpochEnd = "dataloader.epoch_end";
 // _shutdown_workers): inside the epoch_end span when the epoch ran to its
 // end; else as the iterator was deleted (for ... break, islice). arg = 0.
 inline constexpr const char* kShutdown = "dataloader.shutdown";
+// main, span: the first _next_index() after the iterator's __init__ or
+// _reset, where the sampler's per-epoch work runs (the default BatchSampler's
+// iter() is a generator: RandomSampler's randperm, a sort by length, run at
+// its first draw): inside the first next() without workers, inside the
+// iterator's creation with workers (_reset primes them). arg = 0.
+inline constexpr const char* kSamplerFirst = "dataloader.sampler_first";
 inline constexpr const char* kFetch = "dataloader.fetch";        // worker (or main when num_workers=0): one batch; arg = batch index; has cpu/delay
 inline constexpr const char* kGetitem = "dataloader.getitem";    // one sample; arg = sample index
 inline constexpr const char* kCollate = "dataloader.collate";    // collate_fn of one batch; arg = batch index

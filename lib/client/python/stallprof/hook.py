@@ -73,11 +73,13 @@ import functools
 import os
 import sys
 import time
+import weakref
 
 WAIT = "dataloader.wait"
 EPOCH = "dataloader.epoch"
 EPOCH_END = "dataloader.epoch_end"
 SHUTDOWN = "dataloader.shutdown"
+SAMPLER_FIRST = "dataloader.sampler_first"
 FETCH = "dataloader.fetch"
 GETITEM = "dataloader.getitem"
 COLLATE = "dataloader.collate"
@@ -663,6 +665,51 @@ def _patch():
             span_since(shutdown_id, start, 0, scope)
 
     dl._MultiProcessingDataLoaderIter._shutdown_workers = _shutdown_workers
+
+    # -- the sampler's first draw of each epoch ---------------------------------
+    # iter() on the default BatchSampler is a generator, so the sampler's own
+    # per-epoch work (RandomSampler's randperm, DistributedSampler's shuffle,
+    # a sort by length) runs in the first _next_index() after the iterator's
+    # __init__ or _reset: in the first next() without workers, in the
+    # iterator's creation with workers (_reset primes them). One span for that
+    # call and none for the rest: the instance attribute removes itself, so
+    # later batches pay nothing. It holds the iterator weakly: a cycle would
+    # keep an abandoned iterator, and its workers, alive until the next GC.
+    sampler_first_id = ext.name(SAMPLER_FIRST)
+    original_base_init = dl._BaseDataLoaderIter.__init__
+    original_base_reset = dl._BaseDataLoaderIter._reset
+
+    class _FirstDraw:
+        __slots__ = ("iterator", "scope")
+
+        def __init__(self, iterator, scope):
+            self.iterator = weakref.ref(iterator)
+            self.scope = scope
+
+        def __call__(self):
+            iterator = self.iterator()
+            iterator.__dict__.pop("_next_index", None)
+            start = now()
+            try:
+                return iterator._next_index()
+            finally:
+                span_since(sampler_first_id, start, 0, self.scope)
+
+    def _time_first_draw(iterator, loader):
+        state = getattr(loader, "__dict__", {}).get("_stallprof")
+        if state is not None:
+            iterator._next_index = _FirstDraw(iterator, state[0])
+
+    def base_init(self, *args, **kwargs):
+        original_base_init(self, *args, **kwargs)
+        _time_first_draw(self, args[0] if args else kwargs.get("loader"))
+
+    def base_reset(self, *args, **kwargs):
+        original_base_reset(self, *args, **kwargs)
+        _time_first_draw(self, args[0] if args else kwargs.get("loader"))
+
+    dl._BaseDataLoaderIter.__init__ = base_init
+    dl._BaseDataLoaderIter._reset = base_reset
 
     # -- _BaseDataLoaderIter.__next__ and the fetchers' fetch() --------------------
     # The extension's NextWrapper and Fetch do the per-batch work in one C call
