@@ -866,6 +866,29 @@ void TwoWorkersFetches(TraceBuilder& b, uint32_t a, uint64_t a_first, uint32_t w
   AddFetch(b, w, w_first, 10 * kMs, 1, 10 * kMs, -1);
   AddFetch(b, w, w_first + 10 * kMs + kMs / 10, kMs / 20, 3, kMs / 20, -1);
 }
+
+// Two spawned workers whose pickled dataset overflows the pipe: __iter__
+// takes 800 ms, the parent waiting for each worker in turn to read it; the
+// first fetches at 420 ms, the second at 820 ms. 2 epochs, 1 s apart. With
+// `sampler` > 0, the sampler's first draw takes that long at the end of
+// __iter__ (priming the workers).
+Trace SerialSpawnEpochs(uint64_t sampler) {
+  TraceBuilder b;
+  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
+  const uint64_t start = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    const uint64_t t0 = start + e * 1000 * kMs;
+    b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
+    if (sampler > 0) b.Span(main, names::kSamplerFirst, t0 + 790 * kMs - sampler, sampler, 1);
+    FourWaits(b, main, {{t0 + 800 * kMs, 2 * kMs}, {t0 + 804 * kMs, 26 * kMs}, {t0 + 832 * kMs, kMs / 10},
+                        {t0 + 834 * kMs, kMs / 10}}, t0 + 836 * kMs);
+    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
+    b.Process(first, 100);
+    b.Process(second, 100);
+    TwoWorkersFetches(b, b.Thread(first, first), t0 + 420 * kMs, b.Thread(second, second), t0 + 820 * kMs);
+  }
+  return b.trace;
+}
 }  // namespace
 
 TEST_CASE("A later batch's wait for a worker still starting is epoch start-up, up to the last worker's first fetch") {
@@ -972,28 +995,15 @@ TEST_CASE("Without workers, the sampler's first draw of an epoch is epoch start-
 }
 
 TEST_CASE("With workers, the sampler's first draw is left out of the workers' start-up the model scales") {
-  // The two spawned workers below, with a sampler whose first draw takes
-  // 300 ms of the 800 ms __iter__ (priming the workers after they started):
-  // the start-up the workers cost is 820 - 300 ms, its serial part 500 ms.
-  TraceBuilder b;
-  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
-  const uint64_t start = 1000 * kMs;
-  for (uint32_t e = 0; e < 2; ++e) {
-    const uint64_t t0 = start + e * 1000 * kMs;
-    b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
-    b.Span(main, names::kSamplerFirst, t0 + 490 * kMs, 300 * kMs, 1);
-    FourWaits(b, main, {{t0 + 800 * kMs, 2 * kMs}, {t0 + 804 * kMs, 26 * kMs}, {t0 + 832 * kMs, kMs / 10},
-                        {t0 + 834 * kMs, kMs / 10}}, t0 + 836 * kMs);
-    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
-    b.Process(first, 100);
-    b.Process(second, 100);
-    TwoWorkersFetches(b, b.Thread(first, first), t0 + 420 * kMs, b.Thread(second, second), t0 + 820 * kMs);
-  }
-  const auto result = Analyze(b.trace, {});
+  // The serial spawn below, with a sampler whose first draw takes 300 ms of
+  // the 800 ms __iter__: the start-up the workers cost is 820 - 300 ms, its
+  // serial part 500 ms.
+  const Trace trace = SerialSpawnEpochs(300 * kMs);
+  const auto result = Analyze(trace, {});
   const auto& l = OnlyLoader(result);
   CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence,
              Catch::Contains("the sampler's first draw 300.0 ms per epoch (in the iterator creation, priming the workers)"));
-  const auto profiles = MeasureProfiles(b.trace, {});
+  const auto profiles = MeasureProfiles(trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
   CHECK(p.sampler_s_per_epoch == Approx(0.300));
@@ -1003,29 +1013,14 @@ TEST_CASE("With workers, the sampler's first draw is left out of the workers' st
 }
 
 TEST_CASE("The profile takes the start-up inside __iter__ as workers started one after another") {
-  // Two spawned workers whose pickled dataset overflows the pipe: __iter__
-  // takes 800 ms, the parent waiting for each worker in turn to read it; the
-  // first fetches at 420 ms, the second at 820 ms. Of the 820 ms start-up an
-  // epoch, 800 ms were serial. 2 epochs, 1 s apart.
-  TraceBuilder b;
-  const uint32_t main = TwoSpawnedWorkersLoader(b, false);
-  const uint64_t start = 1000 * kMs;
-  for (uint32_t e = 0; e < 2; ++e) {
-    const uint64_t t0 = start + e * 1000 * kMs;
-    b.Span(main, names::kEpoch, t0, 800 * kMs, 1, e);
-    FourWaits(b, main, {{t0 + 800 * kMs, 2 * kMs}, {t0 + 804 * kMs, 26 * kMs}, {t0 + 832 * kMs, kMs / 10},
-                        {t0 + 834 * kMs, kMs / 10}}, t0 + 836 * kMs);
-    const uint32_t first = 201 + 2 * e, second = 202 + 2 * e;
-    b.Process(first, 100);
-    b.Process(second, 100);
-    TwoWorkersFetches(b, b.Thread(first, first), t0 + 420 * kMs, b.Thread(second, second), t0 + 820 * kMs);
-  }
-  const auto result = Analyze(b.trace, {});
+  // Of the 820 ms start-up an epoch, 800 ms were serial.
+  const Trace trace = SerialSpawnEpochs(0);
+  const auto result = Analyze(trace, {});
   const auto& l = OnlyLoader(result);
   REQUIRE_FALSE(l.advice.empty());
   CHECK_THAT(l.advice.front(), Catch::Contains("__iter__ took 800.00 ms of each start, starting the 2 workers one after "
                                                "another (98% of the time to the last one's first fetch)"));
-  const auto profiles = MeasureProfiles(b.trace, {});
+  const auto profiles = MeasureProfiles(trace, {});
   REQUIRE(profiles.ok());
   const auto& p = profiles->front();
   CHECK(p.startup_first_s == Approx(0.820));

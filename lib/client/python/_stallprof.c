@@ -812,9 +812,12 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * (wake-ups across cores; measured on a 2-vCPU VM), so the first 16 probes
  * (analysis needs 10 that land inside a fetch) are 50 ms apart, the rest 1 s,
  * a process makes 64 at most (about 10-20 ms once, then 0.06-0.14% of the
- * main thread), and only after a fetch of 1 ms or more: a probe woken after
- * a shorter fetch ended tells nothing and would cost all the same (1.2% of a
- * 2 s run of a fast loader, whose fetches take microseconds). */
+ * main thread), and only after two fetches in a row of 1 ms or more: a probe
+ * woken after a shorter fetch ended tells nothing and would cost all the
+ * same (1.2% of a 2 s run of a fast loader, whose fetches take
+ * microseconds). One long fetch is not enough: a process's first is cold
+ * (0.87-0.90 ms where the later ones took 0.07-0.12 ms, over 1 ms in a slow
+ * minute of the host, which then probed a fast loader). */
 #include <pthread.h>
 
 #define GIL_PROBE_FIRST 16
@@ -834,7 +837,7 @@ static struct {
   uint32_t name;
   uint64_t switch_interval_ns;
   uint64_t next_due_ns;
-  uint64_t last_fetch_ns; /* the wall time of the last fetch timed (when a probe was due) */
+  unsigned long_fetches; /* fetches of 1 ms or more in a row, of those timed (when a probe was due) */
   unsigned left;
   PyInterpreterState* interp;
 } g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -867,17 +870,18 @@ static void gil_probe_after_fork_child(void) {
   g_probe.busy = 0;
   g_probe.request_ns = 0;
   g_probe.left = GIL_PROBE_MAX;
+  g_probe.long_fetches = 0;
 }
 
 /* At the start of a main-process fetch, holding the GIL: when a probe is due,
- * asks the probe thread to probe this fetch if the last fetch timed took
- * 1 ms or more. Returns the fetch's start when gil_probe_fetch_ended should
+ * asks the probe thread to probe this fetch if the last two fetches timed
+ * took 1 ms or more. Returns the fetch's start when gil_probe_fetch_ended should
  * time it (a probe is due), else 0: a fetch between probes reads one clock. */
 static uint64_t gil_probe_fetch_started(uint16_t scope) {
   if (!g_probe.enabled || g_probe.left == 0) return 0;
   const uint64_t now = stallprof_now_ns();
   if (now < g_probe.next_due_ns || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return 0;
-  if (g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS) return now; /* timed first */
+  if (g_probe.long_fetches < 2) return now; /* timed first */
   g_probe.left--;
   g_probe.next_due_ns =
       now + (GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS : GIL_PROBE_THEN_EVERY_NS);
@@ -906,9 +910,13 @@ static uint64_t gil_probe_fetch_started(uint16_t scope) {
 
 static void gil_probe_fetch_ended(uint64_t started) {
   const uint64_t now = stallprof_now_ns();
-  g_probe.last_fetch_ns = now > started ? now - started : 0;
+  if (now >= started + GIL_PROBE_MIN_FETCH_NS) {
+    g_probe.long_fetches++;
+    return;
+  }
   /* Too short to probe: time another fetch later, not every one from now on. */
-  if (g_probe.last_fetch_ns < GIL_PROBE_MIN_FETCH_NS) g_probe.next_due_ns = now + GIL_PROBE_FIRST_EVERY_NS;
+  g_probe.long_fetches = 0;
+  g_probe.next_due_ns = now + GIL_PROBE_FIRST_EVERY_NS;
 }
 
 /* start_gil_probe(name, switch_interval_s) */
