@@ -319,6 +319,11 @@ TEST_CASE("A batch a later fetch of its worker held back until it ended counts a
     const uint64_t telling = ahead ? n - 3 : n - 2;
     CHECK(loader.prefetch.sends_held == (held ? telling : 0u));
     CHECK(loader.prefetch.sends_free == (held ? 0u : telling));
+    // The handoff line says where the batch waited: in its worker, not in the main process.
+    CHECK(loader.prefetch.SendsHeld() == held);
+    const std::string& evidence = loader.account_all.Line(Cause::kHandoff).evidence;
+    CHECK((evidence.find("held in its worker") != std::string::npos) == held);
+    CHECK((evidence.find("the main process receiving it") != std::string::npos) == !held);
   }
 }
 

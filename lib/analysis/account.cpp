@@ -652,12 +652,18 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         }
         break;
       case Cause::kHandoff:
-        line.evidence = loader.config.num_workers > 0
-                            ? fmt::format("{} of {} next() calls found their batch ready: the main process receiving it "
+        line.evidence = loader.config.num_workers == 0
+                            ? "the DataLoader's own per-batch code in next() outside the fetch span (sampler, collation "
+                              "bookkeeping)"
+                        : loader.prefetch.SendsHeld()
+                            ? fmt::format("{} of {} next() calls found their batch made, but held in its worker: {} of "
+                                          "{} calls made while the batch's worker ran a later fetch got the batch only "
+                                          "as that fetch ended (it holds the GIL the worker's sending thread needs)",
+                                          l.waits_handoff, l.batches, loader.prefetch.sends_held,
+                                          loader.prefetch.sends_held + loader.prefetch.sends_free)
+                            : fmt::format("{} of {} next() calls found their batch ready: the main process receiving it "
                                           "(IPC, unpickling, pinning)",
-                                          l.waits_handoff, l.batches)
-                            : "the DataLoader's own per-batch code in next() outside the fetch span (sampler, collation "
-                              "bookkeeping)";
+                                          l.waits_handoff, l.batches);
         break;
       case Cause::kStartup: {
         if (!whole_run) {
@@ -937,6 +943,15 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                          "IPC); find it in __getitem__; more workers hide the latency (`stallprof whatif --workers N`)",
                          share);
     case Cause::kHandoff: {
+      // The batch waited in its worker, not in the main process: receiving
+      // cheaper would not help (docs/model.md "A fetch that holds the GIL").
+      if (l.config.num_workers > 0 && l.prefetch.SendsHeld())
+        return fmt::format("handoff ({}): the batches wait in their workers: a worker's next fetch holds the GIL "
+                           "(Python code in __getitem__ or collate) that its sending thread needs, so a finished "
+                           "batch goes out only when that fetch ends; more workers (num_workers={} now; predict with "
+                           "`stallprof whatif --workers N`), or fetch work that lets the GIL go (numpy or torch "
+                           "operations on whole arrays, I/O)",
+                           share, l.config.num_workers);
       std::string advice = fmt::format("handoff ({}): the main process spends its time receiving batches; use larger or "
                                        "cheaper batches (fewer Python objects per batch, pin_memory only when needed)",
                                        share);

@@ -213,6 +213,9 @@ struct PrefetchStats {
   // ended (`held`) and those that found it sent (`free`). See docs/model.md
   // "A fetch that holds the GIL".
   uint64_t sends_held = 0, sends_free = 0;
+  static constexpr uint64_t kMinSends = 10;  // next() calls that told, for an answer either way
+  bool SendsTold() const { return sends_held + sends_free >= kMinSends; }
+  bool SendsHeld() const { return SendsTold() && 2 * sends_held >= sends_held + sends_free; }
   // The same question without workers: the hook's probe thread asked for the
   // GIL as a main-process fetch began (names::kGilProbe). Held: it got the
   // GIL only halfway or later from its ask to the fetch's end, or after half

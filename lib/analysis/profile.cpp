@@ -132,11 +132,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // Whether the fetch holds the GIL its worker's sending thread needs: seen
   // in when batches arrived (workers), or asked by the hook's probe thread
   // (no workers).
-  constexpr uint64_t kMinSends = 10;
+  constexpr uint64_t kMinSends = PrefetchStats::kMinSends;
   const uint64_t sends = loader.prefetch.sends_held + loader.prefetch.sends_free;
   const uint64_t probes = loader.prefetch.gil_probes_held + loader.prefetch.gil_probes_free;
-  if (sends >= kMinSends)
-    p.fetch_holds_gil = {2 * loader.prefetch.sends_held >= sends ? 1.0 : 0.0, true,
+  if (loader.prefetch.SendsTold())
+    p.fetch_holds_gil = {loader.prefetch.SendsHeld() ? 1.0 : 0.0, true,
                          fmt::format("{} of {} next() calls made while their batch's worker ran a later fetch found the "
                                      "batch held there until that fetch ended",
                                      loader.prefetch.sends_held, sends)};

