@@ -54,6 +54,8 @@ startup = a0["startup"]["seconds"]
 check(0.6 <= startup <= 1.0, f"0 workers: start-up {startup:.3f} s, set 3 x 0.25 s")
 check(a0["handoff"]["seconds"] < 0.1, f"0 workers: handoff {a0['handoff']['seconds']:.3f} s, not the sampler's")
 check("the sampler's first draw" in a0["startup"]["evidence"], "0 workers: the start-up evidence names the sampler")
+draws = [e["sampler_first_s"] for e in l0["epochs"]]
+check(len(draws) == 3 and all(0.24 <= d <= 0.4 for d in draws), f"0 workers: each epoch's first draw {draws}, set 0.25 s")
 check(any("the sampler's first draw takes" in a for a in l0["advice"]), "0 workers: the advice names the sampler")
 l2, a2 = lines(2)
 check("priming the workers" in a2["startup"]["evidence"], "2 workers: the start-up evidence names the sampler in the creation")
