@@ -431,15 +431,24 @@ TEST_CASE("Predicting the step on other intra-op threads is refused where the pr
   CHECK(Predict(p, On(2, 2)).ok());  // as profiled, its measured costs stand
 }
 
-TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the workers persist") {
+namespace {
+// 2 workers, compute bound in steady state (100 samples/s), 4 epochs of 10
+// batches, each epoch's workers starting in 1 s.
+LoaderProfile WholeRunProfile() {
   LoaderProfile p = BaseProfile();
   p.workers = 2;
   p.cpu_s_per_batch = 0.01;
-  p.compute_s_per_batch = 0.1;  // compute bound in steady state: 100 samples/s
+  p.compute_s_per_batch = 0.1;
   p.epochs = 4;
   p.batches_per_epoch = 10;
   p.startup_first_s = 1.0;
   p.startup_later_s = 1.0;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("Whole-run throughput pays each epoch's worker start-up unless the workers persist") {
+  LoaderProfile p = WholeRunProfile();
   auto r = Predict(p, On(4));
   REQUIRE(r.ok());
   CHECK(r->samples_per_s == Approx(100).epsilon(1e-3));
@@ -469,12 +478,7 @@ TEST_CASE("Every scenario pays the sampler's first draw of each epoch, whatever 
   // The whole-run case above with a sampler whose per-epoch work takes 0.5 s
   // on the main thread: each epoch gains 0.5 s in every scenario, persistent
   // workers and no workers too, and more workers or cores do not shrink it.
-  LoaderProfile p = BaseProfile();
-  p.cpu_s_per_batch = 0.01;
-  p.epochs = 4;
-  p.batches_per_epoch = 10;
-  p.startup_first_s = 1.0;
-  p.startup_later_s = 1.0;
+  LoaderProfile p = WholeRunProfile();
   p.sampler_s_per_epoch = 0.5;
   auto r = Predict(p, On(4));
   REQUIRE(r.ok());
