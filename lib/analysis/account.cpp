@@ -102,7 +102,6 @@ struct Ledger {
   uint64_t waits_handoff = 0;        // the batch was ready
   int64_t before_first_next = 0;     // compute between __iter__'s return and the first next()
   int64_t startup_create = 0, startup_first = 0, startup_shutdown = 0;
-  int64_t startup_sampler = 0;  // the sampler's first draw in an epoch's first next() (no workers)
   uint64_t epochs = 0;
 
   // Adds `d` ns over the causes in proportion to `w`; integer ns, the
@@ -139,7 +138,6 @@ struct Ledger {
     before_first_next += o.before_first_next;
     startup_create += o.startup_create;
     startup_first += o.startup_first;
-    startup_sampler += o.startup_sampler;
     startup_shutdown += o.startup_shutdown;
     epochs += o.epochs;
     return *this;
@@ -291,7 +289,6 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
   if (const EpochStats& epoch = loader.epochs[it.epoch]; epoch.sampler_first_ns >= it.wait_start_ns && epoch.sampler_first_ns < it.return_ns)
     sampler = std::min<int64_t>(outside - queued, std::llround(epoch.sampler_first_s * 1e9));
   l.Add(Cause::kStartup, sampler);
-  l.startup_sampler += sampler;
   l.Add(Cause::kHandoff, outside - queued - sampler);
   if (fetch_ns > 0) {
     if (by_fetch) l.waits_by_fetch++;
