@@ -183,13 +183,6 @@ struct Context {
 
 int64_t Ns(uint64_t from, uint64_t to) { return to > from ? static_cast<int64_t>(to - from) : 0; }
 
-// The sampler's first draws (EpochStats::sampler_first_s) per epoch, over the epochs.
-double SamplerFirstPerEpochS(const LoaderAnalysis& l) {
-  double sum = 0;
-  for (const auto& e : l.epochs) sum += e.sampler_first_s;
-  return l.epochs.empty() ? 0 : sum / static_cast<double>(l.epochs.size());
-}
-
 // The main loop after next() returned, less other loaders run whole inside it.
 int64_t ComputeNs(const Iteration& it) {
   return std::max<int64_t>(0, Ns(it.return_ns, it.compute_end_ns) - static_cast<int64_t>(std::llround(it.nested_s * 1e9)));
@@ -681,7 +674,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           line.evidence = fmt::format("{} per epoch x {} epochs{}", Ms(l.ns[k] / epochs), l.epochs, method);
         line.evidence += fmt::format(" (iterator creation {}, first batches until every worker ran {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
                                      Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
-        if (const double sampler = SamplerFirstPerEpochS(loader); sampler > 0)
+        if (const double sampler = loader.SamplerFirstPerEpochS(); sampler > 0)
           line.evidence += fmt::format("; the sampler's first draw {} per epoch ({})", Ms(sampler * 1e9),
                                        loader.config.num_workers > 0 ? "in the iterator creation, priming the workers" : "in the first next()");
         if (persistent_saving_s > 0)
@@ -792,18 +785,13 @@ std::string IteratorPerStepAdvice(const LoaderAnalysis& l) {
                      l.epochs.size(), per_iterator, std::ceil(batches_per_epoch));
 }
 
-// Workers started one after another inside __iter__: spawn and forkserver
-// send each its pickled Dataset through a pipe, and past the pipe's 64 KiB
-// the parent waits for the child to import the main module and read it (a
-// Dataset holding 200 KB, 2 cores: 0.93 s a worker; 1 KB: 2 workers in 1 s).
-// Empty unless __iter__ took half the workers' start-up or more.
 // The start-up advice when the sampler's first draw of each epoch is half of
 // the start-up or more: its per-epoch work (RandomSampler's randperm,
 // DistributedSampler's shuffle, a sort by length) runs there on the main
 // thread, before any worker can start a batch, whatever the workers. Empty
 // when it is less.
 std::string SamplerStartupAdvice(const LoaderAnalysis& l, const std::string& share, double startup_s) {
-  const double per_epoch = SamplerFirstPerEpochS(l);
+  const double per_epoch = l.SamplerFirstPerEpochS();
   const double epochs = static_cast<double>(std::max<size_t>(1, l.epochs.size()));
   if (startup_s <= 0 || per_epoch * epochs < 0.5 * startup_s) return {};
   return fmt::format("epoch start-up ({}): the sampler's first draw takes {} each epoch ({} of the {} start-up), on the "
@@ -812,6 +800,11 @@ std::string SamplerStartupAdvice(const LoaderAnalysis& l, const std::string& sha
                      share, FormatSeconds(per_epoch), FormatSeconds(per_epoch * epochs), FormatSeconds(startup_s));
 }
 
+// Workers started one after another inside __iter__: spawn and forkserver
+// send each its pickled Dataset through a pipe, and past the pipe's 64 KiB
+// the parent waits for the child to import the main module and read it (a
+// Dataset holding 200 KB, 2 cores: 0.93 s a worker; 1 KB: 2 workers in 1 s).
+// Empty unless __iter__ took half the workers' start-up or more.
 std::string SerialStartAdvice(const LoaderAnalysis& l) {
   const std::string& method = l.config.multiprocessing_context;
   if (l.config.num_workers < 2 || method.empty() || method == "fork") return {};

@@ -400,6 +400,12 @@ struct LoaderAnalysis {
     for (const auto& e : epochs) unstepped += e.unstepped;
     return iterations.size() - std::min<uint64_t>(unstepped, iterations.size());
   }
+  // The sampler's first draw (EpochStats::sampler_first_s), mean per epoch.
+  double SamplerFirstPerEpochS() const {
+    double sum = 0;
+    for (const auto& e : epochs) sum += e.sampler_first_s;
+    return epochs.empty() ? 0 : sum / static_cast<double>(epochs.size());
+  }
   std::vector<WorkerStats> workers;
   double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)
   PrefetchStats prefetch;

@@ -179,10 +179,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.batches_per_epoch = static_cast<double>(loader.SteppedIterations()) / loader.epochs.size();
     p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());
     const double one_batch = p.cpu_s_per_batch + p.io_s_per_batch + p.delay_s_per_batch;
-    double later = 0, serial = 0, started = 0, sampler = 0;
+    double later = 0, serial = 0, started = 0;
     uint32_t later_count = 0;
-    for (const auto& epoch : loader.epochs) sampler += epoch.sampler_first_s;
-    p.sampler_s_per_epoch = sampler / static_cast<double>(loader.epochs.size());
+    p.sampler_s_per_epoch = loader.SamplerFirstPerEpochS();
     for (const auto& it : loader.iterations) {
       if (it.index_in_epoch != 0) continue;
       // From the __iter__ call to the first batch's return (iterator creation
