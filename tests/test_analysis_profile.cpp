@@ -248,6 +248,74 @@ TEST_CASE("A profile's handoff is the mean steady wait at next() calls that foun
   CHECK(profiles->front().handoff_s_per_batch == Approx(0.002));
 }
 
+TEST_CASE("Without workers a worker's shared-memory collate is timed beyond what the job's own collate spent faulting") {
+  // Each 25 ms fetch (all CPU, 12 ms of it in the kernel) holds a 10 ms
+  // collate. The timing after the run: collating into shared memory costs
+  // 30 ms beyond a warm heap, and faulting a batch's pages in 8 ms. The job's
+  // collate faulted in its heap afresh: at most 8 ms of its 10 are faults,
+  // which a worker's collate replaces, so a worker pays 22 ms more, not 30.
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.iterations = 10;
+  spec.wait = 26 * kMs;
+  spec.compute = 20 * kMs;
+  AddMainProcessLoader(b, spec);
+  const bool with_system = GENERATE(true, false);
+  for (uint64_t i = 0; i < 10; ++i) {
+    const uint64_t start = spec.start + i * 46 * kMs + kMs / 2;
+    b.Span(spec.thread, names::kFetch, start, 25 * kMs, 1, i, 25 * kMs, 0);
+    b.Span(spec.thread, names::kCollate, start + 14 * kMs, 10 * kMs, 1, i);
+    if (with_system) b.Span(spec.thread, names::kSystemCpu, start - 10, 25 * kMs + 20, 1, 12 * kMs);
+  }
+  b.Config(100, 1, "batch_tensors", 1);
+  b.Config(100, 1, "batch_bytes", 8 << 20);
+  b.ConfigDouble(100, 1, "ipc_loop_cpu_s", 0.001);
+  b.ConfigDouble(100, 1, "ipc_receive_cpu_s", 0.001);
+  b.ConfigDouble(100, 1, "ipc_collate_shm_cpu_s", 0.030);
+  b.ConfigDouble(100, 1, "ipc_touch_cpu_s", 0.008);
+  b.ConfigDouble(100, 1, "ipc_batches", 50);
+  auto measure = [&] {
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front();
+  };
+  CHECK(measure().shm_collate_cpu_s_per_batch.value == Approx(0.022));
+  CHECK_THAT(measure().shm_collate_cpu_s_per_batch.source, Catch::Contains("less 8.00 ms"));
+  // Faulting a batch's pages in costs more than the job's whole collate: all of its 10 ms.
+  b.ConfigDouble(100, 1, "ipc_touch_cpu_s", 0.020);
+  CHECK(measure().shm_collate_cpu_s_per_batch.value == Approx(0.020));
+  // The fetches spent less in the kernel than the collate took: the rest of it was not faulting.
+  if (with_system) {
+    for (size_t i = 0; i < b.trace.spans.size(); ++i)
+      if (b.trace.spans.name[i] == *b.trace.FindString(names::kSystemCpu)) b.trace.spans.arg[i] = 4 * kMs;
+    CHECK(measure().shm_collate_cpu_s_per_batch.value == Approx(0.026));
+  }
+}
+
+TEST_CASE("A profile marks which fetches made a steady iteration's batch") {
+  // 2 epochs of 10 batches without workers, each fetch inside its next():
+  // the first 5 of each epoch are the warm-up.
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.epochs = 2;
+  spec.iterations = 10;
+  AddMainProcessLoader(b, spec);
+  const uint32_t wait = *b.trace.FindString(names::kWait);
+  std::vector<std::pair<uint64_t, uint64_t>> waits;  // start, iteration
+  for (size_t i = 0; i < b.trace.spans.size(); ++i)
+    if (b.trace.spans.name[i] == wait) waits.emplace_back(b.trace.spans.start_ns[i], b.trace.spans.arg[i]);
+  REQUIRE(waits.size() == 20);
+  for (const auto& [start, index] : waits) b.Span(spec.thread, names::kFetch, start + 10, kMs, 1, index, kMs, 0);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  REQUIRE(p.batch_costs.size() == 20);
+  REQUIRE(p.batch_cost_steady.size() == 20);
+  for (size_t i = 0; i < 20; ++i) CHECK(p.batch_cost_steady[i] == (i % 10 >= 5));
+}
+
 TEST_CASE("Without workers a profile carries the DataLoader's own code in next() beside the fetch") {
   // Each 2 ms wait holds a 1.5 ms fetch on CPU: 0.5 ms of the iterator's own
   // code (sampler, bookkeeping) a batch.

@@ -184,3 +184,34 @@ TEST_CASE("Fetches without misses give the kernel time a miss is measured agains
   // 1.5 ms a missing MiB, give or take the jitter's share.
   CHECK(*mixed_estimate * calls == Approx(0.0015).margin(0.0002));
 }
+
+TEST_CASE("A few fetches without misses are baseline enough for the kernel time a miss costs") {
+  // A validation loader of 12 batches: each fetch spends 20 ms in the kernel
+  // on its collate's page faults beside copying the 5 MiB it reads; 8 of them
+  // also missed 40 KiB, which cost 0.2 ms more each. 4 clean fetches make the
+  // baseline (10 were needed before, and all 20.2 ms went to the 40 KiB).
+  const double copy_ns_per_byte = 0.1, calls = 5 * 1048576.0;
+  const double copy_s = calls * copy_ns_per_byte * 1e-9;
+  std::vector<ReadSample> rows;
+  for (int i = 0; i < 12; ++i) {
+    const bool missed = i % 3 != 0;
+    const double jitter = (i % 2) * 0.00002;
+    rows.push_back(ReadSample{0.2, missed ? 40960.0 : 0.0, calls, 0.020 + copy_s + jitter + (missed ? 0.0002 : 0)});
+  }
+  const auto estimate = EstimateReadCostFromSystemTime(rows, copy_ns_per_byte);
+  REQUIRE(estimate.ok());
+  CHECK(*estimate * 40960.0 == Approx(0.0002).margin(0.00003));
+}
+
+TEST_CASE("Fetches that all missed a little of what they read give no miss cost from their kernel time") {
+  // Every fetch missed 10% of its 5 MiB and spent 20 ms in the kernel, mostly
+  // page faults: with no fetch that missed nothing, that time cannot be split.
+  const double calls = 5 * 1048576.0;
+  std::vector<ReadSample> rows(12, ReadSample{0.2, 0.1 * calls, calls, 0.020});
+  const auto estimate = EstimateReadCostFromSystemTime(rows, 0.1);
+  REQUIRE_FALSE(estimate.ok());
+  CHECK_THAT(estimate.error().message, Catch::Contains("from the page cache"));
+  // A cold profile (the misses all of what the fetches read) keeps the estimate.
+  for (auto& r : rows) r.storage_bytes = calls;
+  REQUIRE(EstimateReadCostFromSystemTime(rows, 0.1).ok());
+}

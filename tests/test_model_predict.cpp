@@ -177,6 +177,37 @@ TEST_CASE("From a profile without workers a worker pays its shared-memory collat
   CHECK(Predict(p, On(4, 1))->samples_per_s == Approx(10 / 0.010).epsilon(0.01));
 }
 
+TEST_CASE("The steady state draws from the steady batches' fetches, the whole run from each epoch's own") {
+  // No workers, 3 epochs of 16 batches of 10, a 10 ms step. Each epoch's
+  // first 5 fetches (the warm-up analyze leaves out of the steady state)
+  // cost 300 ms; the rest 60 ms in epoch 0 (an evaluation pass before
+  // training) and 100 ms in epochs 1 and 2.
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.compute_s_per_batch = 0.010;
+  p.epochs = 3;
+  p.batches_per_epoch = 16;
+  for (int epoch = 0; epoch < 3; ++epoch)
+    for (int i = 0; i < 16; ++i) {
+      const double cpu = i < 5 ? 0.300 : epoch == 0 ? 0.060 : 0.100;
+      p.batch_costs.push_back({static_cast<float>(cpu), 0.0f});
+      p.batch_cost_steady.push_back(i >= 5);
+    }
+  p.cpu_s_per_batch = 0;
+  for (const auto& c : p.batch_costs) p.cpu_s_per_batch += c.cpu_s / 48.0;
+  const auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  // Steady: (11 x 60 + 22 x 100) / 33 ms of fetch and the step.
+  CHECK(r->step_s == Approx((11 * 0.060 + 22 * 0.100) / 33 + 0.010).epsilon(0.01));
+  // Whole run: every fetch once and 48 steps (5 x 300 + 11 x 60, then twice 5 x 300 + 11 x 100 ms).
+  const double whole_s = 3 * 5 * 0.300 + 11 * 0.060 + 2 * 11 * 0.100 + 48 * 0.010;
+  CHECK(r->whole_run_samples_per_s == Approx(480 / whole_s).epsilon(0.01));
+  // Without the marks every fetch counts for the steady state too (the
+  // simulation's middle half is not a whole number of cycles of 48: 2%).
+  p.batch_cost_steady.clear();
+  CHECK(Predict(p, On(4))->step_s == Approx(p.cpu_s_per_batch + 0.010).epsilon(0.02));
+}
+
 TEST_CASE("With no workers the main process fetches serially and all fetch and prep time is stall") {
   LoaderProfile p = BaseProfile();
   p.workers = 0;

@@ -737,7 +737,12 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
                                                             {std::numeric_limits<uint64_t>::max(), 0});
   HugeVector<double> produce;
   produce.reserve(fetches.size());
-  HugeVector<std::pair<uint64_t, model::BatchCost>> costs;
+  struct Cost {
+    uint64_t start_ns;
+    uint64_t batch;  // index in its epoch (the span's arg)
+    model::BatchCost cost;
+  };
+  HugeVector<Cost> costs;
   costs.reserve(fetches.size());
   for (uint32_t f : fetches) {
     uint32_t thread = s.thread[f];
@@ -755,15 +760,36 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
       w.cpu_s += cpu;
       w.delay_s += delay;
       w.io_s += std::max(0.0, d - cpu - delay);
-      costs.push_back({s.start_ns[f], {static_cast<float>(cpu), static_cast<float>(std::max(0.0, d - cpu - delay))}});
+      costs.push_back({s.start_ns[f], s.arg[f], {static_cast<float>(cpu), static_cast<float>(std::max(0.0, d - cpu - delay))}});
     } else {
-      costs.push_back({s.start_ns[f], {0.0f, static_cast<float>(d)}});
+      costs.push_back({s.start_ns[f], s.arg[f], {0.0f, static_cast<float>(d)}});
     }
   }
-  internal::RadixSortBy(costs, [](const auto& c) { return c.first; });
+  internal::RadixSortBy(costs, [](const auto& c) { return c.start_ns; });
   loader.batch_costs.clear();
   loader.batch_costs.reserve(costs.size());
-  for (const auto& c : costs) loader.batch_costs.push_back(c.second);
+  for (const auto& c : costs) loader.batch_costs.push_back(c.cost);
+  // Which fetches made a steady iteration's batch (the same index in the same
+  // epoch): the steady state leaves each epoch's first batches out, and their
+  // fetches often cost more (caches cold after the epoch's start, a
+  // validation pass before it); a model drawing from every fetch predicted a
+  // loader without workers 6-8% below its own measured steady state.
+  loader.batch_cost_steady.clear();
+  if (!loader.steady_fallback && !loader.epochs.empty()) {
+    std::vector<std::vector<bool>> steady_of_epoch(loader.epochs.size());
+    for (const auto& it : loader.iterations) {
+      auto& of_epoch = steady_of_epoch[it.epoch];
+      if (of_epoch.size() <= it.index_in_epoch) of_epoch.resize(it.index_in_epoch + 1, false);
+      of_epoch[it.index_in_epoch] = it.steady && !it.compute_unknown;
+    }
+    loader.batch_cost_steady.reserve(costs.size());
+    size_t e = 0;  // costs come in start order, and so do the epochs
+    for (const auto& c : costs) {
+      while (e + 1 < loader.epochs.size() && loader.epochs[e + 1].start_ns <= c.start_ns) ++e;
+      const auto& of_epoch = steady_of_epoch[e];
+      loader.batch_cost_steady.push_back(c.batch < of_epoch.size() && of_epoch[c.batch]);
+    }
+  }
   loader.produce = analysis::SummarizeInPlace(produce);
   auto epoch_of = [&](uint64_t t) -> size_t {
     size_t e = 0;

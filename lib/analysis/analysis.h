@@ -422,6 +422,9 @@ struct LoaderAnalysis {
   // Every fetch span's CPU and off-CPU time (produce - cpu - delay), in start
   // order: the per-batch costs the model's simulation draws from.
   HugeVector<model::BatchCost> batch_costs;
+  // Per batch cost: its fetch made the batch of a steady iteration. Empty when
+  // there is no steady state (every iteration counts then).
+  std::vector<bool> batch_cost_steady;
   // The main process (all its threads, /proc sampler) over the steps after
   // each epoch's first, less its main thread's CPU and delay in next() (wait
   // spans): what the training step itself uses. main_step_compute_s = 0 when

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <set>
 
 namespace stallprof::model {
@@ -49,7 +51,17 @@ double CoefficientOfVariation(const Eigen::VectorXd& v) {
   return std::sqrt((v.array() - mean).square().mean()) / mean;
 }
 
-constexpr size_t kMinRows = 10;  // fetch spans a fit, or a baseline of fetches without misses, needs
+constexpr size_t kMinRows = 10;  // fetch spans a fit needs
+
+// The two-sided 95% quantile of Student's t with `dof` degrees of freedom:
+// a baseline of a few fetches has a wide interval, not a normal one.
+double StudentT95(size_t dof) {
+  static constexpr double kTable[] = {12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23,
+                                      2.20,  2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.10, 2.09, 2.09};
+  if (dof == 0) return std::numeric_limits<double>::infinity();
+  if (dof <= std::size(kTable)) return kTable[dof - 1];
+  return dof < 30 ? 2.06 : dof < 60 ? 2.02 : 1.96;
+}
 }  // namespace
 
 Result<ReadCostFit> FitReadCost(const std::vector<ReadSample>& rows) {
@@ -131,7 +143,7 @@ Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& row
   // Each fetch's kernel time beyond copying the bytes it read: what its
   // misses cost, plus other kernel work (page faults, allocations).
   std::vector<double> clean;  // fetches that read nothing from storage: other kernel work alone
-  double missing_cpu = 0, missing_excess = 0, storage = 0;
+  double missing_cpu = 0, missing_excess = 0, storage = 0, missing_calls = 0;
   size_t missing = 0;
   for (const auto& r : rows) {
     if (r.system_s < 0) return UnsupportedError("the fetch spans carry no system CPU time (recorded by an older hook)");
@@ -141,17 +153,23 @@ Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& row
       missing_cpu += r.cpu_s;
       missing_excess += excess;
       storage += r.storage_bytes;
+      missing_calls += r.call_bytes;
     } else {
       clean.push_back(excess);
     }
   }
   if (missing == 0) return UnsupportedError("no fetch read from storage");
-  // With enough fetches that missed nothing, their kernel time is the
-  // baseline the missing ones exceed: on a warm cache the page faults of a
-  // collate (13% of a decode pipeline's CPU) would otherwise be charged to a
-  // few KiB of metadata reads. Without them (a cold profile, every fetch
-  // missing) all of it counts as miss CPU.
-  if (clean.size() >= kMinRows) {
+  // With fetches that missed nothing, their kernel time is the baseline the
+  // missing ones exceed: on a warm cache the page faults of a collate (13% of
+  // a decode pipeline's CPU) would otherwise be charged to a few KiB of
+  // metadata reads. Without them all of it counts as miss CPU, which only a
+  // cold profile (the misses most of what the fetches read) bears out: where
+  // most came from the page cache the rest is the fetches' other kernel work
+  // (a loader of 12 batches, 90% hits, all missing a little: 78 ms of CPU a
+  // MiB missed, its collate's page faults).
+  constexpr size_t kMinBaseline = 3;
+  constexpr double kMostlyMissed = 0.5;
+  if (clean.size() >= kMinBaseline) {
     const auto n = static_cast<double>(clean.size());
     double mean = 0, square = 0;
     for (double v : clean) mean += v / n;
@@ -160,12 +178,17 @@ Result<double> EstimateReadCostFromSystemTime(const std::vector<ReadSample>& row
     const auto m = static_cast<double>(missing);
     missing_excess -= m * mean;
     // 95%: the missing fetches' own spread and the baseline's error.
-    const double half_width = 1.96 * sd * std::sqrt(m + m * m / n);
+    const double half_width = StudentT95(clean.size() - 1) * sd * std::sqrt(m + m * m / n);
     if (!(missing_excess > half_width))
       return UnsupportedError(fmt::format(
           "the fetches that read from storage ({}) spent no more kernel time than the {} that did not ({:.3g} +- {:.3g} ms "
           "in all, 95%)",
           missing, clean.size(), missing_excess * 1e3, half_width * 1e3));
+  } else if (storage < kMostlyMissed * missing_calls) {
+    return UnsupportedError(fmt::format(
+        "the fetches read {:.0f}% of their bytes from storage, the rest from the page cache, and fewer than {} read "
+        "nothing from it, so their kernel time beyond a copy cannot be told apart from the misses'",
+        100 * storage / missing_calls, kMinBaseline));
   }
   return std::clamp(missing_excess, 0.0, missing_cpu) / storage;
 }

@@ -136,6 +136,7 @@ struct LoaderProfile {
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted
   // The simulation's inputs (docs/model.md "Simulation"):
   HugeVector<BatchCost> batch_costs;     // every fetch span's CPU and off-CPU seconds, in start order
+  std::vector<bool> batch_cost_steady;   // per cost: it made a steady iteration's batch; empty = all count
   // What the step itself uses of the CPU: the main process's threads' CPU and
   // run-queue delay per batch during compute (sampler less the wait spans).
   // Not measured: the step is taken as off CPU (it never competes for cores).

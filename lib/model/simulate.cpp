@@ -132,7 +132,7 @@ class Simulation {
 
   BatchCost Cost(uint64_t batch) const {
     if (c_.costs.empty()) return {};
-    const BatchCost& raw = c_.costs[batch % c_.costs.size()];
+    const BatchCost& raw = c_.costs[(batch + c_.cost_offset) % c_.costs.size()];
     return {static_cast<float>(raw.cpu_s * c_.cpu_scale), static_cast<float>(raw.io_s * c_.io_scale)};
   }
 

@@ -78,6 +78,7 @@ struct SimConfig {
   // prefetch_factor batches in flight when the stream ended).
   uint32_t steady_skip_first = 0, steady_skip_last = 0;
   std::vector<BatchCost> costs;   // per batch, cycled; empty = no worker cost
+  uint64_t cost_offset = 0;       // batch i costs costs[(i + cost_offset) % size]: one epoch's part of a run
   double cpu_scale = 1, io_scale = 1;  // applied to every cost (a cache removes misses)
   uint64_t batches = 0;           // batches the main loop consumes
   double startup_s = 0;           // before the workers can start the first batch (worker start-up)
