@@ -176,3 +176,16 @@ TEST_CASE("Main-thread stages are shown apart from the pipeline's in the text an
   CHECK(stages.at(0).at("name").get<std::string>() == "augment");
   CHECK(stages.at(0).at("wall_s").get<double>() == Approx(0.090));
 }
+
+TEST_CASE("The text names a loader's start method and prefetch depth only where it has workers") {
+  auto a = Analyzed();
+  auto& c = a.loaders.at(0).config;
+  c.multiprocessing_context = "fork";
+  c.num_workers = 2;
+  c.prefetch_factor = 4;
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), Catch::Contains("2 workers (fork), prefetch 4,"));
+  c.num_workers = 0;
+  const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  CHECK_THAT(text, Catch::Contains("0 workers (the main process fetches), pin_memory"));
+  CHECK(text.find("(fork)") == std::string::npos);
+}

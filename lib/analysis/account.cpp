@@ -661,7 +661,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           break;
         }
         const double epochs = std::max<uint64_t>(1, l.epochs);
-        const std::string method = loader.config.multiprocessing_context.empty() ? "" : ", " + loader.config.multiprocessing_context;
+        const bool workers = loader.config.num_workers > 0;
+        const std::string method =
+            !workers ? ", no workers" : loader.config.multiprocessing_context.empty() ? "" : ", " + loader.config.multiprocessing_context;
         const auto& split = loader.startup_split;
         if (split.later_epochs > 0 && split.starting_epochs > 0)
           // Persistent workers start once per DataLoader object: a mean over
@@ -672,8 +674,13 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                       Ms(split.later_s / split.later_epochs * 1e9), split.later_epochs);
         else
           line.evidence = fmt::format("{} per epoch x {} epochs{}", Ms(l.ns[k] / epochs), l.epochs, method);
-        line.evidence += fmt::format(" (iterator creation {}, first batches until every worker ran {}, shutdown {} per epoch)", Ms(l.startup_create / epochs),
-                                     Ms(l.startup_first / epochs), Ms(l.startup_shutdown / epochs));
+        if (workers)
+          line.evidence += fmt::format(" (iterator creation {}, first batches until every worker ran {}, shutdown {} per epoch)",
+                                       Ms(l.startup_create / epochs), Ms(l.startup_first / epochs),
+                                       Ms(l.startup_shutdown / epochs));
+        else
+          line.evidence += fmt::format(" (iterator creation {}, the StopIteration next() {} per epoch)",
+                                       Ms(l.startup_create / epochs), Ms(l.startup_shutdown / epochs));
         if (const double sampler = loader.SamplerFirstPerEpochS(); sampler > 0)
           line.evidence += fmt::format("; the sampler's first draw {} per epoch ({})", Ms(sampler * 1e9),
                                        loader.config.num_workers > 0 ? "in the iterator creation, priming the workers" : "in the first next()");

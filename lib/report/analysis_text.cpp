@@ -57,9 +57,15 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   std::string who = fmt::format("{} (pid {}{}, loader {})", TerminalSafe(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
                                 l.scope);
   Heading(out, style, "== " + who + " ==");
-  out += fmt::format("  batch {}, {} workers{}, prefetch {}, pin_memory {}, {}{}{}\n", BatchSizeText(c),
-                     c.num_workers, c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
-                     c.prefetch_factor, c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
+  // Without workers the start method and the prefetch depth set nothing.
+  const std::string workers =
+      c.num_workers == 0
+          ? "0 workers (the main process fetches)"
+          : fmt::format("{} workers{}, prefetch {}", c.num_workers,
+                        c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
+                        c.prefetch_factor);
+  out += fmt::format("  batch {}, {}, pin_memory {}, {}{}{}\n", BatchSizeText(c), workers,
+                     c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
                      c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
