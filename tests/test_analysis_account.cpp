@@ -986,6 +986,9 @@ TEST_CASE("Without workers, the sampler's first draw of an epoch is epoch start-
   CHECK(l.account_all.Seconds(Cause::kHandoff) == Approx(30 * 0.004));
   CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s));
   CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("the sampler's first draw 160.0 ms per epoch (in the first next())"));
+  // No workers: no start method and no wait for workers to run in the evidence.
+  CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("x 3 epochs, no workers (iterator creation"));
+  CHECK(l.account_all.Line(Cause::kStartup).evidence.find("every worker") == std::string::npos);
   bool told = false;
   for (const auto& advice : l.advice) told |= advice.find("the sampler's first draw takes 160.00 ms each epoch") != std::string::npos;
   CHECK(told);

@@ -202,6 +202,21 @@ TEST_CASE("The steady state draws from the steady batches' fetches, the whole ru
   // Whole run: every fetch once and 48 steps (5 x 300 + 11 x 60, then twice 5 x 300 + 11 x 100 ms).
   const double whole_s = 3 * 5 * 0.300 + 11 * 0.060 + 2 * 11 * 0.100 + 48 * 0.010;
   CHECK(r->whole_run_samples_per_s == Approx(480 / whole_s).epsilon(0.01));
+  // The same run with epochs of 4000 batches: the whole run's 12000 costs are
+  // drawn evenly, 4000 of them, not the first 4000 (epoch 0's).
+  LoaderProfile large = p;
+  large.batches_per_epoch = 4000;
+  large.batch_costs.clear();
+  large.batch_cost_steady.clear();
+  for (int epoch = 0; epoch < 3; ++epoch)
+    for (int i = 0; i < 4000; ++i) {
+      large.batch_costs.push_back({i < 5 ? 0.300f : epoch == 0 ? 0.060f : 0.100f, 0.0f});
+      large.batch_cost_steady.push_back(i >= 5);
+    }
+  const auto big = Predict(large, On(4));
+  REQUIRE(big.ok());
+  const double big_whole_s = 3 * 5 * 0.300 + 3995 * 0.060 + 2 * 3995 * 0.100 + 12000 * 0.010;
+  CHECK(big->whole_run_samples_per_s == Approx(120000 / big_whole_s).epsilon(0.01));
   // Without the marks every fetch counts for the steady state too (the
   // simulation's middle half is not a whole number of cycles of 48: 2%).
   p.batch_cost_steady.clear();
