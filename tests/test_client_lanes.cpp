@@ -89,6 +89,38 @@ TEST_CASE("A lane filled without draining drops exactly the attempts beyond its 
   close(fds[1]);
 }
 
+TEST_CASE("A producer rings the doorbell when its lane holds a quarter of its capacity, and not before", "[client]") {
+  auto segment = MakeSegment(1 << 20, 4);
+  const uint64_t quarter = segment->header()->lane_capacity / 4;
+  auto* doorbell = &segment->header()->doorbell;  // the child writes the same shared page
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  // No drain while the child runs: the lane only fills.
+  auto result = RunInChild(nullptr, nullptr, segment->EnvValue(), [&] {
+    const uint32_t name = stallprof_name("fill");
+    // The name record plus quarter - 2 spans: one record short of a quarter.
+    for (uint64_t i = 0; i + 2 < quarter; ++i) stallprof_span_complete(name, i, 1, i, 0);
+    const uint32_t before = doorbell->load();
+    stallprof_span_complete(name, 0, 1, 0, 0);
+    const uint32_t at_quarter = doorbell->load();
+    // Ringing again waits for another eighth of the lane.
+    for (uint64_t i = 0; i + 1 < quarter / 2; ++i) stallprof_span_complete(name, i, 1, i, 0);
+    const uint32_t eighth_later_minus_one = doorbell->load();
+    stallprof_span_complete(name, 0, 1, 0, 0);
+    const uint32_t counts[4] = {before, at_quarter, eighth_later_minus_one, doorbell->load()};
+    return write(fds[1], counts, sizeof counts) == sizeof counts ? 0 : 1;
+  });
+  REQUIRE(result.exit_code == 0);
+  uint32_t counts[4] = {};
+  REQUIRE(read(fds[0], counts, sizeof counts) == sizeof counts);
+  CHECK(counts[0] == 0);
+  CHECK(counts[1] == 1);
+  CHECK(counts[2] == 1);
+  CHECK(counts[3] == 2);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 TEST_CASE("A lane freed when its thread exits is reused by the next thread with a new generation", "[client]") {
   auto segment = MakeSegment(1 << 20, 1);  // one lane: the second thread must reuse it
   int to_parent[2], to_child[2];

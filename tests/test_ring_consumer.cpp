@@ -58,8 +58,8 @@ TEST_CASE("The segment is private to its user and reachable through its STALLPRO
   close(fd);
   REQUIRE(other != MAP_FAILED);
   CHECK(static_cast<sp_ring_header*>(other)->magic.load() == SP_RING_MAGIC);
-  static_cast<sp_ring_header*>(other)->reserved0 = 77;
-  CHECK(segment->header()->reserved0 == 77);
+  static_cast<sp_ring_header*>(other)->doorbell = 77;
+  CHECK(segment->header()->doorbell.load() == 77);
   munmap(other, segment->size());
 }
 
@@ -194,4 +194,28 @@ TEST_CASE("ReleaseAll reports every lane still claimed at the end of a run", "[r
   segment->ReleaseAll(visitor);
   CHECK(visitor.events.size() == 1);
   CHECK(visitor.released.size() == 2);
+}
+
+TEST_CASE("The drain's wait on the doorbell ends on a ring, at once when it already moved, else at its timeout", "[ring]") {
+  auto segment = MakeSegment();
+  using namespace std::chrono;
+  const uint32_t seen = segment->DoorbellCount();
+  auto t0 = steady_clock::now();
+  CHECK_FALSE(segment->WaitForDoorbell(seen, milliseconds(30)));
+  CHECK(steady_clock::now() - t0 >= milliseconds(29));
+
+  std::thread ringer([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    segment->RingDoorbell();
+  });
+  t0 = steady_clock::now();
+  CHECK(segment->WaitForDoorbell(seen, seconds(30)));
+  CHECK(steady_clock::now() - t0 < seconds(10));
+  ringer.join();
+  CHECK(segment->DoorbellCount() == seen + 1);
+
+  // Rung between reading the count and waiting: no wait at all.
+  t0 = steady_clock::now();
+  CHECK(segment->WaitForDoorbell(seen, seconds(30)));
+  CHECK(steady_clock::now() - t0 < seconds(10));
 }

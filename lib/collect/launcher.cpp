@@ -232,10 +232,6 @@ class Stopper {
     cv_.wait_for(lock, d, [this] { return stop_; });
     return !stop_;
   }
-  bool stopped() {
-    std::lock_guard lock(mu_);
-    return stop_;
-  }
 
  private:
   std::mutex mu_;
@@ -495,12 +491,15 @@ Result<RunSummary> Run(const RunOptions& options) {
   }
 
   Drainer drainer(sink, live);
-  Stopper stop_drain, stop_sampler, stop_status;
+  Stopper stop_sampler, stop_status;
+  std::atomic<bool> drain_stopped{false};  // the drain sleeps on the ring's doorbell, not on a Stopper
   std::thread drain_thread([&] {
     auto last_reclaim = std::chrono::steady_clock::now();
     auto last_flush = last_reclaim;
     auto pause = std::chrono::microseconds(2000);
     do {
+      // Read before the drain: a producer ringing during it ends the wait below at once.
+      const uint32_t rung = ring.DoorbellCount();
       ring.ReanchorTsc();
       const auto stats = ring.DrainOnce(drainer);
       live.dropped.store(ring.TotalDropped(), std::memory_order_relaxed);
@@ -529,7 +528,9 @@ Result<RunSummary> Run(const RunOptions& options) {
                                static_cast<double>(pause.count()) * (0.125 / stats.max_fill))),
                            kMinPause, kMaxPause);
       else pause = kMinPause;
-    } while (stop_drain.SleepFor(pause));
+      // Sleep until the pause ends or a producer rings: its lane passed a quarter full.
+      ring.WaitForDoorbell(rung, pause);
+    } while (!drain_stopped.load(std::memory_order_acquire));
   });
   Sampler sampler(sink, getpid());
   std::thread sampler_thread([&] {
@@ -596,7 +597,8 @@ Result<RunSummary> Run(const RunOptions& options) {
   status.Clear();
   stop_sampler.Stop();
   sampler_thread.join();
-  stop_drain.Stop();
+  drain_stopped.store(true, std::memory_order_release);
+  ring.RingDoorbell();
   drain_thread.join();
   // Final drain: whatever is left, then every lane still owned.
   ring.ReanchorTsc();

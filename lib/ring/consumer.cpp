@@ -4,9 +4,11 @@
 #include "ring/consumer.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -368,6 +370,25 @@ void Segment::ReleaseAll(Visitor& visitor) {
     if (lane_state == SP_LANE_RELEASED || lanes_[i].owned) FreeLane(i, visitor);
   }
   invalid_total_ += stats.invalid;
+}
+
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
+              "the doorbell is a plain 32-bit futex word");
+
+uint32_t Segment::DoorbellCount() const { return header_->doorbell.load(std::memory_order_acquire); }
+
+bool Segment::WaitForDoorbell(uint32_t seen, std::chrono::microseconds timeout) const {
+  const auto us = std::max<int64_t>(timeout.count(), 0);
+  const timespec relative{static_cast<time_t>(us / 1'000'000), static_cast<long>(us % 1'000'000 * 1000)};
+  // Shared (not FUTEX_PRIVATE): the producers ring from other processes.
+  const long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->doorbell), FUTEX_WAIT, seen, &relative,
+                         nullptr, 0);
+  return r == 0 || errno != ETIMEDOUT;  // woken, or the count had already moved (EAGAIN)
+}
+
+void Segment::RingDoorbell() {
+  header_->doorbell.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->doorbell), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 uint64_t Segment::TotalDropped() const {

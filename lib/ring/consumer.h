@@ -3,6 +3,7 @@
 // producer wrote as untrusted.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -93,6 +94,14 @@ class Segment {
   uint64_t TotalDropped() const;
   // Records rejected as invalid so far (all lanes, all drains).
   uint64_t TotalInvalid() const { return invalid_total_; }
+
+  // The doorbell (see stallprof_ring.h): its current count, a wait until it
+  // moves past `seen` or `timeout` passes (false on timeout), and a ring that
+  // ends such a wait at once (the launcher's stop). The count lives in shared
+  // memory a producer can write, so only its change means anything.
+  uint32_t DoorbellCount() const;
+  bool WaitForDoorbell(uint32_t seen, std::chrono::microseconds timeout) const;
+  void RingDoorbell();
 
   // Re-anchors the TSC conversion on `reading` (no-op without a TSC clock):
   // the rate becomes the one from the start calibration to `reading`, a

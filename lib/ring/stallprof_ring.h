@@ -26,6 +26,8 @@
  *    (acquire) only when the lane looks full.
  *  - A full lane drops the record and increments `dropped` (relaxed; only the
  *    producer writes it). Producers never block, allocate, throw or abort.
+ *  - A producer rings the header's `doorbell` when its lane passes a quarter full
+ *    (one futex wake per eighth of a lane at most, never a wait).
  *  - On thread exit the producer stores RELEASED; the consumer drains what is
  *    left and returns the lane to FREE. A lane whose owner thread vanished
  *    without releasing it (process killed) is reclaimed the same way once the
@@ -53,8 +55,9 @@ extern "C" {
 /* Bump on any incompatible change of layout or meaning. */
 #define SP_ABI_MAJOR 1u
 /* Bump on compatible additions (new record kinds readers may skip).
- * 1: TSC calibration in the header, SP_SPAN_TSC spans. */
-#define SP_ABI_MINOR 1u
+ * 1: TSC calibration in the header, SP_SPAN_TSC spans.
+ * 2: the doorbell. */
+#define SP_ABI_MINOR 2u
 
 /* Environment variable through which children find the segment:
  * STALLPROF_RING=/proc/<launcher pid>/fd/<n>. Works across fork, spawn and
@@ -91,7 +94,12 @@ typedef struct sp_ring_header {
   uint64_t run_id;        /* random per run: tells two concurrent runs apart */
   /* Loader ids are handed out across processes from this counter. */
   SP_ATOMIC(uint32_t) next_loader_id;
-  uint32_t reserved0;
+  /* ABI 1.2. The doorbell: a producer whose lane passes a quarter full adds 1 and
+   * wakes the futex on it (shared, not FUTEX_PRIVATE), so a burst after an
+   * idle spell, when the consumer polls only every 50 ms, is drained before
+   * the lane overflows. The consumer sleeps on it with a timeout. Older
+   * producers never ring; older consumers never wait: both still work. */
+  SP_ATOMIC(uint32_t) doorbell;
   /* ABI 1.1. TSC calibration, written before `magic` (all 0: none, timestamps
    * are CLOCK_MONOTONIC ns). When tsc_mult != 0 the CPU has an invariant TSC
    * the launcher calibrated, and producers may time spans with rdtsc, sending

@@ -10,14 +10,16 @@ mkdir -p "$TMP/small"
 mount -t tmpfs -o size=64k tmpfs "$TMP/small" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
 trap 'umount "$TMP/small" 2>/dev/null; rm -rf "$TMP"' EXIT
 
-# 200000 spans (about 1 MB of trace) cannot fit in 64 KiB.
+# 200000 spans (about 1 MB of trace) cannot fit in 64 KiB. A 256M ring holds
+# 32768 records a lane: even a drain that never ran before the loop ended
+# hands the writer over 64 KiB (with the default 8192, CI once saw it all fit).
 cat >"$TMP/many.py" <<'PY'
 import stallprof
 for i in range(200000):
     with stallprof.stage("s"):
         pass
 PY
-set +e; "$SP" run -o "$TMP/small/t.pb" -- "$PY" "$TMP/many.py" 2>"$TMP/err"; rc=$?; set -e
+set +e; "$SP" run --ring-size 256M -o "$TMP/small/t.pb" -- "$PY" "$TMP/many.py" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 0 ] || fail "without --strict run returned $rc, expected the command's 0: $(cat "$TMP/err")"
 grep -q "stallprof: error: trace '$TMP/small/t.pb' is incomplete, writing it failed .* s into the run (no space left on device): it ends there with [0-9]* events (.*), [1-9][0-9]* events after that were lost" "$TMP/err" \
   || fail "no clear loss message: $(cat "$TMP/err")"
@@ -33,7 +35,7 @@ if grep -qx "footer=1" "$TMP/check"; then
 fi
 
 rm -f "$TMP/small/t.pb"
-set +e; "$SP" run --strict -o "$TMP/small/t.pb" -- "$PY" "$TMP/many.py" 2>"$TMP/err"; rc=$?; set -e
+set +e; "$SP" run --ring-size 256M --strict -o "$TMP/small/t.pb" -- "$PY" "$TMP/many.py" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 4 ] || fail "--strict returned $rc for an incomplete trace, expected 4: $(cat "$TMP/err")"
 
 # --strict with a complete trace keeps the command's status.
