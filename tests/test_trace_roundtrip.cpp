@@ -308,6 +308,7 @@ TEST_CASE("the clock source, TSC rate and drift round trip, and a trace without 
   CHECK(loaded->header.clock_source == ClockSource::kMonotonic);
   CHECK(loaded->header.tsc_hz == 0);
   CHECK(loaded->footer->tsc_drift_ns == 0);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("numbers of every varint length, 1 to 10 bytes, round trip exactly") {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cctype>
@@ -89,6 +90,31 @@ struct Hook {
 //   installed:  <prefix>/bin/stallprof, <prefix>/<libdir>/libstallprof_client.so,
 //               <prefix>/<libdir>/stallprof/python/ (lib/client/CMakeLists.txt)
 // STALLPROF_BINDIR_TO_LIBDIR is <libdir> relative to <bindir> (lib/collect/CMakeLists.txt).
+// The directory where loaders without workers leave their batch's tensor
+// sizes: <tmp>/stallprof-handoff.<launcher pid>.XXXXXX, removed at the end of
+// the run. A launcher killed with SIGKILL cannot remove its own; the next run
+// removes those of launchers that no longer exist (ours only).
+constexpr std::string_view kHandoffDirPrefix = "stallprof-handoff.";
+
+void RemoveStaleHandoffDirs() {
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::temp_directory_path(ec), ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kHandoffDirPrefix)) continue;
+    const std::string rest = name.substr(kHandoffDirPrefix.size());
+    const auto dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0) continue;
+    pid_t pid = 0;
+    if (std::from_chars(rest.data(), rest.data() + dot, pid).ec != std::errc{} || pid <= 0) continue;
+    struct stat st{};
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its launcher (or a process with its pid) lives
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 std::optional<Hook> FindHook(std::string& looked_in) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -467,7 +493,9 @@ Result<RunSummary> Run(const RunOptions& options) {
   // Loaders without workers leave their batch's tensor sizes here (handoff.h).
   std::string handoff_dir;
   if (hook && options.time_handoffs) {
-    std::string pattern = (fs::temp_directory_path() / "stallprof-handoff.XXXXXX").string();
+    RemoveStaleHandoffDirs();
+    std::string pattern =
+        (fs::temp_directory_path() / fmt::format("{}{}.XXXXXX", kHandoffDirPrefix, getpid())).string();
     if (mkdtemp(pattern.data())) {
       handoff_dir = pattern;
       env.push_back("STALLPROF_IPC_DIR=" + handoff_dir);

@@ -49,7 +49,8 @@ grep -q "^name one " "$TMP/s2" && fail "run two saw run one's events"
 [ "$(sed -n 's/^run_id=//p' "$TMP/s1")" != "$(sed -n 's/^run_id=//p' "$TMP/s2")" ] || fail "run ids equal"
 
 # SIGKILL the launcher mid-run: the trace loads up to its last complete chunk.
-"$SP" run -q --sample-ms 20 -o "$TMP/killed.pb" -- ./ticker k 3000 &
+mkdir "$TMP/tmpdir"
+TMPDIR="$TMP/tmpdir" "$SP" run -q --sample-ms 20 -o "$TMP/killed.pb" -- ./ticker k 3000 &
 launcher=$!
 sleep 1.2
 kill -KILL "$launcher"
@@ -60,6 +61,11 @@ grep -qx "footer=0" "$TMP/sk" || fail "a killed launcher cannot have written a f
 grep -q "^name k [0-9]" "$TMP/sk" || { cat "$TMP/sk"; fail "no spans survived the killed launcher"; }
 samples=$(sed -n 's/^system_samples=//p' "$TMP/sk")
 [ "$samples" -ge 10 ] || fail "expected ~1 s of system samples in the killed run, got $samples"
+# Its handoff directory (loaders without workers leave their batch sizes
+# there) outlives it; the next run removes it.
+[ -d "$TMP/tmpdir/stallprof-handoff.$launcher".* ] || fail "no handoff directory of the killed launcher: $(ls "$TMP/tmpdir")"
+TMPDIR="$TMP/tmpdir" "$SP" run -q -o "$TMP/next.pb" -- true || fail "the next run failed"
+[ -z "$(ls "$TMP/tmpdir")" ] || fail "the killed launcher's handoff directory was left behind: $(ls "$TMP/tmpdir")"
 shm_after=$(shm_listing)
 [ "$shm_before" = "$shm_after" ] || fail "/dev/shm changed: $(diff <(echo "$shm_before") <(echo "$shm_after"))"
 echo PASS
