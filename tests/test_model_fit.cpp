@@ -98,12 +98,31 @@ TEST_CASE("A read-cost fit refuses spans that cannot separate misses from the re
   REQUIRE_FALSE(few_low.ok());
   CHECK_THAT(few_low.error().message, Catch::Contains("only 3 of 103 batches"));
   // One batch that missed (a worker's first fetch reading its modules, slow
-  // for other reasons) among 99 that did not: its slope is that batch's alone.
+  // for other reasons) among 99 that did not: its slope is that batch's
+  // alone, and 13 KiB a batch of the 8 MiB read is a sliver besides.
   std::vector<ReadSample> one_miss(99, ReadSample{0.005, 0, 8 * 1048576.0});
   one_miss.push_back({0.030, 1.3 * 1048576.0, 8 * 1048576.0});
   const auto single = FitReadCost(one_miss);
   REQUIRE_FALSE(single.ok());
-  CHECK_THAT(single.error().message, Catch::Contains("only 1 of 100 batches missed more than half"));
+  CHECK_THAT(single.error().message, Catch::Contains("13.3 KiB a batch from storage of the 8.00 MiB they read (0.16%, 5% needed)"));
+  // Misses of a few KiB a batch that move with other work (metadata beside
+  // a decode pipeline's first batches): 2.7 KiB of 1.6 MiB, the CPU 40 ms
+  // more wherever they are, would fit 120 ms/MiB.
+  std::vector<ReadSample> sliver;
+  for (int i = 0; i < 100; ++i) {
+    const double missed = (i % 4 == 0 ? 4 : i % 4 == 1 ? 2 : 0.5) * 2.7 * 1024;
+    sliver.push_back({0.035 + 0.000117 * missed / 1024, missed, 1.6 * 1048576.0});
+  }
+  const auto slivers = FitReadCost(sliver);
+  REQUIRE_FALSE(slivers.ok());
+  CHECK_THAT(slivers.error().message, Catch::Contains("too little to fit what a miss costs"));
+  // Five batches that missed all they read among 95 that missed nothing:
+  // enough bytes (5%), too few batches to set a slope.
+  std::vector<ReadSample> five_miss(95, ReadSample{0.005, 0, 8 * 1048576.0});
+  for (int i = 0; i < 5; ++i) five_miss.push_back({0.009, 8 * 1048576.0, 8 * 1048576.0});
+  const auto five = FitReadCost(five_miss);
+  REQUIRE_FALSE(five.ok());
+  CHECK_THAT(five.error().message, Catch::Contains("only 5 of 100 batches missed more than half"));
   // Every read missed: storage bytes move with the bytes read.
   std::vector<ReadSample> cold;
   for (int i = 0; i < 40; ++i) cold.push_back({0.001 * (1 + i % 4), (1 + i % 4) * 1e6, (1 + i % 4) * 1e6});
