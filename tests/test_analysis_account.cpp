@@ -599,6 +599,51 @@ TEST_CASE("A training step that faults thousands of pages gets the allocator adv
   CHECK_THAT(OnlyLoader(quiet).advice.front(), !Catch::Contains("GLIBC_TUNABLES"));
 }
 
+namespace {
+// A loader without workers: 20 steps of a 30 ms next() (its fetch 28 ms of
+// CPU, `kernel` of it in the kernel) and a 5 ms compute from 1000 ms; the
+// process faults `faults_per_step` pages a step, sampled over the 700 ms.
+LoaderAnalysis FaultingMainFetch(uint64_t kernel, int64_t faults_per_step) {
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  LoopSpec spec;
+  spec.wait = 30 * kMs;
+  spec.compute = 5 * kMs;
+  AddMainProcessLoader(b, spec);
+  for (uint64_t i = 0; i < 20; ++i) {
+    const uint64_t start = spec.start + i * 35 * kMs + kMs;
+    AddFetch(b, spec.thread, start, 28 * kMs, i, 28 * kMs, -1);
+    b.Span(spec.thread, names::kSystemCpu, start, 28 * kMs + kUs, 1, kernel);
+  }
+  b.trace.process_series.push_back(SampledProcess(100, spec.start, spec.start + 20 * 35 * kMs, 0, 20 * faults_per_step));
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+bool AnyAdvice(const LoaderAnalysis& l, const std::string& prefix, const std::string& part) {
+  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) {
+    return a.rfind(prefix, 0) == 0 && a.find(part) != std::string::npos;
+  });
+}
+}  // namespace
+
+TEST_CASE("Without workers a process's page faults go with the prep when a fetch spends longer in the kernel than a step takes") {
+  // 12 ms of each fetch in the kernel, more than the 5 ms step: the faults are the fetches'.
+  const LoaderAnalysis fetch = FaultingMainFetch(12 * kMs, 3000);
+  REQUIRE(fetch.bottleneck == Cause::kPrep);
+  CHECK(fetch.main_faults_per_batch == Approx(3000).epsilon(0.01));
+  CHECK(fetch.fetch_kernel_s == Approx(0.012));
+  CHECK_THAT(fetch.account_steady.Line(Cause::kCompute).evidence,
+             Catch::Contains("3000 pages per step (its fetches included: no workers)"));
+  CHECK_THAT(fetch.advice.front(), Catch::Contains("43% of the fetches' CPU is the kernel's, and the training process "
+                                                   "(its fetches and its steps: no workers) faults 3000 pages per step"));
+  CHECK_FALSE(AnyAdvice(fetch, "compute:", "pages per step"));
+
+  // 2 ms in the kernel, under the step's 5 ms, and 6000 faults a step: the step's, on the compute line.
+  const LoaderAnalysis step = FaultingMainFetch(2 * kMs, 6000);
+  REQUIRE(step.bottleneck == Cause::kPrep);
+  CHECK(AnyAdvice(step, "compute:", "faults 6000 pages per step"));
+  CHECK_THAT(step.advice.front(), !Catch::Contains("pages per step"));
+}
+
 TEST_CASE("The step's page faults get the allocator advice when the loader is input-bound too") {
   // SlowWorker's loop with 20 ms waits (input-bound, prep/other blocking) and a main process faulting 6000 pages a step.
   TraceBuilder b;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/units.h"
@@ -334,14 +335,18 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
 
 // The fetching threads' CPU in the kernel as a share of their CPU, over the
 // fetches that recorded both; -1 when none did.
-double KernelShare(const FetchFactList& fetches) {
+// The fetches' kernel share of their CPU and their kernel CPU per fetch (s), -1 each when not recorded.
+std::pair<double, double> KernelShare(const FetchFactList& fetches) {
   double cpu = 0, kernel = 0;
+  uint64_t counted = 0;
   for (const auto& f : fetches)
     if (f.has_cpu && f.system_ns >= 0) {
       cpu += static_cast<double>(f.cpu_ns);
       kernel += static_cast<double>(f.system_ns);
+      ++counted;
     }
-  return cpu > 0 ? std::min(1.0, kernel / cpu) : -1;
+  if (cpu <= 0) return {-1, -1};
+  return {std::min(1.0, kernel / cpu), std::min(kernel, cpu) / static_cast<double>(counted) * kNs};
 }
 
 // A sampled counter of the worker processes per batch they fetched, summed
@@ -575,7 +580,8 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)
-          line.evidence += fmt::format("; the training process faulted {:.0f} pages per step", loader.main_faults_per_batch);
+          line.evidence += fmt::format("; the training process faulted {:.0f} pages per step{}", loader.main_faults_per_batch,
+                                       loader.config.num_workers == 0 ? " (its fetches included: no workers)" : "");
         line.evidence += MainStagesEvidence(loader);
         for (const auto& n : loader.nested_loaders)
           line.evidence += fmt::format("; less loader '{}', run whole inside it {} time(s) ({})", n.name, n.runs,
@@ -730,6 +736,23 @@ constexpr const char* kKeepFreedMemory =
     "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912; larger tensors glibc "
     "maps afresh whatever the thresholds, and an allocator that caches them keeps them: "
     "LD_PRELOAD=libtcmalloc_minimal.so.4 (Debian's libtcmalloc-minimal4)";
+
+// Without workers the process's page faults per step include its fetches':
+// where a fetch spends longer in the kernel than a whole step takes, they are
+// mostly the fetches' (a collate into fresh memory: 41 ms of kernel CPU a
+// fetch beside a 9.6 ms step), and the advice goes with the prep.
+bool FetchFaultsInMain(const LoaderAnalysis& l) {
+  return l.config.num_workers == 0 && l.main_faults_per_batch >= kFaultsHeavyPerBatch && l.fetch_kernel_s > 0 &&
+         l.fetch_kernel_s >= l.compute_steady.mean;
+}
+
+std::string FetchFaultsInMainAdvice(const LoaderAnalysis& l) {
+  return fmt::format(
+      "{:.0f}% of the fetches' CPU is the kernel's, and the training process (its fetches and its steps: no workers) "
+      "faults {:.0f} pages per step: the allocator returns freed buffers to the kernel and faults them back in (glibc "
+      "malloc's dynamic thresholds); {}",
+      l.fetch_kernel_share * 100, l.main_faults_per_batch, kKeepFreedMemory);
+}
 
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
 std::string StepFaultsAdvice(const LoaderAnalysis& l) {
@@ -916,6 +939,8 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
             "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: the allocator returns freed "
             "buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds); {}",
             l.fetch_kernel_share * 100, l.worker_faults_per_batch, kKeepFreedMemory);
+      else if (FetchFaultsInMain(l))
+        advice += "; " + FetchFaultsInMainAdvice(l);
       return advice;
     }
     case Cause::kContention:
@@ -997,7 +1022,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       advice += !zipped.empty() ? zipped + (stages.empty() ? "" : "; " + stages)
                 : stages.empty() ? "speed up the model step itself"
                                  : stages;
-      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch) advice += "; " + StepFaultsAdvice(l);
+      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch && !FetchFaultsInMain(l)) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
       return advice;
     }
@@ -1151,7 +1176,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
 
   const uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
   const FetchMeans means = MeansOf(fetches);
-  loader.fetch_kernel_share = KernelShare(fetches);
+  std::tie(loader.fetch_kernel_share, loader.fetch_kernel_s) = KernelShare(fetches);
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
   loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
@@ -1217,8 +1242,12 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     }
     if (loader.bottleneck != Cause::kCompute)
       if (std::string zipped = ZippedAdvice(loader); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
-    if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch)
+    if (FetchFaultsInMain(loader)) {
+      if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < 0.05)
+        loader.advice.push_back("prep: " + FetchFaultsInMainAdvice(loader));
+    } else if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch) {
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
+    }
     // Not where the workers lack CPU: moving work to them would add to it.
     // Without workers the prep runs on the main thread too, and workers
     // would take both off it.

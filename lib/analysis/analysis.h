@@ -366,6 +366,8 @@ struct LoaderAnalysis {
   // The fetching threads' CPU in the kernel (system CPU of the fetch spans, the
   // hook's system_cpu spans), as a share of their CPU; -1 when not recorded.
   double fetch_kernel_share = -1;
+  // Their kernel CPU per fetch, in seconds; -1 when not recorded.
+  double fetch_kernel_s = -1;
   // Minor page faults of the worker processes per batch they fetched (/proc
   // sampler); -1 without workers or where the trace has no fault counts.
   double worker_faults_per_batch = -1;
