@@ -16,6 +16,8 @@
 # steps, and whatif predicts it.
 source "$(dirname "$0")/lib.sh"
 need_torch
+# The waits are checked against set CPU costs: a busy machine stretches them.
+require_quiet_cpus
 cd "$TMP"
 cat > prefetch.py <<'PY'
 import queue, sys, threading, time, torch
