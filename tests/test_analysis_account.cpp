@@ -640,7 +640,7 @@ TEST_CASE("Without workers a process's page faults go with the prep when a fetch
   // 2 ms in the kernel, under the step's 5 ms, and 6000 faults a step: the step's, on the compute line.
   const LoaderAnalysis step = FaultingMainFetch(2 * kMs, 6000);
   REQUIRE(step.bottleneck == Cause::kPrep);
-  CHECK(AnyAdvice(step, "compute:", "faults 6000 pages per step"));
+  CHECK(AnyAdvice(step, "compute:", "the training process (its steps and its fetches: no workers) faults 6000 pages per step"));
   CHECK_THAT(step.advice.front(), !Catch::Contains("pages per step"));
 }
 

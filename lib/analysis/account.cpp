@@ -755,11 +755,14 @@ std::string FetchFaultsInMainAdvice(const LoaderAnalysis& l) {
 }
 
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
+// Without workers the faults may be the fetches' too (FetchFaultsInMain
+// tells only where they must be): the advice says so.
 std::string StepFaultsAdvice(const LoaderAnalysis& l) {
   return fmt::format(
-      "the training process faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and faults "
-      "them back in (glibc malloc's dynamic thresholds); {}",
-      l.main_faults_per_batch, kKeepFreedMemory);
+      "the training process{} faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and "
+      "faults them back in (glibc malloc's dynamic thresholds); {}",
+      l.config.num_workers == 0 ? " (its steps and its fetches: no workers)" : "", l.main_faults_per_batch,
+      kKeepFreedMemory);
 }
 
 // A step parallel over torch's intra-op threads beside workers that want the
