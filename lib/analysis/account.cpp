@@ -90,6 +90,8 @@ constexpr double kFaultsHeavyPerBatch = 1024;
 // compute line. The bundled demo's CNN step: 2.5x faster with fixed malloc
 // thresholds (1135 against 446 samples/s, bench_overhead.sh 6 demo).
 constexpr double kMainFaultsHeavyPerBatch = 4096;
+// A cause other than the bottleneck gets its advice from this share of the time.
+constexpr double kAdvisedShare = 0.05;
 using Weights = std::array<double, kN>;
 size_t I(Cause c) { return static_cast<size_t>(c); }
 
@@ -333,9 +335,8 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
   return m;
 }
 
-// The fetching threads' CPU in the kernel as a share of their CPU, over the
-// fetches that recorded both; -1 when none did.
-// The fetches' kernel share of their CPU and their kernel CPU per fetch (s), -1 each when not recorded.
+// The fetching threads' CPU in the kernel as a share of their CPU, and per
+// fetch in seconds, over the fetches that recorded both; -1 each when none did.
 std::pair<double, double> KernelShare(const FetchFactList& fetches) {
   double cpu = 0, kernel = 0;
   uint64_t counted = 0;
@@ -731,6 +732,8 @@ double StallOf(const Ledger& l) {
 // 118 MiB tensors) glibc maps afresh whatever the thresholds, and a caching
 // allocator keeps them (that example: 16.8 s -> 11.8 s an epoch, system
 // time 6.1 -> 1.3 s; the thresholds alone 17.4 s).
+constexpr const char* kRefaultsFreedBuffers =
+    "the allocator returns freed buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds)";
 constexpr const char* kKeepFreedMemory =
     "fixed thresholds keep blocks up to 32 MiB: "
     "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912; larger tensors glibc "
@@ -749,9 +752,8 @@ bool FetchFaultsInMain(const LoaderAnalysis& l) {
 std::string FetchFaultsInMainAdvice(const LoaderAnalysis& l) {
   return fmt::format(
       "{:.0f}% of the fetches' CPU is the kernel's, and the training process (its fetches and its steps: no workers) "
-      "faults {:.0f} pages per step: the allocator returns freed buffers to the kernel and faults them back in (glibc "
-      "malloc's dynamic thresholds); {}",
-      l.fetch_kernel_share * 100, l.main_faults_per_batch, kKeepFreedMemory);
+      "faults {:.0f} pages per step: {}; {}",
+      l.fetch_kernel_share * 100, l.main_faults_per_batch, kRefaultsFreedBuffers, kKeepFreedMemory);
 }
 
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
@@ -939,9 +941,8 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                             share, l.config.num_workers, cores);
       if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
         advice += fmt::format(
-            "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: the allocator returns freed "
-            "buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds); {}",
-            l.fetch_kernel_share * 100, l.worker_faults_per_batch, kKeepFreedMemory);
+            "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: {}; {}",
+            l.fetch_kernel_share * 100, l.worker_faults_per_batch, kRefaultsFreedBuffers, kKeepFreedMemory);
       else if (FetchFaultsInMain(l))
         advice += "; " + FetchFaultsInMainAdvice(l);
       return advice;
@@ -1232,7 +1233,8 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
       const Cause cause = static_cast<Cause>(k);
       if (cause == loader.bottleneck || cause == Cause::kCompute) continue;
       const double share = a.Line(cause).share;
-      if (share >= 0.05 || (cause == Cause::kStallprof && share >= 0.01)) loader.advice.push_back(AdviceFor(cause, loader, a, cores));
+      if (share >= kAdvisedShare || (cause == Cause::kStallprof && share >= 0.01))
+        loader.advice.push_back(AdviceFor(cause, loader, a, cores));
     }
     // Start-up over the whole run, first when it takes more of the run than
     // the steady bottleneck takes of the steady state.
@@ -1246,7 +1248,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     if (loader.bottleneck != Cause::kCompute)
       if (std::string zipped = ZippedAdvice(loader); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
     if (FetchFaultsInMain(loader)) {
-      if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < 0.05)
+      if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < kAdvisedShare)  // not in the prep's advice
         loader.advice.push_back("prep: " + FetchFaultsInMainAdvice(loader));
     } else if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch) {
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));

@@ -41,7 +41,7 @@ static _Atomic uint32_t g_client_kind = STALLPROF_CLIENT_C;
  * timed with rdtsc and sent as ticks (SP_SPAN_TSC); the drain converts them. */
 static int g_use_tsc;
 /* The launcher waits on the header's doorbell (ABI 1.2): ring it when a lane
- * passes half full. */
+ * passes a quarter full (doorbell_fill). */
 static int g_use_doorbell;
 static _Atomic uint64_t g_dropped;
 /* Share of a thread's wall time the expensive counters may cost it

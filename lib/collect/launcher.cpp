@@ -84,12 +84,6 @@ struct Hook {
   std::string client_lib;  // libstallprof_client.so
 };
 
-// One rule for both layouts, relative to /proc/self/exe so that neither the
-// working directory nor the source tree matters:
-//   build tree: build/stallprof, build/libstallprof_client.so, build/python/
-//   installed:  <prefix>/bin/stallprof, <prefix>/<libdir>/libstallprof_client.so,
-//               <prefix>/<libdir>/stallprof/python/ (lib/client/CMakeLists.txt)
-// STALLPROF_BINDIR_TO_LIBDIR is <libdir> relative to <bindir> (lib/collect/CMakeLists.txt).
 // The directory where loaders without workers leave their batch's tensor
 // sizes: <tmp>/stallprof-handoff.<launcher pid>.XXXXXX, removed at the end of
 // the run. A launcher killed with SIGKILL cannot remove its own; the next run
@@ -115,6 +109,12 @@ void RemoveStaleHandoffDirs() {
   }
 }
 
+// One rule for both layouts, relative to /proc/self/exe so that neither the
+// working directory nor the source tree matters:
+//   build tree: build/stallprof, build/libstallprof_client.so, build/python/
+//   installed:  <prefix>/bin/stallprof, <prefix>/<libdir>/libstallprof_client.so,
+//               <prefix>/<libdir>/stallprof/python/ (lib/client/CMakeLists.txt)
+// STALLPROF_BINDIR_TO_LIBDIR is <libdir> relative to <bindir> (lib/collect/CMakeLists.txt).
 std::optional<Hook> FindHook(std::string& looked_in) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
