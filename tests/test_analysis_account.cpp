@@ -213,7 +213,10 @@ TEST_CASE("Prep advice asks for more workers only while they have cores to take"
     REQUIRE_FALSE(l.advice.empty());
     return l.advice.front();
   };
-  CHECK_THAT(advice_on(4), Catch::Contains("more workers or cores (num_workers=1 now, 4 usable cores)"));
+  // 4 workers of 40 ms a batch make one every 10 ms, which the 10 ms step
+  // bounds: from the measured 20 samples/s to at most 100.
+  CHECK_THAT(advice_on(4), Catch::Contains("more workers: num_workers=4 is predicted at ") &&
+                               Catch::Contains("`stallprof whatif --workers 4`"));
   CHECK_THAT(advice_on(1), Catch::Contains("num_workers=1 already covers the 1 usable cores"));
   CHECK_THAT(advice_on(1), Catch::Contains("more workers would only queue"));
 }
@@ -326,8 +329,14 @@ TEST_CASE("A handoff that takes longer than making the batch suggests fetching w
   const auto& fast = OnlyLoader(fast_result);
   REQUIRE_FALSE(fast.advice.empty());
   CHECK_THAT(fast.advice.front(), Catch::Contains("or no workers: a worker makes a batch in 50.0 us and the main "
-                                                  "process takes 5.00 ms to receive it") &&
+                                                  "process takes 5.00 ms to receive it: num_workers=0 is predicted at ") &&
                                       Catch::Contains("`stallprof whatif --workers 0`"));
+  // The 20 ms step and the 50 us fetch: at most 1 / 20.05 ms, against the
+  // measured 1 / 25 ms.
+  REQUIRE(fast.worker_predictions.size() == 1);
+  CHECK(fast.worker_predictions[0].workers == 0);
+  CHECK(fast.worker_predictions[0].samples_per_s <= Approx(1 / 0.02005));
+  CHECK(fast.worker_predictions[0].change > 0.15);
   // Batches made in 6 ms: the workers save more than the 5 ms handoff costs.
   const auto result = Analyze(ReadyBatches("", 6 * kMs), {});
   const auto& slow = OnlyLoader(result);
@@ -376,9 +385,81 @@ TEST_CASE("Without workers, prep advice says workers would not help when receivi
   CHECK_THAT(advice_with_receive(0.012), Catch::Contains("workers would not help: the main process would take 12.00 ms "
                                                          "to receive each batch from a worker (timed after the run) "
                                                          "against 10.00 ms to make it here"));
-  // 1 ms to receive, or not timed: more workers.
-  CHECK_THAT(advice_with_receive(0.001), Catch::Contains("more workers or cores"));
-  CHECK_THAT(advice_with_receive(0), Catch::Contains("more workers or cores"));
+  // 1 ms to receive, or not timed: one worker takes the 10 ms fetch off the
+  // 10 ms step, to 100 samples/s from the measured 50.
+  CHECK_THAT(advice_with_receive(0.001), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
+  CHECK_THAT(advice_with_receive(0), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
+}
+
+namespace {
+// One process on `cores` cores, no workers: each step is a `fetch` of CPU then
+// a 10 ms step; a worker would cost `loop` of its own CPU and `receive` of the
+// main process's a batch (timed after the run, as stallprof.calibrate_ipc does).
+LoaderAnalysis MainProcessFetches(uint32_t cores, uint64_t fetch, double loop, double receive) {
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  b.ConfigDouble(100, 1, "ipc_loop_cpu_s", loop);
+  b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive);
+  b.trace.header.usable_cores = cores;
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = fetch;
+  spec.compute = 10 * kMs;
+  AddMainProcessLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i)
+    AddFetch(b, spec.thread, spec.start + i * (fetch + 10 * kMs), fetch, i, fetch, 0);
+  auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 1);
+  return result->loaders.front();
+}
+}  // namespace
+
+TEST_CASE("Prep advice gives the model's prediction for more workers, and says when they would not help") {
+  // 4 ms of fetch CPU beside a 10 ms step: 71.4 samples/s measured. A worker
+  // costs 1 ms of its own CPU and `receive` of the main process's a batch.
+  // 1 ms: the main process's 11 ms a batch bound it, 90.9 samples/s (+27%).
+  const LoaderAnalysis cheap = MainProcessFetches(2, 4 * kMs, 0.001, 0.001);
+  REQUIRE(cheap.bottleneck == Cause::kPrep);
+  REQUIRE(cheap.worker_predictions.size() == 2);  // 1 and 2 workers
+  CHECK(cheap.worker_predictions[0].workers == 1);
+  CHECK(cheap.worker_predictions[1].workers == 2);
+  CHECK(cheap.worker_predictions[0].samples_per_s <= Approx(1 / 0.011));
+  CHECK(cheap.worker_predictions[0].samples_per_s > 1.2 / 0.014);
+  CHECK_THAT(cheap.advice.front(), Catch::StartsWith("worker CPU (29%): more workers: num_workers=1 is predicted at "));
+  // 3.5 ms: 13.5 ms a batch, 74.1 samples/s, +3.7% at most: under the 5% worth acting on.
+  const LoaderAnalysis dear = MainProcessFetches(2, 4 * kMs, 0.001, 0.0035);
+  REQUIRE(dear.bottleneck == Cause::kPrep);
+  REQUIRE(dear.worker_predictions.size() == 2);
+  CHECK(dear.worker_predictions[0].samples_per_s <= Approx(1 / 0.0135));
+  CHECK(dear.worker_predictions[0].change < 0.05);
+  CHECK_THAT(dear.advice.front(),
+             Catch::StartsWith("worker CPU (29%): more workers would not help on these 2 cores: num_workers=1 is "
+                               "predicted at ") &&
+                 Catch::Contains("the best of 1 to 2 workers; make __getitem__ or collate cheaper"));
+}
+
+TEST_CASE("Other-blocking advice gives the model's prediction for more workers") {
+  // One worker whose 40 ms fetch sleeps (1 ms of CPU, no device reads) beside
+  // a 10 ms step on 2 cores: 20 samples/s. Four workers overlap their sleeps
+  // to a batch every 10 ms, which the step bounds: at most 100 samples/s.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = 40 * kMs;
+  spec.compute = 10 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  b.trace.header.usable_cores = 2;
+  for (uint64_t i = 0; i < spec.iterations; ++i) AddFetch(b, w, spec.start + i * 50 * kMs, 40 * kMs, i, kMs, 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.bottleneck == Cause::kOtherBlocking);
+  REQUIRE_FALSE(l.worker_predictions.empty());
+  const auto& last = l.worker_predictions.back();
+  CHECK(last.workers == 4);
+  CHECK(last.samples_per_s <= Approx(100));
+  CHECK(last.samples_per_s >= 3 * 20);  // at least three times the one worker's
+  CHECK_THAT(l.advice.front(), Catch::Contains("more workers hide the latency: num_workers=4 is predicted at "));
 }
 
 TEST_CASE("stallprof's own cost is taken out of compute and the waits and is not called a stall") {

@@ -17,9 +17,11 @@ using namespace stallprof::testing;
 namespace {
 
 // One rank's trace: a main process of rank `rank` waiting `wait` per step over
-// 20 steps of 30 ms compute, and one worker fetching each batch.
-std::string WriteRank(int32_t rank, uint64_t wait) {
+// 20 steps of 30 ms compute, and one worker fetching each batch; on `cores`
+// usable cores (0: not recorded).
+std::string WriteRank(int32_t rank, uint64_t wait, uint32_t cores = 0) {
   TraceBuilder b;
+  b.trace.header.usable_cores = cores;
   const uint32_t pid = 100;
   b.Process(pid, 1, rank);
   b.Process(pid + 1, pid, rank);
@@ -117,4 +119,27 @@ TEST_CASE("Traces analyzed in parallel stop at the first failing path with its e
     CHECK_THAT(outcomes[2].analysis->error().message, Catch::Contains(missing_first));
   }
   std::remove(good.c_str());
+}
+
+TEST_CASE("Beyond kManyRanks traces the advice quotes no predictions, and up to it as one by one") {
+  // Each rank waits 30 ms for its one worker's 25 ms of CPU a batch beside a
+  // 30 ms step on 4 cores: prep-bound, and more workers are predicted.
+  std::vector<std::string> paths;
+  for (size_t r = 0; r <= kManyRanks; ++r) paths.push_back(WriteRank(static_cast<int32_t>(r), 30 * kMs, 4));
+  const TraceAnalysis alone = AnalyzeOne(paths[0]);
+  REQUIRE(alone.loaders.size() == 1);
+  REQUIRE(alone.loaders[0].bottleneck == Cause::kPrep);
+  REQUIRE_FALSE(alone.loaders[0].worker_predictions.empty());
+  const auto predictions = [](const std::vector<std::string>& of) {
+    size_t n = 0;
+    for (auto& o : AnalyzeTraces(of, {}, 2)) {
+      REQUIRE(o.analysis->ok());
+      for (const auto& l : (*o.analysis)->loaders) n += l.worker_predictions.size();
+    }
+    return n;
+  };
+  const std::vector<std::string> few(paths.begin(), paths.begin() + kManyRanks);
+  CHECK(predictions(few) == kManyRanks * alone.loaders[0].worker_predictions.size());
+  CHECK(predictions(paths) == 0);
+  for (const auto& p : paths) std::remove(p.c_str());
 }

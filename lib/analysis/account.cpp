@@ -12,6 +12,7 @@
 
 #include "common/units.h"
 #include "model/model.h"
+#include "model/whatif.h"
 
 namespace stallprof::analysis {
 
@@ -913,32 +914,98 @@ std::string UnevenStreamAdvice(const LoaderAnalysis& l) {
                      split.back(), split.front(), split.back() <= 0 ? " (a worker made none)" : "");
 }
 
+// A predicted change this large is worth acting on: below it the model's
+// own error (a few percent, docs/validation.md) could reverse it.
+constexpr double kPredictedGainWorthIt = 0.05;
+
+// The loader's predictions for workers in [from, to]: the fewest within 0.5%
+// of the best rate (as `whatif --workers auto` picks); null without any.
+const WorkersPrediction* BestPredicted(const LoaderAnalysis& l, uint32_t from,
+                                       uint32_t to = std::numeric_limits<uint32_t>::max()) {
+  const WorkersPrediction* best = nullptr;
+  for (const auto& p : l.worker_predictions)
+    if (p.workers >= from && p.workers <= to && (!best || p.samples_per_s > best->samples_per_s)) best = &p;
+  if (!best) return nullptr;
+  for (const auto& p : l.worker_predictions)
+    if (p.workers >= from && p.workers <= to && p.samples_per_s >= 0.995 * best->samples_per_s) return &p;
+  return best;
+}
+
+// "1 to 2 workers" (the counts predicted from `from`).
+std::string PredictedRange(const LoaderAnalysis& l, uint32_t from) {
+  uint32_t lo = std::numeric_limits<uint32_t>::max(), hi = 0;
+  for (const auto& p : l.worker_predictions)
+    if (p.workers >= from) lo = std::min(lo, p.workers), hi = std::max(hi, p.workers);
+  return lo == hi ? fmt::format("{} worker{}", lo, lo == 1 ? "" : "s") : fmt::format("{} to {} workers", lo, hi);
+}
+
+std::string PredictedChange(const WorkersPrediction& p) {
+  return fmt::format("{:.1f} samples/s ({:+.1f}%)", p.samples_per_s, p.change * 100);
+}
+
+// Without workers, a batch made faster than a worker's would be received
+// (timed after the run): workers would slow it down (a TensorDataset MLP:
+// 148 us to fetch, 364 us to receive; 38945 samples/s without workers, 24418
+// with 2).
+bool WorkersWouldOnlyReceive(const LoaderAnalysis& l) {
+  const double receive = l.config.ipc_receive_cpu_s, produce = MeanProduceSeconds(l);
+  return l.config.num_workers == 0 && receive > 0 && produce > 0 && produce <= receive;
+}
+
+double HandoffPerBatch(const LoaderAnalysis& l) {
+  const Account& a = l.account_steady;
+  return a.batches ? a.Seconds(Cause::kHandoff) / static_cast<double>(a.batches) : 0;
+}
+
+// A batch made faster than it is received: the main process fetching it
+// itself may beat the workers (a fast loader ran 4832 samples/s without
+// workers, 1586 with 2: docs/model.md "recommend"). Not where the batch
+// waited in its worker (a fetch holding the GIL): receiving is not the cost.
+bool NoWorkersMayBeFaster(const LoaderAnalysis& l) {
+  const double produce = MeanProduceSeconds(l);
+  return l.config.num_workers > 0 && !l.prefetch.SendsHeld() && produce > 0 && produce < HandoffPerBatch(l);
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
   const double produce = MeanProduceSeconds(l);
   switch (cause) {
     case Cause::kPrep: {
-      // Without workers, a batch made faster than a worker's would be received
-      // (timed after the run): workers would slow it down (a TensorDataset
-      // MLP: 148 us to fetch, 364 us to receive; 38945 samples/s without
-      // workers, 24418 with 2).
       const double receive = l.config.ipc_receive_cpu_s;
-      if (l.config.num_workers == 0 && receive > 0 && produce > 0 && produce <= receive)
+      if (WorkersWouldOnlyReceive(l))
         return fmt::format("worker CPU ({}): workers would not help: the main process would take {} to receive each "
                            "batch from a worker (timed after the run) against {} to make it here; make __getitem__ or "
                            "collate cheaper; predict with `stallprof whatif --workers N`",
                            share, FormatSeconds(receive), FormatSeconds(produce));
       // Workers that already have every core only queue for them when added.
-      std::string advice =
-          l.config.num_workers >= cores && cores > 0
-              ? fmt::format("worker CPU ({}): num_workers={} already covers the {} usable cores (the step takes its share): "
-                            "more cores, or cheaper work per sample (smaller images to decode, decoded samples cached); "
-                            "more workers would only queue; predict with `stallprof whatif --cores N`",
-                            share, l.config.num_workers, cores)
-              : fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
-                            "with `stallprof whatif --workers N`",
-                            share, l.config.num_workers, cores);
+      std::string advice;
+      if (l.config.num_workers >= cores && cores > 0)
+        advice = fmt::format("worker CPU ({}): num_workers={} already covers the {} usable cores (the step takes its "
+                             "share): more cores, or cheaper work per sample (smaller images to decode, decoded "
+                             "samples cached); more workers would only queue; predict with `stallprof whatif --cores N`",
+                             share, l.config.num_workers, cores);
+      else if (const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1); !best)
+        advice = fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
+                             "with `stallprof whatif --workers N`",
+                             share, l.config.num_workers, cores);
+      else if (best->change >= kPredictedGainWorthIt)
+        advice = fmt::format("worker CPU ({}): more workers: num_workers={} is predicted at {} (then bound by {}; "
+                             "`stallprof whatif --workers {}`)",
+                             share, best->workers, PredictedChange(*best), best->bottleneck, best->workers);
+      else
+        advice = fmt::format("worker CPU ({}): more workers would not help on {}: num_workers={} is predicted at {} "
+                             "(then bound by {}{}), the best of {}; make __getitem__ or collate cheaper, or more cores "
+                             "(`stallprof whatif --cores N --workers N`)",
+                             share, cores == 1 ? std::string("this 1 core") : fmt::format("these {} cores", cores),
+                             best->workers,
+                             PredictedChange(*best), best->bottleneck,
+                             l.config.num_workers == 0
+                                 ? fmt::format(": receiving each batch from a worker, {}, and the step's share of the "
+                                               "cores cost about what making it here, {}, saves",
+                                               FormatSeconds(best->handoff_s), FormatSeconds(produce))
+                                 : "",
+                             PredictedRange(l, l.config.num_workers + 1));
       if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
         advice += fmt::format(
             "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: {}; {}",
@@ -965,9 +1032,21 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                          "--cache SIZE`",
                          share);
     case Cause::kOtherBlocking:
+    {
+      const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
       return fmt::format("other blocking ({}): the workers are off CPU without reading the device (sleep, lock, network, "
-                         "IPC); find it in __getitem__; more workers hide the latency (`stallprof whatif --workers N`)",
-                         share);
+                         "IPC); find it in __getitem__; {}",
+                         share,
+                         !best ? "more workers hide the latency (`stallprof whatif --workers N`)"
+                         : best->change >= kPredictedGainWorthIt
+                             ? fmt::format("more workers hide the latency: num_workers={} is predicted at {} (then "
+                                           "bound by {}; `stallprof whatif --workers {}`)",
+                                           best->workers, PredictedChange(*best), best->bottleneck, best->workers)
+                             : fmt::format("more workers would not hide it: num_workers={} is predicted at {} (then "
+                                           "bound by {}), the best of {}",
+                                           best->workers, PredictedChange(*best), best->bottleneck,
+                                           PredictedRange(l, l.config.num_workers + 1)));
+    }
     case Cause::kHandoff: {
       // The batch waited in its worker, not in the main process: receiving
       // cheaper would not help (docs/model.md "A fetch that holds the GIL").
@@ -987,15 +1066,20 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // batches/s from one worker); a text classifier ran 20% faster with it
       // and a streaming text loader 17% slower (1 and 2 workers), and the
       // profile cannot price the workers' extra CPU (docs/analysis.md).
-      // A batch made faster than it is received: the main process fetching it
-      // itself may beat the workers (a fast loader ran 4832 samples/s without
-      // workers, 1586 with 2: docs/model.md "recommend").
-      const double handoff_per_batch = a.batches ? line.seconds / static_cast<double>(a.batches) : 0;
-      if (l.config.num_workers > 0 && produce > 0 && produce < handoff_per_batch)
-        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to receive "
-                              "it, so fetching in the main process (num_workers=0) may be faster; predict it with "
-                              "`stallprof whatif --workers 0` or `stallprof recommend`",
-                              FormatSeconds(produce), FormatSeconds(handoff_per_batch));
+      if (NoWorkersMayBeFaster(l)) {
+        const WorkersPrediction* none = BestPredicted(l, 0, 0);
+        if (!none)
+          advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
+                                "receive it, so fetching in the main process (num_workers=0) may be faster; predict it "
+                                "with `stallprof whatif --workers 0` or `stallprof recommend`",
+                                FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)));
+        else if (none->change >= kPredictedGainWorthIt)
+          advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
+                                "receive it: num_workers=0 is predicted at {} (then bound by {}; `stallprof whatif "
+                                "--workers 0`)",
+                                FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)), PredictedChange(*none),
+                                none->bottleneck);
+      }
       return advice;
     }
     case Cause::kStartup:
@@ -1087,6 +1171,79 @@ void FillWorkersReady(const FetchFactList& fetches, LoaderAnalysis& loader) {
   }
   for (const auto& [key, start] : first)
     epochs[start.first].workers_ready_ns = std::max(epochs[start.first].workers_ready_ns, start.second);
+}
+
+std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cores) {
+  const Account& a = l.account_steady;
+  if (!a.available || l.compute_steady.count == 0 || l.prefetch_thread.LoopBound()) return {};
+  const auto advised = [&](Cause c) { return l.bottleneck == c || a.Line(c).share >= kAdvisedShare; };
+  const uint32_t now = l.config.num_workers;
+  std::vector<int32_t> counts;
+  // One more, then doubling up to the cores (and the cores): each count a
+  // prediction, a few milliseconds on a long trace.
+  if (advised(Cause::kPrep) && now < cores && !WorkersWouldOnlyReceive(l))
+    for (uint32_t w = now + 1; w <= cores; w = w == cores ? w + 1 : std::min(2 * w, cores))
+      counts.push_back(static_cast<int32_t>(w));
+  // Workers that wait off CPU overlap their waits beyond the cores.
+  if (advised(Cause::kOtherBlocking))
+    for (uint32_t w = now + 1; w <= std::max<uint32_t>(2 * cores, 2 * now + 2) && w <= model::kMaxAutoWorkers; w *= 2)
+      counts.push_back(static_cast<int32_t>(w));
+  if (advised(Cause::kHandoff) && NoWorkersMayBeFaster(l)) counts.push_back(0);
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+// Advice: the bottleneck first, then every other cause worth 5% of the wall
+// time (stallprof's own cost from 1%: it changes how to read the figures).
+void WriteAdvice(LoaderAnalysis& loader, uint32_t cores) {
+  const Account& a = loader.account_steady;
+  const bool loop_bound = loader.prefetch_thread.LoopBound();
+  loader.advice.clear();
+  if (a.available && loop_bound) {
+    // The pipeline's lines are the prefetch thread's, which the loop does not wait for.
+    loader.advice.push_back(PrefetchLoopBoundAdvice(loader));
+    if (a.Line(Cause::kStallprof).share >= 0.01) loader.advice.push_back(AdviceFor(Cause::kStallprof, loader, a, cores));
+  } else if (a.available) {
+    loader.advice.push_back(AdviceFor(loader.bottleneck, loader, a, cores));
+    for (size_t k = 0; k < kN; ++k) {
+      const Cause cause = static_cast<Cause>(k);
+      if (cause == loader.bottleneck || cause == Cause::kCompute) continue;
+      const double share = a.Line(cause).share;
+      if (share >= kAdvisedShare || (cause == Cause::kStallprof && share >= 0.01))
+        loader.advice.push_back(AdviceFor(cause, loader, a, cores));
+    }
+    // Start-up over the whole run, first when it takes more of the run than
+    // the steady bottleneck takes of the steady state.
+    if (const double startup = WholeRunStartupShare(loader); startup > 0) {
+      auto advice = AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)";
+      if (loader.bottleneck != Cause::kCompute && startup > a.Line(loader.bottleneck).share)
+        loader.advice.insert(loader.advice.begin(), std::move(advice));
+      else
+        loader.advice.push_back(std::move(advice));
+    }
+    if (loader.bottleneck != Cause::kCompute)
+      if (std::string zipped = ZippedAdvice(loader); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
+    if (FetchFaultsInMain(loader)) {
+      if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < kAdvisedShare)  // not in the prep's advice
+        loader.advice.push_back("prep: " + FetchFaultsInMainAdvice(loader));
+    } else if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch) {
+      loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
+    }
+    // Not where the workers lack CPU: moving work to them would add to it.
+    // Without workers the prep runs on the main thread too, and workers
+    // would take both off it.
+    const bool workers_lack_cpu =
+        loader.config.num_workers > 0 && (loader.bottleneck == Cause::kPrep || loader.bottleneck == Cause::kContention);
+    if (loader.bottleneck != Cause::kCompute && !workers_lack_cpu)
+      if (std::string advice = MainStagesAdvice(loader, a); !advice.empty()) loader.advice.push_back("compute: " + advice);
+    if (loader.verdict != Verdict::kNotInputBound)
+      if (std::string advice = UnevenStreamAdvice(loader); !advice.empty()) loader.advice.push_back(std::move(advice));
+    // First: the step waiting for cores its own workers took is the larger lever.
+    if (loader.bottleneck != Cause::kCompute)
+      if (std::string advice = ParallelStepAdvice(loader, a, cores); !advice.empty())
+        loader.advice.insert(loader.advice.begin(), "compute: " + advice);
+  }
 }
 
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
@@ -1220,53 +1377,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
         loader.bottleneck = cause;
       }
   }
-  // Advice: the bottleneck first, then every other cause worth 5% of the wall
-  // time (stallprof's own cost from 1%: it changes how to read the figures).
-  loader.advice.clear();
-  if (a.available && loop_bound) {
-    // The pipeline's lines are the prefetch thread's, which the loop does not wait for.
-    loader.advice.push_back(PrefetchLoopBoundAdvice(loader));
-    if (a.Line(Cause::kStallprof).share >= 0.01) loader.advice.push_back(AdviceFor(Cause::kStallprof, loader, a, cores));
-  } else if (a.available) {
-    loader.advice.push_back(AdviceFor(loader.bottleneck, loader, a, cores));
-    for (size_t k = 0; k < kN; ++k) {
-      const Cause cause = static_cast<Cause>(k);
-      if (cause == loader.bottleneck || cause == Cause::kCompute) continue;
-      const double share = a.Line(cause).share;
-      if (share >= kAdvisedShare || (cause == Cause::kStallprof && share >= 0.01))
-        loader.advice.push_back(AdviceFor(cause, loader, a, cores));
-    }
-    // Start-up over the whole run, first when it takes more of the run than
-    // the steady bottleneck takes of the steady state.
-    if (const double startup = WholeRunStartupShare(loader); startup > 0) {
-      auto advice = AdviceFor(Cause::kStartup, loader, loader.account_all, cores) + " (whole run)";
-      if (loader.bottleneck != Cause::kCompute && startup > a.Line(loader.bottleneck).share)
-        loader.advice.insert(loader.advice.begin(), std::move(advice));
-      else
-        loader.advice.push_back(std::move(advice));
-    }
-    if (loader.bottleneck != Cause::kCompute)
-      if (std::string zipped = ZippedAdvice(loader); !zipped.empty()) loader.advice.push_back("compute: " + zipped);
-    if (FetchFaultsInMain(loader)) {
-      if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < kAdvisedShare)  // not in the prep's advice
-        loader.advice.push_back("prep: " + FetchFaultsInMainAdvice(loader));
-    } else if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch) {
-      loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
-    }
-    // Not where the workers lack CPU: moving work to them would add to it.
-    // Without workers the prep runs on the main thread too, and workers
-    // would take both off it.
-    const bool workers_lack_cpu =
-        loader.config.num_workers > 0 && (loader.bottleneck == Cause::kPrep || loader.bottleneck == Cause::kContention);
-    if (loader.bottleneck != Cause::kCompute && !workers_lack_cpu)
-      if (std::string advice = MainStagesAdvice(loader, a); !advice.empty()) loader.advice.push_back("compute: " + advice);
-    if (loader.verdict != Verdict::kNotInputBound)
-      if (std::string advice = UnevenStreamAdvice(loader); !advice.empty()) loader.advice.push_back(std::move(advice));
-    // First: the step waiting for cores its own workers took is the larger lever.
-    if (loader.bottleneck != Cause::kCompute)
-      if (std::string advice = ParallelStepAdvice(loader, a, cores); !advice.empty())
-        loader.advice.insert(loader.advice.begin(), "compute: " + advice);
-  }
+  WriteAdvice(loader, cores);
 
   // The DS-Analyzer split as a view of the steady account.
   auto& split = loader.split;

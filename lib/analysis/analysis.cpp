@@ -1620,6 +1620,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
   DescribeProcesses(trace, out);
+  if (options.predict_advice) PredictAdvisedWorkers(trace, out);
   return out;
 }
 

@@ -22,6 +22,9 @@ namespace stallprof::analysis {
 
 struct AnalysisOptions {
   uint32_t warmup = 5;  // iterations skipped at the start of each epoch for "steady" figures
+  // Predict the worker counts the advice points to with the model
+  // (LoaderAnalysis::worker_predictions); off where only the model's inputs are wanted.
+  bool predict_advice = true;
 };
 
 // TF input-pipeline analyzer classes: >= 20% highly, 5-20% moderately, < 5% not.
@@ -323,6 +326,14 @@ struct PrefetchThread {
   bool LoopBound() const { return HandsOn() && steady_blocked_share >= 0.05; }
 };
 
+struct WorkersPrediction {
+  uint32_t workers = 0;
+  double samples_per_s = 0;  // steady state
+  double change = 0;         // against the measured steady state, as whatif's change column
+  std::string bottleneck;    // the model's, in that scenario ("compute", "cpu prep", ...)
+  double handoff_s = 0;      // the main process receiving a batch from a worker, per batch
+};
+
 struct LoaderAnalysis {
   uint32_t pid = 0;
   uint16_t scope = 0;
@@ -441,6 +452,12 @@ struct LoaderAnalysis {
   std::vector<ZippedLoader> zipped_loaders;  // waited on inside this one's computes, kept in them
   PrefetchThread prefetch_thread;  // iterated off the main thread: present
   CounterSampling counters;        // what the hook's counter budget sampled, and the estimates for the rest
+  // The model's prediction for each worker count the advice points to (more
+  // workers for the prep or other blocking, none for a handoff that costs
+  // more than making the batch): the figures `stallprof whatif --workers N`
+  // prints, so the advice says whether acting on it would help. Empty where
+  // no advice points to a worker count or the model could not predict.
+  std::vector<WorkersPrediction> worker_predictions;
 };
 
 // A zipped loader's next() calls inside the whole run's or the steady state's computes.

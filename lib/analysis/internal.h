@@ -158,6 +158,20 @@ using FetchFactList = HugeVector<FetchFact>;  // one per fetch span: millions in
 // (batch_deliverable) and fetch_reads filled.
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader);
 
+// The advice from the account's causes and the loader's facts (its
+// worker_predictions included); FillAccount calls it, and PredictAdvisedWorkers
+// again once the predictions are in.
+void WriteAdvice(LoaderAnalysis& loader, uint32_t cores);
+
+// The worker counts the advice would point to (more for the prep or other
+// blocking, 0 where receiving a batch costs more than making it), in
+// increasing order; empty where it points to none.
+std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& loader, uint32_t cores);
+
+// Fills each loader's worker_predictions with the model (what `stallprof
+// whatif --workers N` prints) and rewrites its advice with them.
+void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis);
+
 // Per string id: true for the names of the hook's calibration spans (names::kCalibrationPrefix).
 std::vector<bool> CalibrationNames(const Trace& trace);
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <thread>
 
+#include "ranks.h"
+
 namespace stallprof::analysis {
 
 namespace {
@@ -24,10 +26,16 @@ unsigned DefaultJobs() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options,
+std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options_in,
                                         unsigned jobs) {
   const size_t n = paths.size();
   std::vector<TraceOutcome> outcomes(n);
+  // Many traces are a job's ranks, alike: the advice's predictions (a few ms
+  // of simulation per loader and count on a long trace) would double the
+  // analysis of a 256-rank job for figures `stallprof whatif` gives on any one
+  // rank's trace.
+  AnalysisOptions options = options_in;
+  if (n > kManyRanks) options.predict_advice = false;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   // Paths are taken in order, so when one fails every earlier path has been

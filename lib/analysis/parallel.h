@@ -38,7 +38,8 @@ struct TraceOutcome {
 // order of `paths` and identical to analyzing the paths one by one, which
 // stops at the first failure: they end with the first failing path's
 // (no trace is started once one has failed, and the outcomes of later
-// traces that had already started are dropped).
+// traces that had already started are dropped). Beyond kManyRanks paths the
+// analyses make no predictions for their advice (predict_advice).
 std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options,
                                         unsigned jobs);
 

@@ -10,6 +10,7 @@
 
 #include "common/units.h"
 #include "internal.h"
+#include "model/whatif.h"
 
 namespace stallprof::analysis {
 
@@ -412,6 +413,23 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   return p;
 }
 
+void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis) {
+  const model::Machine machine = MeasuredMachine(trace);
+  const auto cores = static_cast<uint32_t>(machine.cores);
+  for (LoaderAnalysis& loader : analysis.loaders) {
+    loader.worker_predictions.clear();
+    const std::vector<int32_t> counts = WorkerCountsToPredict(loader, cores);
+    if (counts.empty()) continue;
+    auto rows = model::PredictWorkerCounts(BuildProfile(trace, analysis, loader), machine, counts);
+    if (!rows.ok()) continue;  // the advice stays as it was, without figures
+    for (const model::WhatIfRow& row : *rows)
+      loader.worker_predictions.push_back({static_cast<uint32_t>(row.scenario.workers), row.prediction.samples_per_s,
+                                           row.change, model::ToString(row.prediction.bottleneck),
+                                           row.prediction.handoff_s});
+    WriteAdvice(loader, cores);
+  }
+}
+
 }  // namespace internal
 
 namespace {
@@ -419,6 +437,7 @@ Result<std::vector<model::LoaderProfile>> Measure(const Trace& trace, const std:
                                                   const ProfileOptions& options) {
   AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
+  analysis_options.predict_advice = false;  // the model's inputs only
   auto analysis = internal::AnalyzeCore(trace, analysis_options, folded);
   if (!analysis.ok()) return analysis.error();
   std::vector<model::LoaderProfile> profiles;

@@ -332,6 +332,30 @@ Scenario Base(const Machine& profiled, const Sweep& sweep) {
 }
 }  // namespace
 
+Result<std::vector<WhatIfRow>> PredictWorkerCounts(const LoaderProfile& profile_in, const Machine& profiled,
+                                                   const std::vector<int32_t>& workers) {
+  LoaderProfile profile = profile_in;
+  if (profile.profiled_cores <= 0) profile.profiled_cores = profile.RankCores(profiled.cores);
+  double reference = profile.measured_samples_per_s;
+  if (reference <= 0) {  // whatif's reference without a measured steady state: its baseline
+    Scenario baseline;
+    baseline.machine = profiled;
+    baseline.background_threads = Scenario::kAsProfiled;
+    auto base = Predict(profile, baseline);
+    if (!base.ok()) return base.error();
+    reference = base->samples_per_s;
+  }
+  std::vector<WhatIfRow> rows;
+  for (int32_t w : workers) {
+    Scenario s = Base(profiled, Sweep{});
+    s.workers = w;
+    auto r = Predict(profile, s);
+    if (!r.ok()) return r.error();
+    rows.push_back({s, false, *r, std::nullopt, r->samples_per_s / reference - 1, std::nullopt, std::nullopt});
+  }
+  return rows;
+}
+
 Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& profiled, const Sweep& sweep) {
   LoaderProfile profile = profile_in;
   if (profile.profiled_cores <= 0) profile.profiled_cores = profile.RankCores(profiled.cores);

@@ -108,4 +108,11 @@ struct WhatIfResult {
 // `profile` measured on `profiled`. Fails like Predict.
 Result<WhatIfResult> WhatIf(const LoaderProfile& profile, const Machine& profiled, const Sweep& sweep);
 
+// The rows `WhatIf` gives for `--workers` each of `workers` and no other
+// flag (the same predictions and changes), without its baseline's
+// prediction (unless the profile has no measured steady state to compare
+// with), inputs or extra rows: what analyze's advice quotes.
+Result<std::vector<WhatIfRow>> PredictWorkerCounts(const LoaderProfile& profile, const Machine& profiled,
+                                                   const std::vector<int32_t>& workers);
+
 }  // namespace stallprof::model

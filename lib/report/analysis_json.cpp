@@ -69,6 +69,14 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Key("advice").BeginArray();
   for (const auto& a : l.advice) w.String(a);
   w.EndArray();
+  w.Key("worker_predictions").BeginArray();
+  for (const auto& p : l.worker_predictions) {
+    w.BeginObject();
+    w.Field("num_workers", p.workers).Field("samples_per_s", p.samples_per_s).Field("change", p.change);
+    w.Field("bottleneck", p.bottleneck).Field("handoff_s", p.handoff_s);
+    w.EndObject();
+  }
+  w.EndArray();
   const auto& c = l.config;
   w.Key("config").BeginObject();
   w.Key("batch_size");

@@ -81,7 +81,7 @@ done
 grep -q "^prefetch.py:[0-9]*: not input-bound: iterated on a prefetch thread (tid [0-9]*) that waited [0-9]*% of the time for the training loop" p0.050.txt ||
   fail "the 50 ms step's headline does not say the loop sets the pace: $(sed -n 1p p0.050.txt)"
 grep -q "compute: the training loop sets the pace" p0.050.txt || fail "the 50 ms step's advice: $(grep -A3 advice: p0.050.txt)"
-if grep -q "more workers or cores" p0.050.txt; then fail "the 50 ms step is advised more workers: $(grep -A3 advice: p0.050.txt)"; fi
+if grep -q -- "- worker CPU ([0-9]*%)" p0.050.txt; then fail "the 50 ms step is advised more workers: $(grep -A3 advice: p0.050.txt)"; fi
 grep -q "^prefetch.py:[0-9]*: HIGHLY input-bound: up to [0-9]*% of step time waiting for data.*prefetch thread" p0.005.txt ||
   fail "the 5 ms step's headline: $(sed -n 1p p0.005.txt)"
 "$PY" - p0.050.json p0.005.json <<'PY' || fail "the prefetch thread's waits (above)"

@@ -43,6 +43,27 @@ assert 75 < rows[(4, 1)]["samples_per_s"] < 125, rows[(4, 1)]
 assert rows[(4, 1)]["prep_stall_fraction"] > 0.5, rows[(4, 1)]
 PY
 
+# analyze's advice for the prep-bound loader carries the model's prediction
+# for more workers: the same figure whatif prints for that count.
+$SP analyze prep.pb --json >analyze.json || fail "analyze --json failed"
+workers=$("$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["loaders"][0]["worker_predictions"]; print(p[-1]["num_workers"] if p else "")' analyze.json)
+[ -n "$workers" ] || fail "analyze predicted no worker count for the prep-bound loader: $(grep -o '"advice".*' analyze.json | head -c 600)"
+$SP whatif prep.pb --workers "$workers" --json >count.json || fail "whatif --workers $workers failed"
+"$PY" - analyze.json count.json "$workers" <<'PY' || fail "analyze's advice and whatif disagree (above)"
+import json, sys
+l = json.load(open(sys.argv[1]))["loaders"][0]
+p = {x["num_workers"]: x for x in l["worker_predictions"]}[int(sys.argv[3])]
+w = json.load(open(sys.argv[2]))["loaders"][0]["scenarios"][0]["prediction"]
+print(f"analyze: num_workers={sys.argv[3]} predicted {p['samples_per_s']:.1f} samples/s ({p['change']:+.3f}); whatif {w['samples_per_s']:.1f}")
+print(l["advice"][0])
+assert abs(p["samples_per_s"] - w["samples_per_s"]) <= 1e-5 * w["samples_per_s"], (p, w)  # whatif prints 6 digits
+assert l["advice"][0].startswith("worker CPU ("), l["advice"][0]
+# The advice names the fewest workers within 0.5% of the best predicted rate.
+top = max(x["samples_per_s"] for x in l["worker_predictions"])
+best = min((x for x in l["worker_predictions"] if x["samples_per_s"] >= 0.995 * top), key=lambda x: x["num_workers"])
+assert f"num_workers={best['num_workers']} is predicted at {best['samples_per_s']:.1f} samples/s" in l["advice"][0], l["advice"][0]
+PY
+
 expect_usage() {  # expect_usage <flag> <args...>: exit 2 and the flag in the message
   local flag=$1
   shift
