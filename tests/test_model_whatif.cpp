@@ -248,3 +248,30 @@ TEST_CASE("A GIL found free beside other processes' busy cores is flagged when t
   CHECK_FALSE(flagged(1.0, 0, false, 0));  // not measured: the input says so already
   CHECK_FALSE(flagged(1.0, 0, true, -1));  // the scenarios keep the profiled load
 }
+
+TEST_CASE("A step measured on more cores than its intra-op threads says what else counts in it") {
+  // No workers, a 10 ms step measured at 25 ms of process CPU: 2.5 cores.
+  auto step_line = [](int32_t threads, double cpu_s) {
+    LoaderProfile p = Loader();
+    p.workers = 0;
+    p.compute_s_per_batch = 0.01;
+    p.compute_cpu_s_per_batch = {cpu_s, true, "sampler"};
+    p.intra_op_threads = threads;
+    Machine two;
+    two.cores = 2;
+    auto r = WhatIf(p, two, Sweep{});
+    REQUIRE(r.ok());
+    for (const auto& line : r->inputs)
+      if (line.rfind("the step's own CPU per batch", 0) == 0) return line;
+    FAIL("no step CPU line");
+    return std::string();
+  };
+  CHECK_THAT(step_line(2, 0.025), Catch::Contains("on 2.50 cores") &&
+                                      Catch::Contains("more than its 2 intra-op threads: the process's other threads "
+                                                      "count in it, their CPU during the fetches too") &&
+                                      Catch::Contains("the model runs the step on at most 2"));
+  // 1 thread: not a parallel step, which the model runs as measured.
+  CHECK_THAT(step_line(1, 0.025), Catch::Contains("more than its 1 intra-op thread:") &&
+                                      !Catch::Contains("the model runs the step on at most"));
+  CHECK_THAT(step_line(2, 0.019), !Catch::Contains("more than its"));
+}

@@ -165,12 +165,28 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                : fmt::format("; of it, {} in the next() of loader {}, iterated with this one (zip): held "
                                              "as profiled, the scenario changes this loader alone",
                                              FormatSeconds(p.zipped_s_per_batch), p.zipped_with)));
+  const double step_cores =
+      p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0;
+  // More cores than the step has threads: CPU that is not the step's work.
+  const double step_thread_cap = p.intra_op_threads > 0 ? p.intra_op_threads : 1;
   in.push_back(p.compute_cpu_s_per_batch.measured
                    ? fmt::format("the step's own CPU per batch: {} on {:.2f} cores, run-queue delay {} (measured, {}): "
-                                 "it shares the cores with the workers",
-                                 FormatSeconds(p.compute_cpu_s_per_batch.value),
-                                 p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0,
-                                 FormatSeconds(p.compute_delay_s_per_batch), p.compute_cpu_s_per_batch.source)
+                                 "it shares the cores with the workers{}",
+                                 FormatSeconds(p.compute_cpu_s_per_batch.value), step_cores,
+                                 FormatSeconds(p.compute_delay_s_per_batch), p.compute_cpu_s_per_batch.source,
+                                 step_cores > step_thread_cap * 1.05
+                                     ? fmt::format("; more than its {:g} intra-op thread{}: the process's other "
+                                                   "threads count in it{}{}",
+                                                   step_thread_cap, step_thread_cap == 1 ? "" : "s",
+                                                   p.workers == 0 ? ", their CPU during the fetches too (no workers: "
+                                                                    "the intra-op threads of the collate's or the "
+                                                                    "transforms' operators)"
+                                                                  : "",
+                                                   ParallelStep(p) && !ParallelStepOversubscribed(p)
+                                                       ? fmt::format("; the model runs the step on at most {:g}",
+                                                                     step_thread_cap)
+                                                       : "")
+                                     : "")
                    : "the step's own CPU: " + p.compute_cpu_s_per_batch.source);
   if (p.intra_op_threads > 0) {
     const double ran_on = p.compute_s_per_batch > 0 && p.compute_cpu_s_per_batch.measured
