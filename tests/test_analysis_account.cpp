@@ -240,7 +240,10 @@ TEST_CASE("Contention advice asks for fewer workers only when they outnumber the
     REQUIRE(l.bottleneck == Cause::kContention);
     return l.advice.front();
   };
-  CHECK_THAT(advice_with(3), Catch::Contains("use fewer workers than cores (3 workers, 2 usable cores)"));
+  // Fewer workers, predicted: 2 workers of 10 ms of CPU a batch on the 2
+  // cores make one every 5 ms, and the 10 ms step bounds it at 100 samples/s.
+  CHECK_THAT(advice_with(3), Catch::Contains("the workers wait for a core (3 workers, 2 usable cores); fewer workers: "
+                                             "num_workers=2 is predicted at 100.0 samples/s (+400.0%)"));
   CHECK_THAT(advice_with(2), Catch::Contains("the 2 workers and the training step share the 2 usable cores"));
   CHECK_THAT(advice_with(2), !Catch::Contains("fewer workers than cores"));
 }

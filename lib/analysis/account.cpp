@@ -931,11 +931,11 @@ const WorkersPrediction* BestPredicted(const LoaderAnalysis& l, uint32_t from,
   return best;
 }
 
-// "1 to 2 workers" (the counts predicted from `from`).
-std::string PredictedRange(const LoaderAnalysis& l, uint32_t from) {
+// "1 to 2 workers" (the counts predicted in [from, to]).
+std::string PredictedRange(const LoaderAnalysis& l, uint32_t from, uint32_t to = std::numeric_limits<uint32_t>::max()) {
   uint32_t lo = std::numeric_limits<uint32_t>::max(), hi = 0;
   for (const auto& p : l.worker_predictions)
-    if (p.workers >= from) lo = std::min(lo, p.workers), hi = std::max(hi, p.workers);
+    if (p.workers >= from && p.workers <= to) lo = std::min(lo, p.workers), hi = std::max(hi, p.workers);
   return lo == hi ? fmt::format("{} worker{}", lo, lo == 1 ? "" : "s") : fmt::format("{} to {} workers", lo, hi);
 }
 
@@ -1018,12 +1018,25 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // Beyond the cores workers only queue; within them the wait is the
       // step's and the workers' share of too few cores, and fewer workers
       // would make less (the model says which wins).
-      return l.config.num_workers > cores
-                 ? fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} "
-                               "workers, {} usable cores) or a less busy machine; predict with `stallprof whatif "
-                               "--workers N`",
-                               share, l.config.num_workers, cores)
-                 : fmt::format("CPU contention ({}): the {} workers and the training step share the {} usable cores and "
+      if (l.config.num_workers > cores) {
+        const WorkersPrediction* best = BestPredicted(l, 1, l.config.num_workers - 1);
+        return !best ? fmt::format("CPU contention ({}): the workers wait for a core; use fewer workers than cores ({} "
+                                   "workers, {} usable cores) or a less busy machine; predict with `stallprof whatif "
+                                   "--workers N`",
+                                   share, l.config.num_workers, cores)
+               : best->change >= kPredictedGainWorthIt
+                   ? fmt::format("CPU contention ({}): the workers wait for a core ({} workers, {} usable cores); "
+                                 "fewer workers: num_workers={} is predicted at {} (then bound by {}; `stallprof "
+                                 "whatif --workers {}`)",
+                                 share, l.config.num_workers, cores, best->workers, PredictedChange(*best),
+                                 best->bottleneck, best->workers)
+                   : fmt::format("CPU contention ({}): the workers wait for a core ({} workers, {} usable cores), but "
+                                 "fewer would not help: num_workers={} is predicted at {} (then bound by {}), the "
+                                 "best of {}; a less busy machine or more cores",
+                                 share, l.config.num_workers, cores, best->workers, PredictedChange(*best),
+                                 best->bottleneck, PredictedRange(l, 1, l.config.num_workers - 1));
+      }
+      return fmt::format("CPU contention ({}): the {} workers and the training step share the {} usable cores and "
                                "wait for one another (or for other processes): more cores or a less busy machine; "
                                "predict fewer workers or more cores with `stallprof whatif --workers N --cores N`",
                                share, l.config.num_workers, cores);
@@ -1189,6 +1202,12 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cor
     for (uint32_t w = now + 1; w <= std::max<uint32_t>(2 * cores, 2 * now + 2) && w <= model::kMaxAutoWorkers; w *= 2)
       counts.push_back(static_cast<int32_t>(w));
   if (advised(Cause::kHandoff) && NoWorkersMayBeFaster(l)) counts.push_back(0);
+  // Fewer workers where more than the cores wait for them: the cores, one
+  // less (the step's), and halvings down to one.
+  if (advised(Cause::kContention) && now > cores && cores > 0) {
+    for (uint32_t w = cores; w >= 1 && w + 1 >= cores; --w) counts.push_back(static_cast<int32_t>(w));
+    for (uint32_t w = now / 2; w > cores; w /= 2) counts.push_back(static_cast<int32_t>(w));
+  }
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   return counts;
