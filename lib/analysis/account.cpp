@@ -1202,11 +1202,12 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cor
     for (uint32_t w = now + 1; w <= std::max<uint32_t>(2 * cores, 2 * now + 2) && w <= model::kMaxAutoWorkers; w *= 2)
       counts.push_back(static_cast<int32_t>(w));
   if (advised(Cause::kHandoff) && NoWorkersMayBeFaster(l)) counts.push_back(0);
-  // Fewer workers where more than the cores wait for them: the cores, one
-  // less (the step's), and halvings down to one.
+  // Fewer workers where more than the cores wait for them: halvings of the
+  // workers down to the cores, the cores, and one less (a core for the step).
   if (advised(Cause::kContention) && now > cores && cores > 0) {
-    for (uint32_t w = cores; w >= 1 && w + 1 >= cores; --w) counts.push_back(static_cast<int32_t>(w));
     for (uint32_t w = now / 2; w > cores; w /= 2) counts.push_back(static_cast<int32_t>(w));
+    counts.push_back(static_cast<int32_t>(cores));
+    if (cores > 1) counts.push_back(static_cast<int32_t>(cores - 1));
   }
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
