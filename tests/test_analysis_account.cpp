@@ -366,43 +366,16 @@ TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of
   CHECK(a.Seconds(Cause::kStorage) >= Approx(5 * 0.004));
 }
 
-TEST_CASE("Without workers, prep advice says workers would not help when receiving a batch would cost more than making it") {
-  // num_workers = 0: each 10 ms wait is a 10 ms fetch on CPU, beside a 10 ms step.
-  const auto advice_with_receive = [](double receive_s) {
-    TraceBuilder b;
-    b.Config(100, 1, "num_workers", 0);
-    if (receive_s > 0) b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive_s);
-    LoopSpec spec;
-    spec.iterations = 10;
-    spec.wait = 10 * kMs;
-    spec.compute = 10 * kMs;
-    AddMainProcessLoader(b, spec);
-    for (uint64_t i = 0; i < 10; ++i) AddFetch(b, spec.thread, spec.start + i * 20 * kMs, 10 * kMs, i, 10 * kMs, 0);
-    const auto result = Analyze(b.trace, {});
-    const auto& l = OnlyLoader(result);
-    REQUIRE(l.bottleneck == Cause::kPrep);
-    REQUIRE_FALSE(l.advice.empty());
-    return l.advice.front();
-  };
-  // A worker's batch would take 12 ms to receive: more than the 10 ms fetch.
-  CHECK_THAT(advice_with_receive(0.012), Catch::Contains("workers would not help: the main process would take 12.00 ms "
-                                                         "to receive each batch from a worker (timed after the run) "
-                                                         "against 10.00 ms to make it here"));
-  // 1 ms to receive, or not timed: one worker takes the 10 ms fetch off the
-  // 10 ms step, to 100 samples/s from the measured 50.
-  CHECK_THAT(advice_with_receive(0.001), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
-  CHECK_THAT(advice_with_receive(0), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
-}
-
 namespace {
-// One process on `cores` cores, no workers: each step is a `fetch` of CPU then
-// a 10 ms step; a worker would cost `loop` of its own CPU and `receive` of the
-// main process's a batch (timed after the run, as stallprof.calibrate_ipc does).
+// One process on `cores` cores (0: not recorded), no workers: each step is a
+// `fetch` of CPU then a 10 ms step; a worker would cost `loop` of its own CPU
+// and `receive` of the main process's a batch (timed after the run, as
+// stallprof.calibrate_ipc does; negative: not timed).
 LoaderAnalysis MainProcessFetches(uint32_t cores, uint64_t fetch, double loop, double receive) {
   TraceBuilder b;
   b.Config(100, 1, "num_workers", 0);
-  b.ConfigDouble(100, 1, "ipc_loop_cpu_s", loop);
-  b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive);
+  if (loop >= 0) b.ConfigDouble(100, 1, "ipc_loop_cpu_s", loop);
+  if (receive >= 0) b.ConfigDouble(100, 1, "ipc_receive_cpu_s", receive);
   b.trace.header.usable_cores = cores;
   LoopSpec spec;
   spec.iterations = 20;
@@ -417,6 +390,24 @@ LoaderAnalysis MainProcessFetches(uint32_t cores, uint64_t fetch, double loop, d
   return result->loaders.front();
 }
 }  // namespace
+
+TEST_CASE("Without workers, prep advice says workers would not help when receiving a batch would cost more than making it") {
+  // num_workers = 0: each 10 ms wait is a 10 ms fetch on CPU, beside a 10 ms step.
+  const auto advice_with_receive = [](double receive_s) {
+    const LoaderAnalysis l = MainProcessFetches(0, 10 * kMs, -1, receive_s > 0 ? receive_s : -1);
+    REQUIRE(l.bottleneck == Cause::kPrep);
+    REQUIRE_FALSE(l.advice.empty());
+    return l.advice.front();
+  };
+  // A worker's batch would take 12 ms to receive: more than the 10 ms fetch.
+  CHECK_THAT(advice_with_receive(0.012), Catch::Contains("workers would not help: the main process would take 12.00 ms "
+                                                         "to receive each batch from a worker (timed after the run) "
+                                                         "against 10.00 ms to make it here"));
+  // 1 ms to receive, or not timed: one worker takes the 10 ms fetch off the
+  // 10 ms step, to 100 samples/s from the measured 50.
+  CHECK_THAT(advice_with_receive(0.001), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
+  CHECK_THAT(advice_with_receive(0), Catch::Contains("more workers: num_workers=1 is predicted at 100.0 samples/s (+100.0%)"));
+}
 
 TEST_CASE("Prep advice gives the model's prediction for more workers, and says when they would not help") {
   // 4 ms of fetch CPU beside a 10 ms step: 71.4 samples/s measured. A worker
@@ -446,15 +437,9 @@ TEST_CASE("Other-blocking advice gives the model's prediction for more workers")
   // One worker whose 40 ms fetch sleeps (1 ms of CPU, no device reads) beside
   // a 10 ms step on 2 cores: 20 samples/s. Four workers overlap their sleeps
   // to a batch every 10 ms, which the step bounds: at most 100 samples/s.
-  TraceBuilder b;
-  LoopSpec spec;
-  spec.iterations = 20;
-  spec.wait = 40 * kMs;
-  spec.compute = 10 * kMs;
-  const uint32_t w = AddOneWorkerLoader(b, spec);
-  b.trace.header.usable_cores = 2;
-  for (uint64_t i = 0; i < spec.iterations; ++i) AddFetch(b, w, spec.start + i * 50 * kMs, 40 * kMs, i, kMs, 0);
-  const auto result = Analyze(b.trace, {});
+  Trace t = SlowWorker(40 * kMs, kMs, 0);
+  t.header.usable_cores = 2;
+  const auto result = Analyze(t, {});
   const auto& l = OnlyLoader(result);
   REQUIRE(l.bottleneck == Cause::kOtherBlocking);
   REQUIRE_FALSE(l.worker_predictions.empty());
