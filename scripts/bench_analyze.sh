@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # analyze and export speed on a synthetic trace (default 10 M spans): wall time
 # end to end (load + analyze + print), spans/s, and peak RSS against the file
-# size (/usr/bin/time -v). Prints figures; asserts nothing.
+# size (/usr/bin/time -v), and its user and kernel CPU (the kernel's: mostly
+# zeroing the fresh pages it fills). Prints figures; asserts nothing.
 # Targets: analyze >= 40 M spans/s on one core (issue 10; 20 in issue 3) with
 # peak RSS < 2x the file; export >= 5 M spans/s. Several traces in parallel:
 # scripts/bench_analyze_job.sh.
@@ -27,9 +28,11 @@ measure() {  # measure <label> <target M spans/s> <command...>
     /usr/bin/time -v "$@" >/dev/null 2>"$OUT.time"
     awk -F': ' -v label="$label" -v run="$run" -v n="$SPANS" -v size="$size" -v target="$target" '
       /Elapsed \(wall clock\)/ { split($2, p, ":"); t = (length(p) == 3) ? p[1] * 3600 + p[2] * 60 + p[3] : p[1] * 60 + p[2] }
+      /User time \(seconds\)/ { u = $2 }
+      /System time \(seconds\)/ { k = $2 }
       /Maximum resident set size/ { m = $2 * 1024 }
-      END { printf "%s %d: %.3f s, %.1f M spans/s (target >= %d), peak RSS %.0f MiB = %.2fx the file\n",
-                   label, run, t, n / t / 1e6, target, m / 1048576, m / size }' "$OUT.time"
+      END { printf "%s %d: %.3f s, %.1f M spans/s (target >= %d); CPU %.2f s user (%.1f M spans/s) + %.2f s kernel; peak RSS %.0f MiB = %.2fx the file\n",
+                   label, run, t, n / t / 1e6, target, u, (u > 0 ? n / u / 1e6 : 0), k, m / 1048576, m / size }' "$OUT.time"
   done
 }
 measure "analyze" 40 "$SP" analyze "$OUT"

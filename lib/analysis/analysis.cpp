@@ -301,6 +301,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   // The median compute of the batches followed by another next(): how soon
   // an iterator left early is deleted to count as the loop's end (below).
   std::vector<uint64_t> computes;
+  computes.reserve(loader.iterations.size());
   for (size_t i = 0; i + 1 < loader.iterations.size(); ++i)
     if (loader.iterations[i + 1].epoch == loader.iterations[i].epoch)
       computes.push_back(loader.iterations[i].compute_end_ns - loader.iterations[i].return_ns);
