@@ -669,6 +669,61 @@ TEST_CASE("A training step that faults thousands of pages gets the allocator adv
 }
 
 namespace {
+// SlowWorker's not-input-bound loop (20 steps of a 0.25 ms wait + 10 ms
+// compute from 1000 ms) whose process (pid 100), sampled from 900 to 1220 ms,
+// faults 3000 pages a step, each step's 10 ms of CPU `kernel_percent` in the
+// kernel (no kernel CPU sampled when negative), with `allocator` recorded
+// (none when empty).
+LoaderAnalysis StepFaulting(int kernel_percent, const std::string& allocator) {
+  TraceBuilder b;
+  b.trace = SlowWorker(kMs / 4, kMs / 8, 0);
+  if (!allocator.empty()) b.Config(100, 1, "allocator", allocator);
+  const uint64_t to = 1000 * kMs + 20 * 11 * kMs, steps_in_window = 32;  // 320 ms of 10.25 ms steps, rounded up
+  ProcessSeries main = SampledProcess(100, 900 * kMs, to, 0, static_cast<int64_t>(steps_in_window * 3000));
+  main.cpu_ns = {0, steps_in_window * 10 * kMs};
+  if (kernel_percent >= 0) main.system_cpu_ns = {0, main.cpu_ns[1] * static_cast<uint64_t>(kernel_percent) / 100};
+  b.trace.process_series.push_back(main);
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+bool AnyAdviceContains(const LoaderAnalysis& l, const std::string& part) {
+  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) { return a.find(part) != std::string::npos; });
+}
+}  // namespace
+
+TEST_CASE("A step's page faults get the allocator advice when a quarter of the process's CPU is the kernel's") {
+  // 3000 faults a step (12 MiB): under the 4096 a step that counts without kernel CPU known.
+  const LoaderAnalysis heavy = StepFaulting(40, "");
+  CHECK(heavy.main_faults_per_batch == Approx(3000 * 32 * 205.0 / 320 / 20).epsilon(0.01));
+  CHECK(heavy.main_kernel_share == Approx(0.40));
+  CHECK_THAT(heavy.account_steady.Line(Cause::kCompute).evidence, Catch::Contains("40% of its CPU in the kernel"));
+  CHECK(AnyAdviceContains(heavy, "(40% of its CPU in the kernel): the allocator returns freed buffers"));
+  CHECK(AnyAdviceContains(heavy, "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
+  // The same faults with 10% of the CPU in the kernel cost little: no advice.
+  const LoaderAnalysis light = StepFaulting(10, "");
+  CHECK(light.main_kernel_share == Approx(0.10));
+  CHECK_FALSE(AnyAdviceContains(light, "GLIBC_TUNABLES"));
+  // An older trace (no kernel CPU sampled): the fault count alone.
+  const LoaderAnalysis older = StepFaulting(-1, "");
+  CHECK(older.main_kernel_share == -1);
+  CHECK(AnyAdviceContains(older, "GLIBC_TUNABLES"));
+}
+
+TEST_CASE("The allocator advice follows the malloc the process runs already") {
+  const LoaderAnalysis glibc = StepFaulting(40, "glibc");
+  CHECK(AnyAdviceContains(glibc, "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
+  // Thresholds fixed already: only the caching allocator is left to try.
+  const LoaderAnalysis fixed = StepFaulting(40, "glibc fixed thresholds");
+  CHECK(fixed.config.allocator == "glibc fixed thresholds");
+  CHECK(AnyAdviceContains(fixed, "its thresholds fixed already by GLIBC_TUNABLES"));
+  CHECK(AnyAdviceContains(fixed, "LD_PRELOAD=libtcmalloc_minimal.so.4"));
+  CHECK_FALSE(AnyAdviceContains(fixed, "GLIBC_TUNABLES=glibc.malloc"));
+  // A caching allocator preloaded: its faults are not freed memory refaulted.
+  const LoaderAnalysis cached = StepFaulting(40, "libtcmalloc_minimal.so.4");
+  CHECK_FALSE(AnyAdviceContains(cached, "pages per step"));
+  CHECK_THAT(cached.account_steady.Line(Cause::kCompute).evidence, Catch::Contains("pages per step, 40% of its CPU"));
+}
+
+namespace {
 // A loader without workers: 20 steps of a 30 ms next() (its fetch 28 ms of
 // CPU, `kernel` of it in the kernel) and a 5 ms compute from 1000 ms; the
 // process faults `faults_per_step` pages a step, sampled over the 700 ms.

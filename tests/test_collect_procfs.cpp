@@ -41,6 +41,20 @@ TEST_CASE("our own stat shows CPU time, RSS, threads and the right parent") {
   auto after = procfs::ReadStat(getpid());
   REQUIRE(after.has_value());
   CHECK(after->minor_faults >= faults_before + 64);
+  // 200 ms of CPU mapping, faulting in and unmapping fresh memory: most of it
+  // the kernel's (stime, in 10 ms ticks), and stime is part of cpu_ns.
+  const uint64_t kernel_before = after->system_cpu_ns;
+  const clock_t busy_until = clock() + CLOCKS_PER_SEC / 5;
+  while (clock() < busy_until) {
+    void* m = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) break;  // the check below then fails
+    for (size_t i = 0; i < (1 << 20); i += 4096) static_cast<volatile char*>(m)[i] = 1;
+    munmap(m, 1 << 20);
+  }
+  auto kernel_after = procfs::ReadStat(getpid());
+  REQUIRE(kernel_after.has_value());
+  CHECK(kernel_after->system_cpu_ns >= kernel_before + 60'000'000);
+  CHECK(kernel_after->system_cpu_ns <= kernel_after->cpu_ns);
   CHECK_FALSE(procfs::ReadStat(999999999).has_value());
 }
 

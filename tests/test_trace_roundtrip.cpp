@@ -112,13 +112,15 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
       p->add_delay_ns(i * 60);
       p->add_threads(static_cast<uint32_t>(i + 1));
       p->add_minor_faults(i * 70);
+      p->add_system_cpu_ns(i * 5);
     }
     REQUIRE((*w)->Write(ps).ok());
     REQUIRE((*w)->Write(ps).ok());  // a second chunk of the same pid appends
-    // Another pid: its first chunk has fault counts, its second (an older writer's) none.
+    // Another pid: its first chunk has fault counts and kernel CPU, its second (an older writer's) none.
     p->set_pid(200);
     REQUIRE((*w)->Write(ps).ok());
     p->clear_minor_faults();
+    p->clear_system_cpu_ns();
     REQUIRE((*w)->Write(ps).ok());
 
     pb::Chunk ss;
@@ -192,7 +194,9 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
   CHECK(t.process_series[0].rss_bytes[1] == 50);
   CHECK(t.process_series[0].minor_faults == std::vector<uint64_t>{0, 70, 140, 0, 70, 140});
   CHECK(t.process_series[1].t_ns.size() == 6);
+  CHECK(t.process_series[0].system_cpu_ns == std::vector<uint64_t>{0, 5, 10, 0, 5, 10});
   CHECK(t.process_series[1].minor_faults.empty());  // not every chunk had them: none, rather than a misaligned column
+  CHECK(t.process_series[1].system_cpu_ns.empty());
   CHECK(t.system.mem_available_bytes == std::vector<uint64_t>{6});
   REQUIRE(t.footer.has_value());
   CHECK(t.footer->exit_code == 137);

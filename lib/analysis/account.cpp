@@ -87,10 +87,15 @@ constexpr size_t kN = kCauseCount;
 // which no allocator setting removes).
 constexpr double kKernelHeavyShare = 0.25;
 constexpr double kFaultsHeavyPerBatch = 1024;
-// A step that faults this many pages (16 MiB) gets the allocator advice on its
-// compute line. The bundled demo's CNN step: 2.5x faster with fixed malloc
-// thresholds (1135 against 446 samples/s, bench_overhead.sh 6 demo).
-constexpr double kMainFaultsHeavyPerBatch = 4096;
+// A step that faults this many pages (8 MiB) gets the allocator advice on its
+// compute line, where at least kKernelHeavyShare of the training process's
+// CPU is the kernel's (or the trace does not say). The bundled demo's CNN step:
+// 2.5x faster with fixed malloc thresholds (1135 against 446 samples/s,
+// bench_overhead.sh 6 demo). A torchvision FakeData CNN (batch 64, 2 workers):
+// 2900-3850 faults and 31% kernel a step, mean step 56-71 -> 35-37 ms with
+// the thresholds (its slow steps gone), still 1330-1520 faults and 26-28%
+// kernel then (the batches' shared memory, mapped afresh each time).
+constexpr double kMainFaultsHeavyPerBatch = 2048;
 // A cause other than the bottleneck gets its advice from this share of the time.
 constexpr double kAdvisedShare = 0.05;
 using Weights = std::array<double, kN>;
@@ -448,16 +453,21 @@ double WorkerCpuOutsideFetchPerBatch(const Trace& trace, const FetchFactList& fe
   return complete && ns >= 0 ? std::max(0.0, ns) * kNs : -1;
 }
 
-// Minor page faults of the loader's own process per step (next() plus the
-// compute after it), over the iterations between its first and last sample.
-// It includes whatever else the process's threads did meanwhile. -1 without
-// fault counts.
-double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
+// A column of the loader's own process's samples (a cumulative counter): its
+// rise over the iterations between the process's first and last sample,
+// interpolated at their ends, and the steps (next() plus the compute after it)
+// in that window; it includes whatever else the process's threads did
+// meanwhile. Fewer than 2 steps where the column is missing.
+struct MainRise {
+  double rise = 0;
+  uint64_t steps = 0;
+};
+MainRise MainCounterRise(const Trace& trace, const LoaderAnalysis& loader,
+                         std::vector<uint64_t> ProcessSeries::*column) {
   const ProcessSeries* series = nullptr;
   for (const auto& s : trace.process_series)
-    if (s.pid == loader.pid && s.minor_faults.size() >= 2 && s.minor_faults.size() == s.t_ns.size()) series = &s;
-  if (!series || loader.iterations.empty()) return -1;
-  // The faults between the first and last iteration inside the sampled window, interpolated at their ends.
+    if (s.pid == loader.pid && (s.*column).size() >= 2 && (s.*column).size() == s.t_ns.size()) series = &s;
+  if (!series || loader.iterations.empty()) return {};
   uint64_t from = 0, to = 0, steps = 0;
   for (const Iteration& it : loader.iterations) {
     if (it.wait_start_ns < series->t_ns.front() || it.compute_end_ns > series->t_ns.back() || it.compute_unknown) continue;
@@ -465,9 +475,23 @@ double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
     to = it.compute_end_ns;
     ++steps;
   }
-  if (steps < 2) return -1;
-  const double faults = SeriesAt(series->t_ns, series->minor_faults, to) - SeriesAt(series->t_ns, series->minor_faults, from);
-  return std::max(0.0, faults) / static_cast<double>(steps);
+  if (steps < 2) return {};
+  const auto& values = series->*column;
+  return {std::max(0.0, SeriesAt(series->t_ns, values, to) - SeriesAt(series->t_ns, values, from)), steps};
+}
+
+// Minor page faults of the loader's own process per step; -1 without fault counts.
+double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
+  const MainRise faults = MainCounterRise(trace, loader, &ProcessSeries::minor_faults);
+  return faults.steps >= 2 ? faults.rise / static_cast<double>(faults.steps) : -1;
+}
+
+// The kernel's share of the loader's own process's CPU over the same steps;
+// -1 without kernel CPU in the samples (older traces) or without CPU.
+double MainKernelShare(const Trace& trace, const LoaderAnalysis& loader) {
+  const MainRise kernel = MainCounterRise(trace, loader, &ProcessSeries::system_cpu_ns);
+  const MainRise cpu = MainCounterRise(trace, loader, &ProcessSeries::cpu_ns);
+  return kernel.steps >= 2 && cpu.rise > 0 ? std::min(1.0, kernel.rise / cpu.rise) : -1;
 }
 
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
@@ -582,8 +606,11 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)
-          line.evidence += fmt::format("; the training process faulted {:.0f} pages per step{}", loader.main_faults_per_batch,
-                                       loader.config.num_workers == 0 ? " (its fetches included: no workers)" : "");
+          line.evidence += fmt::format("; the training process faulted {:.0f} pages per step{}{}", loader.main_faults_per_batch,
+                                       loader.config.num_workers == 0 ? " (its fetches included: no workers)" : "",
+                                       loader.main_kernel_share >= 0
+                                           ? fmt::format(", {:.0f}% of its CPU in the kernel", loader.main_kernel_share * 100)
+                                           : "");
         line.evidence += MainStagesEvidence(loader);
         for (const auto& n : loader.nested_loaders)
           line.evidence += fmt::format("; less loader '{}', run whole inside it {} time(s) ({})", n.name, n.runs,
@@ -733,28 +760,45 @@ double StallOf(const Ledger& l) {
 // 118 MiB tensors) glibc maps afresh whatever the thresholds, and a caching
 // allocator keeps them (that example: 16.8 s -> 11.8 s an epoch, system
 // time 6.1 -> 1.3 s; the thresholds alone 17.4 s).
-constexpr const char* kRefaultsFreedBuffers =
-    "the allocator returns freed buffers to the kernel and faults them back in (glibc malloc's dynamic thresholds)";
-constexpr const char* kKeepFreedMemory =
-    "fixed thresholds keep blocks up to 32 MiB: "
-    "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912; larger tensors glibc "
-    "maps afresh whatever the thresholds, and an allocator that caches them keeps them: "
-    "LD_PRELOAD=libtcmalloc_minimal.so.4 (Debian's libtcmalloc-minimal4)";
+// The advice follows what the process runs already: none under a caching
+// allocator (its faults are memory mapped afresh, not freed blocks refaulted),
+// only the caching allocator where glibc's thresholds are fixed.
+bool CachingAllocator(const LoaderConfig& c) {
+  return !c.allocator.empty() && c.allocator.rfind("glibc", 0) != 0;
+}
+std::string KeepFreedMemory(const LoaderConfig& c) {
+  constexpr const char* kCaching = "LD_PRELOAD=libtcmalloc_minimal.so.4 (Debian's libtcmalloc-minimal4)";
+  if (c.allocator == "glibc fixed thresholds")
+    return fmt::format("the allocator maps blocks over 32 MiB afresh each time (glibc, its thresholds fixed already "
+                       "by GLIBC_TUNABLES), and one that caches them keeps them: {}",
+                       kCaching);
+  return fmt::format("the allocator returns freed buffers to the kernel and faults them back in (glibc malloc's "
+                     "dynamic thresholds); fixed thresholds keep blocks up to 32 MiB: "
+                     "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912; "
+                     "larger tensors glibc maps afresh whatever the thresholds, and an allocator that caches them "
+                     "keeps them: {}",
+                     kCaching);
+}
 
 // Without workers the process's page faults per step include its fetches':
 // where a fetch spends longer in the kernel than a whole step takes, they are
 // mostly the fetches' (a collate into fresh memory: 41 ms of kernel CPU a
 // fetch beside a 9.6 ms step), and the advice goes with the prep.
 bool FetchFaultsInMain(const LoaderAnalysis& l) {
-  return l.config.num_workers == 0 && l.main_faults_per_batch >= kFaultsHeavyPerBatch && l.fetch_kernel_s > 0 &&
-         l.fetch_kernel_s >= l.compute_steady.mean;
+  return l.config.num_workers == 0 && !CachingAllocator(l.config) && l.main_faults_per_batch >= kFaultsHeavyPerBatch &&
+         l.fetch_kernel_s > 0 && l.fetch_kernel_s >= l.compute_steady.mean;
 }
 
 std::string FetchFaultsInMainAdvice(const LoaderAnalysis& l) {
   return fmt::format(
       "{:.0f}% of the fetches' CPU is the kernel's, and the training process (its fetches and its steps: no workers) "
-      "faults {:.0f} pages per step: {}; {}",
-      l.fetch_kernel_share * 100, l.main_faults_per_batch, kRefaultsFreedBuffers, kKeepFreedMemory);
+      "faults {:.0f} pages per step: {}",
+      l.fetch_kernel_share * 100, l.main_faults_per_batch, KeepFreedMemory(l.config));
+}
+
+bool StepFaultsHeavy(const LoaderAnalysis& l) {
+  return !CachingAllocator(l.config) && l.main_faults_per_batch >= kMainFaultsHeavyPerBatch &&
+         (l.main_kernel_share < 0 || l.main_kernel_share >= kKernelHeavyShare);
 }
 
 // The training step refaulting its freed tensors: worth acting on whatever the bottleneck is.
@@ -762,10 +806,10 @@ std::string FetchFaultsInMainAdvice(const LoaderAnalysis& l) {
 // tells only where they must be): the advice says so.
 std::string StepFaultsAdvice(const LoaderAnalysis& l) {
   return fmt::format(
-      "the training process{} faults {:.0f} pages per step: the allocator returns freed tensors to the kernel and "
-      "faults them back in (glibc malloc's dynamic thresholds); {}",
+      "the training process{} faults {:.0f} pages per step{}: {}",
       l.config.num_workers == 0 ? " (its steps and its fetches: no workers)" : "", l.main_faults_per_batch,
-      kKeepFreedMemory);
+      l.main_kernel_share >= 0 ? fmt::format(" ({:.0f}% of its CPU in the kernel)", l.main_kernel_share * 100) : "",
+      KeepFreedMemory(l.config));
 }
 
 // A step parallel over torch's intra-op threads beside workers that want the
@@ -1006,10 +1050,10 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                                                FormatSeconds(best->handoff_s), FormatSeconds(produce))
                                  : "",
                              PredictedRange(l, l.config.num_workers + 1));
-      if (l.fetch_kernel_share >= kKernelHeavyShare && l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
-        advice += fmt::format(
-            "; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: {}; {}",
-            l.fetch_kernel_share * 100, l.worker_faults_per_batch, kRefaultsFreedBuffers, kKeepFreedMemory);
+      if (!CachingAllocator(l.config) && l.fetch_kernel_share >= kKernelHeavyShare &&
+          l.worker_faults_per_batch >= kFaultsHeavyPerBatch)
+        advice += fmt::format("; {:.0f}% of the workers' CPU is the kernel's, with {:.0f} page faults per batch: {}",
+                              l.fetch_kernel_share * 100, l.worker_faults_per_batch, KeepFreedMemory(l.config));
       else if (FetchFaultsInMain(l))
         advice += "; " + FetchFaultsInMainAdvice(l);
       return advice;
@@ -1123,7 +1167,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       advice += !zipped.empty() ? zipped + (stages.empty() ? "" : "; " + stages)
                 : stages.empty() ? "speed up the model step itself"
                                  : stages;
-      if (l.main_faults_per_batch >= kMainFaultsHeavyPerBatch && !FetchFaultsInMain(l)) advice += "; " + StepFaultsAdvice(l);
+      if (StepFaultsHeavy(l) && !FetchFaultsInMain(l)) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
       return advice;
     }
@@ -1247,7 +1291,7 @@ void WriteAdvice(LoaderAnalysis& loader, uint32_t cores) {
     if (FetchFaultsInMain(loader)) {
       if (loader.bottleneck != Cause::kPrep && a.Line(Cause::kPrep).share < kAdvisedShare)  // not in the prep's advice
         loader.advice.push_back("prep: " + FetchFaultsInMainAdvice(loader));
-    } else if (loader.bottleneck != Cause::kCompute && loader.main_faults_per_batch >= kMainFaultsHeavyPerBatch) {
+    } else if (loader.bottleneck != Cause::kCompute && StepFaultsHeavy(loader)) {
       loader.advice.push_back("compute: " + StepFaultsAdvice(loader));
     }
     // Not where the workers lack CPU: moving work to them would add to it.
@@ -1361,6 +1405,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
   loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
+  loader.main_kernel_share = MainKernelShare(trace, loader);
   loader.stream_worker_batches = StreamWorkerBatches(loader);
   loader.startup_split = {};
   for (size_t e = 0; e < epochs.size() && loader.config.num_workers > 0; ++e) {

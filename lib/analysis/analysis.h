@@ -269,6 +269,10 @@ struct LoaderConfig {
   // torch.multiprocessing's sharing strategy at iterator creation:
   // "file_descriptor" (Linux's default), "file_system"; empty = not recorded.
   std::string sharing_strategy;
+  // The process's malloc when the loader was created: "glibc", "glibc fixed
+  // thresholds" (GLIBC_TUNABLES sets mmap_threshold), or a preloaded caching
+  // allocator's library (libtcmalloc_minimal.so.4); empty = not recorded.
+  std::string allocator;
   // The first batch's tensors (loaders without workers; 0 = unknown).
   uint32_t batch_tensors = 0;
   uint64_t batch_bytes = 0;
@@ -389,6 +393,9 @@ struct LoaderAnalysis {
   // Minor page faults of the loader's own process per step (next() + compute);
   // -1 where the trace has no fault counts.
   double main_faults_per_batch = -1;
+  // The kernel's share of that process's CPU over the same steps (page
+  // faults, syscalls); -1 where the trace has no kernel CPU (before 2026-11-27).
+  double main_kernel_share = -1;
   // The workers' own reads from the storage device over the steady
   // iterations: bytes/s (0 = none) and the reads in flight on average (their
   // fetches' off-CPU time over the same time). More than one in flight: the

@@ -172,6 +172,7 @@ std::optional<ProcStat> ReadStat(pid_t pid, Files& files) {
   if (f.size() < 22) return std::nullopt;
   st.ppid = static_cast<uint32_t>(ToU64(f[1]));
   st.cpu_ns = (ToU64(f[11]) + ToU64(f[12])) * NsPerTick();
+  st.system_cpu_ns = ToU64(f[12]) * NsPerTick();
   st.minor_faults = ToU64(f[7]);
   st.threads = static_cast<uint32_t>(ToU64(f[17]));
   st.rss_bytes = ToU64(f[21]) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));

@@ -58,6 +58,7 @@ struct ProcStat {
   uint32_t ppid = 0;
   std::string comm;
   uint64_t cpu_ns = 0;     // utime + stime
+  uint64_t system_cpu_ns = 0;  // stime: in the kernel on the process's behalf (page faults, syscalls)
   uint64_t rss_bytes = 0;
   uint32_t threads = 0;
   uint64_t minor_faults = 0;  // minflt: page faults served without I/O (first touch, copy-on-write, refault)

@@ -36,6 +36,7 @@ void Sampler::Tick(uint64_t now_ns) {
     p.add_delay_ns(procfs::ReadRunQueueDelay(pid, files_));
     p.add_threads(st->threads);
     p.add_minor_faults(st->minor_faults);
+    p.add_system_cpu_ns(st->system_cpu_ns);
   }
   known_.swap(alive);
   const auto sys = procfs::ReadSystem(files_);

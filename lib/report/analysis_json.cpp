@@ -66,6 +66,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (l.worker_cpu_outside_fetch_s >= 0) w.Number(l.worker_cpu_outside_fetch_s); else w.Null();
   w.Key("main_faults_per_batch");
   if (l.main_faults_per_batch >= 0) w.Number(l.main_faults_per_batch); else w.Null();
+  w.Key("main_kernel_share");
+  if (l.main_kernel_share >= 0) w.Number(l.main_kernel_share); else w.Null();
   w.Key("advice").BeginArray();
   for (const auto& a : l.advice) w.String(a);
   w.EndArray();
@@ -88,7 +90,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
   w.Field("persistent_workers", c.persistent_workers).Field("sampler", c.sampler).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("multiprocessing_context", c.multiprocessing_context);
-  w.Field("sharing_strategy", c.sharing_strategy);
+  w.Field("sharing_strategy", c.sharing_strategy).Field("allocator", c.allocator);
   w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
   w.Key("intra_op_threads");
   if (c.intra_op_threads > 0) w.Int(c.intra_op_threads); else w.Null();

@@ -306,7 +306,8 @@ Status TraceDecoder::Config(const pb::Config& c) {
 Status TraceDecoder::ProcessSamples(const pb::ProcessSamples& s) {
   const int n = s.t_ns_size();
   if (s.cpu_ns_size() != n || s.read_bytes_size() != n || s.rchar_size() != n || s.rss_bytes_size() != n ||
-      s.delay_ns_size() != n || s.threads_size() != n || (s.minor_faults_size() != 0 && s.minor_faults_size() != n))
+      s.delay_ns_size() != n || s.threads_size() != n || (s.minor_faults_size() != 0 && s.minor_faults_size() != n) ||
+      (s.system_cpu_ns_size() != 0 && s.system_cpu_ns_size() != n))
     return Corrupt("process sample columns differ in length");
   ProcessSeries* series = nullptr;
   for (auto& ps : t_.process_series)
@@ -317,11 +318,16 @@ Status TraceDecoder::ProcessSamples(const pb::ProcessSamples& s) {
     series = &t_.process_series.back();
     series->pid = s.pid();
   }
-  // Faults are kept only while every chunk has them, so the column stays aligned with t_ns.
-  if (s.minor_faults_size() == n && (first_chunk || series->minor_faults.size() == series->t_ns.size()))
-    series->minor_faults.insert(series->minor_faults.end(), s.minor_faults().begin(), s.minor_faults().end());
-  else
-    series->minor_faults.clear();
+  // Columns newer traces added are kept only while every chunk has them, so
+  // they stay aligned with t_ns.
+  const auto optional_column = [&](std::vector<uint64_t>& column, const auto& chunk_column) {
+    if (chunk_column.size() == n && (first_chunk || column.size() == series->t_ns.size()))
+      column.insert(column.end(), chunk_column.begin(), chunk_column.end());
+    else
+      column.clear();
+  };
+  optional_column(series->minor_faults, s.minor_faults());
+  optional_column(series->system_cpu_ns, s.system_cpu_ns());
   series->t_ns.insert(series->t_ns.end(), s.t_ns().begin(), s.t_ns().end());
   series->cpu_ns.insert(series->cpu_ns.end(), s.cpu_ns().begin(), s.cpu_ns().end());
   series->read_bytes.insert(series->read_bytes.end(), s.read_bytes().begin(), s.read_bytes().end());

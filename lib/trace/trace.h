@@ -199,6 +199,7 @@ struct ProcessSeries {
   std::vector<uint64_t> t_ns, cpu_ns, read_bytes, rchar, rss_bytes, delay_ns;
   std::vector<uint32_t> threads;
   std::vector<uint64_t> minor_faults;  // empty unless every chunk of the series recorded them (older traces did not)
+  std::vector<uint64_t> system_cpu_ns;  // the kernel's part of cpu_ns; empty as minor_faults
 };
 
 struct SystemSeries {

@@ -9,7 +9,8 @@
 # share of the worker CPU in the account's evidence, and give the allocator
 # advice in the first case only. A 40 MiB buffer (above glibc's largest mmap
 # threshold, 32 MiB) faults 8 x 10240 pages a batch whatever the thresholds,
-# and the advice's other allocator (tcmalloc, preloaded) keeps it.
+# and the advice's other allocator (tcmalloc, preloaded) keeps it; the advice
+# knows which malloc each run had (the hook records it).
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
@@ -45,11 +46,17 @@ assert f["fetch_kernel_share"] > r["fetch_kernel_share"], (f["fetch_kernel_share
 tuning = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold"
 assert any(tuning in a for a in f["advice"]), f["advice"]
 assert not any(tuning in a for a in r["advice"]), r["advice"]
+# The hook records the malloc each ran: a 128 KiB threshold is not the fix.
+assert f["config"]["allocator"] == "glibc", f["config"]["allocator"]
+assert r["config"]["allocator"] == "glibc fixed thresholds", r["config"]["allocator"]
 g, c = loader("large"), loader("cached")
+assert c["config"]["allocator"] == "libtcmalloc_minimal.so.4", c["config"]["allocator"]
 print(f"40 MiB, fixed thresholds: {g['worker_faults_per_batch']:.0f} faults/batch; tcmalloc: {c['worker_faults_per_batch']:.0f}")
 assert g["worker_faults_per_batch"] >= 0.7 * 81920, g["worker_faults_per_batch"]
 assert c["worker_faults_per_batch"] < 0.25 * 81920, c["worker_faults_per_batch"]
 assert any("LD_PRELOAD=libtcmalloc_minimal.so.4" in a for a in g["advice"]), g["advice"]
+# Its thresholds are fixed already: the advice does not tell it to fix them.
+assert not any(tuning in a for a in g["advice"]), g["advice"]
 PY
 grep -q "page faults per batch" faulting.txt || fail "the text account does not show the page faults"
 echo "PASS"

@@ -370,6 +370,25 @@ def _dataset_files(dataset, depth=0):
     return None
 
 
+def _allocator():
+    """A preloaded caching malloc by its library's name, else "glibc fixed
+    thresholds" where GLIBC_TUNABLES fixes its mmap threshold at its largest
+    (32 MiB: every smaller block reuses the heap), else "glibc"."""
+    for lib in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+        name = os.path.basename(lib)
+        if any(k in name for k in ("tcmalloc", "jemalloc", "mimalloc")):
+            return name
+    for tunable in os.environ.get("GLIBC_TUNABLES", "").split(":"):
+        key, _, value = tunable.partition("=")
+        if key == "glibc.malloc.mmap_threshold":
+            try:
+                if int(value, 0) >= 32 << 20:
+                    return "glibc fixed thresholds"
+            except ValueError:
+                pass
+    return "glibc"
+
+
 def _record_config(loader, scope, name):
     cfg = _ext.config
     cfg(scope, "name", name)
@@ -397,6 +416,9 @@ def _record_config(loader, scope, name):
         cfg(scope, "sharing_strategy", sys.modules["torch"].multiprocessing.get_sharing_strategy())
     except Exception:
         pass
+    # Which malloc the process runs, for the page-fault advice (a user who set
+    # glibc's thresholds or preloaded a caching allocator already).
+    cfg(scope, "allocator", _allocator())
     # The step's intra-op threads: a parallel step beside workers that want
     # the same cores slows far more than its share (docs/model.md).
     try:
