@@ -450,6 +450,11 @@ struct LoaderAnalysis {
   // spans): what the training step itself uses. main_step_compute_s = 0 when
   // not measured (no sampler series, or wait spans without CPU).
   double main_step_cpu_s = 0, main_step_delay_s = 0, main_step_compute_s = 0;
+  // Bytes the main process read from the storage device over those steps
+  // (/proc/<pid>/io read_bytes): its own pages read back (code, mapped data
+  // evicted under memory pressure). -1 when not measured, and without workers
+  // (its fetches read in the same process).
+  double main_step_read_bytes = -1;
   std::vector<StageStats> stages;
   // The user's stages its training loop ran outside every fetch (between
   // next() calls, e.g. an augmentation after the batch arrived): time of the
