@@ -572,6 +572,10 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   const auto partial = MeasureProfiles(part.trace, {});
   REQUIRE(partial.ok());
   CHECK(partial->front().dataset_bytes == 0);
+  // whatif --cache then says why, and what would give the size.
+  const auto refused = model::CacheHitRatio(partial->front(), 1ull << 30, model::CachePolicy::kLru, false);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message, Catch::Contains("no epoch was fetched whole") && Catch::Contains("profile a whole epoch"));
   // An in-memory dataset whose first fetch read 500 KB once (modules) on a fresh
   // machine: not a dataset of that size.
   TraceBuilder imports = build(100, [](uint32_t i) -> uint64_t { return i == 0 ? 500000 : 0; });

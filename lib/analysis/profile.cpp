@@ -323,7 +323,16 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                             "memory-mapped dataset: no read calls), per sample; a lower bound if the page cache "
                             "already held part of it"};
     } else {
-      p.bytes_per_sample = {0, false, "unknown: the loader reported no dataset_bytes and its fetches read no files"};
+      // Reads from the device without read calls, short of a whole epoch: a
+      // memory-mapped dataset profiled over part of an epoch.
+      double device_bytes = 0;
+      for (const auto& r : loader.fetch_reads) device_bytes += r.storage_bytes;
+      p.bytes_per_sample = {0, false,
+                            device_bytes > 0
+                                ? "unknown: the loader reported no dataset_bytes, its fetches read no files through "
+                                  "read calls, and no epoch was fetched whole, whose reads from the device would "
+                                  "size a memory-mapped dataset: profile a whole epoch"
+                                : "unknown: the loader reported no dataset_bytes and its fetches read no files"};
     }
   }
 

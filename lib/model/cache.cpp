@@ -119,8 +119,9 @@ Result<double> CacheHitRatio(const LoaderProfile& profile, uint64_t cache_bytes,
     dataset = std::accumulate(profile.item_bytes.begin(), profile.item_bytes.end(), uint64_t{0});
   if (dataset == 0)
     return UnsupportedError("loader '" + profile.name +
-                            "' has no dataset size, so a cache size cannot be turned into a hit ratio; "
-                            "record a file-backed dataset (e.g. ImageFolder) or leave --cache out");
+                            "' has no dataset size, so a cache size cannot be turned into a hit ratio (its size is " +
+                            profile.bytes_per_sample.source + "); record a file-backed dataset (e.g. ImageFolder) "
+                            "or leave --cache out");
   if (first_epoch) return 0.0;  // a cold cache: every item is read once
   const double fraction = static_cast<double>(cache_bytes) / static_cast<double>(dataset);
   if (fraction >= 1) return 1.0;
