@@ -497,10 +497,15 @@ double MainKernelShare(const Trace& trace, const LoaderAnalysis& loader) {
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
 
 // The training process's own device reads per step (LoaderAnalysis::
-// main_step_read_bytes at the steady mean compute); -1 when not measured.
+// main_step_read_bytes at the steady mean compute), and what its read calls
+// moved; -1 when not measured.
 double StepReadBytes(const LoaderAnalysis& l) {
   if (l.main_step_read_bytes < 0 || l.main_step_compute_s <= 0) return -1;
   return l.main_step_read_bytes / l.main_step_compute_s * l.compute_steady.mean;
+}
+double StepReadCallBytes(const LoaderAnalysis& l) {
+  if (l.main_step_read_call_bytes < 0 || l.main_step_compute_s <= 0) return -1;
+  return l.main_step_read_call_bytes / l.main_step_compute_s * l.compute_steady.mean;
 }
 // The share of the steps' wall time the process spent neither on CPU nor
 // waiting for one: I/O, sleeps, an accelerator.
@@ -625,7 +630,8 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                            ? fmt::format(", {:.0f}% of its CPU in the kernel", loader.main_kernel_share * 100)
                                            : "");
         if (const double read = StepReadBytes(loader); read >= 0)
-          line.evidence += fmt::format("; it read {} from the device a step, its steps {:.0f}% off CPU", FormatBytes(read),
+          line.evidence += fmt::format("; it read {} from the device a step ({} through read calls), its steps {:.0f}% off CPU",
+                                       FormatBytes(read), FormatBytes(std::max(0.0, StepReadCallBytes(loader))),
                                        StepOffCpuShare(loader) * 100);
         line.evidence += MainStagesEvidence(loader);
         for (const auto& n : loader.nested_loaders)
@@ -829,17 +835,21 @@ std::string StepFaultsAdvice(const LoaderAnalysis& l) {
 }
 
 // The training process reading from the device in its steps while they wait
-// off CPU: its own pages read back after the kernel evicted them. Seen in a
-// 400 MiB memory cgroup whose page cache a memory-mapped 800 MiB dataset
-// filled: a 1 ms linear step took 5.3 s, 98% off CPU, 1.6 GiB read a step.
+// off CPU, more than its read calls moved: page faults reading its own pages
+// back after the kernel evicted them (a loop reading files itself reads
+// through read calls). Seen in a 400 MiB memory cgroup whose page cache a
+// memory-mapped 800 MiB dataset filled: a 1 ms linear step took 5.3 s, 98%
+// off CPU, 1.6 GiB read a step.
 constexpr double kStepReadsHeavyBytes = 1 << 20;
 constexpr double kStepOffCpuHeavyShare = 0.25;
 bool StepReadsHeavy(const LoaderAnalysis& l) {
-  return StepReadBytes(l) >= kStepReadsHeavyBytes && StepOffCpuShare(l) >= kStepOffCpuHeavyShare;
+  const double read = StepReadBytes(l);
+  return read >= kStepReadsHeavyBytes && read > StepReadCallBytes(l) && StepOffCpuShare(l) >= kStepOffCpuHeavyShare;
 }
 std::string StepReadsAdvice(const LoaderAnalysis& l) {
-  return fmt::format("the training process itself read {} from the device a step and its steps were {:.0f}% off CPU: "
-                     "its own memory (code, mapped files) evicted and read back, the machine or its memory cgroup "
+  return fmt::format("the training process itself read {} from the device a step, beyond its read calls, and its "
+                     "steps were {:.0f}% off CPU: page faults reading its own memory (code, mapped files) back after "
+                     "eviction, the machine or its memory cgroup "
                      "short of memory for the job and the page cache it fills (in a cgroup the dataset's page "
                      "cache counts against the limit): give the job more memory",
                      FormatBytes(StepReadBytes(l)), StepOffCpuShare(l) * 100);

@@ -452,7 +452,7 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   if (!series) return;
   // Iterations were built from the waits in start order, one each.
   if (waits.size() != loader.iterations.size()) return;
-  double cpu = 0, delay = 0, compute = 0, read = 0;
+  double cpu = 0, delay = 0, compute = 0, read = 0, read_calls = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
     const Iteration& it = loader.iterations[i];
     if (it.index_in_epoch == 0 || it.compute_unknown || it.nested_s > 0 || it.wait_start_ns < series->t_ns.front() ||
@@ -462,8 +462,10 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
     if (!c.known) return;  // the wait's own CPU is unknown: cannot take it out
     cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.cpu_ns * kNs;
     delay += SeriesDelta(series->t_ns, series->delay_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.delay_ns * kNs;
-    if (series->read_bytes.size() == series->t_ns.size())
+    if (series->read_bytes.size() == series->t_ns.size() && series->rchar.size() == series->t_ns.size()) {
       read += SeriesDelta(series->t_ns, series->read_bytes, it.wait_start_ns, it.compute_end_ns);
+      read_calls += SeriesDelta(series->t_ns, series->rchar, it.wait_start_ns, it.compute_end_ns);
+    }
     compute += it.compute_s;
   }
   if (compute <= 0) return;
@@ -472,6 +474,7 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   loader.main_step_compute_s = compute;
   // With workers the process's device reads are its own (without, its fetches' too).
   loader.main_step_read_bytes = loader.config.num_workers > 0 ? read : -1;
+  loader.main_step_read_call_bytes = loader.config.num_workers > 0 ? read_calls : -1;
 }
 
 // A loader iterated off its process's main thread: the thread, and what its

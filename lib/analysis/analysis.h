@@ -270,8 +270,9 @@ struct LoaderConfig {
   // "file_descriptor" (Linux's default), "file_system"; empty = not recorded.
   std::string sharing_strategy;
   // The process's malloc when the loader was created: "glibc", "glibc fixed
-  // thresholds" (GLIBC_TUNABLES sets mmap_threshold), or a preloaded caching
-  // allocator's library (libtcmalloc_minimal.so.4); empty = not recorded.
+  // thresholds" (the environment sets mmap_threshold at glibc's largest, 32
+  // MiB), or a preloaded caching allocator's library
+  // (libtcmalloc_minimal.so.4); empty = not recorded.
   std::string allocator;
   // The first batch's tensors (loaders without workers; 0 = unknown).
   uint32_t batch_tensors = 0;
@@ -455,6 +456,9 @@ struct LoaderAnalysis {
   // evicted under memory pressure). -1 when not measured, and without workers
   // (its fetches read in the same process).
   double main_step_read_bytes = -1;
+  // And what its read calls moved meanwhile (rchar: files, page cache hits,
+  // pipes and sockets): device reads beyond it came in through page faults.
+  double main_step_read_call_bytes = -1;
   std::vector<StageStats> stages;
   // The user's stages its training loop ran outside every fetch (between
   // next() calls, e.g. an augmentation after the batch arrived): time of the

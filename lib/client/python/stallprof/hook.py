@@ -372,20 +372,24 @@ def _dataset_files(dataset, depth=0):
 
 def _allocator():
     """A preloaded caching malloc by its library's name, else "glibc fixed
-    thresholds" where GLIBC_TUNABLES fixes its mmap threshold at its largest
-    (32 MiB: every smaller block reuses the heap), else "glibc"."""
+    thresholds" where the environment fixes glibc's mmap threshold at its
+    largest, 32 MiB on 64-bit (every smaller block then reuses the heap; a
+    larger value glibc rejects, keeping its dynamic thresholds, and a smaller
+    one maps the blocks above it afresh), else "glibc"."""
     for lib in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
         name = os.path.basename(lib)
         if any(k in name for k in ("tcmalloc", "jemalloc", "mimalloc")):
             return name
+    values = [os.environ.get("MALLOC_MMAP_THRESHOLD_", "")]  # the older alias, read first
     for tunable in os.environ.get("GLIBC_TUNABLES", "").split(":"):
         key, _, value = tunable.partition("=")
         if key == "glibc.malloc.mmap_threshold":
-            try:
-                if int(value, 0) >= 32 << 20:
-                    return "glibc fixed thresholds"
-            except ValueError:
-                pass
+            values.append(value)
+    try:
+        if values[-1] and int(values[-1], 0) == 32 << 20:
+            return "glibc fixed thresholds"
+    except ValueError:
+        pass
     return "glibc"
 
 
