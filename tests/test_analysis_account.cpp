@@ -685,8 +685,11 @@ LoaderAnalysis StepFaulting(int kernel_percent, const std::string& allocator) {
   b.trace.process_series.push_back(main);
   return OnlyLoader(Analyze(b.trace, {}));
 }
-bool AnyAdviceContains(const LoaderAnalysis& l, const std::string& part) {
-  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) { return a.find(part) != std::string::npos; });
+// Some advice starts with `prefix` and holds `part`.
+bool AnyAdvice(const LoaderAnalysis& l, const std::string& prefix, const std::string& part) {
+  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) {
+    return a.rfind(prefix, 0) == 0 && a.find(part) != std::string::npos;
+  });
 }
 }  // namespace
 
@@ -696,30 +699,30 @@ TEST_CASE("A step's page faults get the allocator advice when a quarter of the p
   CHECK(heavy.main_faults_per_batch == Approx(3000 * 32 * 205.0 / 320 / 20).epsilon(0.01));
   CHECK(heavy.main_kernel_share == Approx(0.40));
   CHECK_THAT(heavy.account_steady.Line(Cause::kCompute).evidence, Catch::Contains("40% of its CPU in the kernel"));
-  CHECK(AnyAdviceContains(heavy, "(40% of its CPU in the kernel): the allocator returns freed buffers"));
-  CHECK(AnyAdviceContains(heavy, "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
+  CHECK(AnyAdvice(heavy, "", "(40% of its CPU in the kernel): the allocator returns freed buffers"));
+  CHECK(AnyAdvice(heavy, "", "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
   // The same faults with 10% of the CPU in the kernel cost little: no advice.
   const LoaderAnalysis light = StepFaulting(10, "");
   CHECK(light.main_kernel_share == Approx(0.10));
-  CHECK_FALSE(AnyAdviceContains(light, "GLIBC_TUNABLES"));
+  CHECK_FALSE(AnyAdvice(light, "", "GLIBC_TUNABLES"));
   // An older trace (no kernel CPU sampled): the fault count alone.
   const LoaderAnalysis older = StepFaulting(-1, "");
   CHECK(older.main_kernel_share == -1);
-  CHECK(AnyAdviceContains(older, "GLIBC_TUNABLES"));
+  CHECK(AnyAdvice(older, "", "GLIBC_TUNABLES"));
 }
 
 TEST_CASE("The allocator advice follows the malloc the process runs already") {
   const LoaderAnalysis glibc = StepFaulting(40, "glibc");
-  CHECK(AnyAdviceContains(glibc, "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
+  CHECK(AnyAdvice(glibc, "", "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
   // Thresholds fixed already: only the caching allocator is left to try.
   const LoaderAnalysis fixed = StepFaulting(40, "glibc fixed thresholds");
   CHECK(fixed.config.allocator == "glibc fixed thresholds");
-  CHECK(AnyAdviceContains(fixed, "its thresholds fixed already by GLIBC_TUNABLES"));
-  CHECK(AnyAdviceContains(fixed, "LD_PRELOAD=libtcmalloc_minimal.so.4"));
-  CHECK_FALSE(AnyAdviceContains(fixed, "GLIBC_TUNABLES=glibc.malloc"));
+  CHECK(AnyAdvice(fixed, "", "its thresholds fixed already by GLIBC_TUNABLES"));
+  CHECK(AnyAdvice(fixed, "", "LD_PRELOAD=libtcmalloc_minimal.so.4"));
+  CHECK_FALSE(AnyAdvice(fixed, "", "GLIBC_TUNABLES=glibc.malloc"));
   // A caching allocator preloaded: its faults are not freed memory refaulted.
   const LoaderAnalysis cached = StepFaulting(40, "libtcmalloc_minimal.so.4");
-  CHECK_FALSE(AnyAdviceContains(cached, "pages per step"));
+  CHECK_FALSE(AnyAdvice(cached, "", "pages per step"));
   CHECK_THAT(cached.account_steady.Line(Cause::kCompute).evidence, Catch::Contains("pages per step, 40% of its CPU"));
 }
 
@@ -736,12 +739,8 @@ LoaderAnalysis StepReading(uint64_t step_cpu, uint64_t read, uint64_t read_calls
   const uint32_t main = b.Thread(100, 100);
   uint64_t t = 1000 * kMs, cpu = 0, bytes = 0, call_bytes = 0;
   b.Instant(main, names::kEpoch, t, 1, 0);
-  ProcessSeries series = SampledProcess(100, 0, 0, 0, -1);
-  series.t_ns.clear();
-  series.cpu_ns.clear();
-  series.delay_ns.clear();
-  series.read_bytes.clear();
-  series.rchar.clear();
+  ProcessSeries series;
+  series.pid = 100;
   for (int i = 0; i < 20; ++i) {
     b.Span(main, names::kWait, t, kMs, 1, i, kMs / 2, 0);
     t += kMs;
@@ -801,11 +800,6 @@ LoaderAnalysis FaultingMainFetch(uint64_t kernel, int64_t faults_per_step) {
   }
   b.trace.process_series.push_back(SampledProcess(100, spec.start, spec.start + 20 * 35 * kMs, 0, 20 * faults_per_step));
   return OnlyLoader(Analyze(b.trace, {}));
-}
-bool AnyAdvice(const LoaderAnalysis& l, const std::string& prefix, const std::string& part) {
-  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) {
-    return a.rfind(prefix, 0) == 0 && a.find(part) != std::string::npos;
-  });
 }
 }  // namespace
 
