@@ -186,6 +186,57 @@ TEST_CASE("Epochs report samples per second and exclude the time between epochs"
   CHECK(loader.epochs[1].index == 1);
 }
 
+namespace {
+// A loop of 20 batches an epoch, 10 ms waits: one epoch of `first_compute`
+// steps, then two of 10 ms ones; the device read `first_read` bytes over the
+// first epoch and `later_read` over the other two (no system samples when
+// both are negative).
+LoaderAnalysis FirstAndLaterEpochs(uint64_t first_compute, double first_read, double later_read) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 10);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.compute = first_compute;
+  const uint64_t second = AddLoop(b, spec);
+  spec.start = second;
+  spec.epochs = 2;
+  spec.first_epoch = 1;
+  spec.compute = 10 * kMs;
+  const uint64_t end = AddLoop(b, spec);
+  if (first_read >= 0) {
+    b.trace.system.t_ns = {0, 1000 * kMs, second, end + kMs};
+    b.trace.system.page_cache_bytes = {0, 0, 0, 0};
+    b.trace.system.disk_read_bytes = {0, 0, static_cast<uint64_t>(first_read),
+                                      static_cast<uint64_t>(first_read + later_read)};
+    b.trace.system.cpu_busy_ns = {0, 0, 0, 0};
+    b.trace.system.cpu_total_ns = {0, 1, 2, 3};
+    b.trace.system.mem_available_bytes = {1, 1, 1, 1};
+  }
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+}  // namespace
+
+TEST_CASE("A first epoch slower than the later ones says whether its steps or its reads made the difference") {
+  const LoaderAnalysis warming = FirstAndLaterEpochs(30 * kMs, -1, -1);
+  REQUIRE(warming.first_epoch.available);
+  CHECK(warming.epochs[0].compute_per_batch_s == Approx(0.030));
+  CHECK(warming.epochs[1].compute_per_batch_s == Approx(0.010));
+  CHECK(warming.epochs[1].wait_per_batch_s == Approx(0.010));
+  CHECK(warming.first_epoch.later_samples_per_s / warming.first_epoch.first_samples_per_s == Approx(2.0).epsilon(0.01));
+  CHECK_THAT(warming.first_epoch.why, Catch::StartsWith("later 2.00x faster: the steps took 30.00 ms a batch in the "
+                                                        "first epoch, 10.00 ms later (the training step warming up"));
+  CHECK_THAT(warming.first_epoch.why, !Catch::Contains("page cache"));
+  // The same steps, the first epoch reading 64 MiB from the device and the later ones nothing.
+  const LoaderAnalysis cold = FirstAndLaterEpochs(10 * kMs, 64 << 20, 0);
+  CHECK(cold.first_epoch.why == "about the same");  // the steps and waits are the same: no faster
+  const LoaderAnalysis cold_and_slow = FirstAndLaterEpochs(30 * kMs, 64 << 20, 0);
+  CHECK_THAT(cold_and_slow.first_epoch.why,
+             Catch::Contains("the first epoch read 64.0 MiB from the device, the later ones 0 B each (the page cache warmed)"));
+  // Reads of under 1 MiB say nothing about the page cache.
+  CHECK_THAT(FirstAndLaterEpochs(30 * kMs, 512 << 10, 0).first_epoch.why, !Catch::Contains("from the device"));
+}
+
 TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of three one slower than 1.5x the others' median") {
   const auto stragglers = [](std::vector<uint64_t> produce_ms, uint64_t batches = 12) {
     TraceBuilder b;

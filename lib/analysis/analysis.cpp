@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/units.h"
 #include "internal.h"
 #include "profile.h"
 #include "ranks.h"
@@ -548,6 +549,64 @@ void FillSummaries(LoaderAnalysis& loader) {
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
+// LoaderAnalysis::first_epoch from the epochs and their stepped iterations.
+FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, const std::vector<uint64_t>& stepped) {
+  FirstEpochComparison c;
+  if (epochs.size() < 2 || epochs[0].samples_per_s <= 0) return c;
+  double samples = 0, seconds = 0, compute = 0, wait = 0, batches = 0, disk = 0;
+  bool has_system = epochs[0].has_system;
+  for (size_t i = 1; i < epochs.size(); ++i) {
+    samples += epochs[i].samples;
+    seconds += epochs[i].seconds;
+    compute += epochs[i].compute_per_batch_s * static_cast<double>(stepped[i]);
+    wait += epochs[i].wait_per_batch_s * static_cast<double>(stepped[i]);
+    batches += static_cast<double>(stepped[i]);
+    disk += epochs[i].disk_read_bytes;
+    has_system = has_system && epochs[i].has_system;
+  }
+  if (seconds <= 0) return c;
+  c.available = true;
+  c.first_samples_per_s = epochs[0].samples_per_s;
+  c.later_samples_per_s = samples / seconds;
+  const double ratio = c.later_samples_per_s / c.first_samples_per_s;
+  if (ratio <= 1.1 && ratio >= 1 / 1.1) {
+    c.why = "about the same";
+    return c;
+  }
+  const EpochStats& first = epochs[0];
+  std::vector<std::string> parts;
+  // Per epoch, the later ones' mean.
+  const double later_disk = disk / static_cast<double>(epochs.size() - 1);
+  constexpr double kReadSeen = 1 << 20;
+  if (has_system && std::max(first.disk_read_bytes, later_disk) >= kReadSeen &&
+      (first.disk_read_bytes > 2 * later_disk || later_disk > 2 * first.disk_read_bytes))
+    parts.push_back(fmt::format("the first epoch read {} from the device, the later ones {} each{}",
+                                FormatBytes(first.disk_read_bytes), FormatBytes(later_disk),
+                                first.disk_read_bytes > later_disk ? " (the page cache warmed)" : ""));
+  const auto differ = [](double a, double b) { return a > 1.1 * b || b > 1.1 * a; };
+  if (batches > 0 && stepped[0] > 0) {
+    const double later_compute = compute / batches, later_wait = wait / batches;
+    if (differ(first.compute_per_batch_s, later_compute))
+      parts.push_back(fmt::format("the steps took {} a batch in the first epoch, {} later{}",
+                                  FormatSeconds(first.compute_per_batch_s), FormatSeconds(later_compute),
+                                  first.compute_per_batch_s > later_compute
+                                      ? " (the training step warming up: its allocator, caches, lazy initialisation)"
+                                      : ""));
+    if (differ(first.wait_per_batch_s, later_wait) &&
+        std::abs(first.wait_per_batch_s - later_wait) > 0.1 * std::abs(first.compute_per_batch_s - later_compute))
+      parts.push_back(fmt::format("next() waited {} a batch in the first epoch, {} later",
+                                  FormatSeconds(first.wait_per_batch_s), FormatSeconds(later_wait)));
+  }
+  c.why = fmt::format("later {:.2f}x {}", ratio > 1 ? ratio : 1 / ratio, ratio > 1 ? "faster" : "slower");
+  if (!parts.empty()) {
+    c.why += ": " + parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) c.why += "; " + parts[i];
+  } else if (ratio > 1) {
+    c.why += ": warm-up";
+  }
+  return c;
+}
+
 void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   const auto& sys = trace.system;
   bool has_system = sys.t_ns.size() >= 2;
@@ -576,6 +635,20 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     }
   }
   loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
+  std::vector<uint64_t> stepped(loader.epochs.size(), 0);
+  for (auto& epoch : loader.epochs) epoch.compute_per_batch_s = epoch.wait_per_batch_s = 0;
+  for (const auto& it : loader.iterations) {
+    if (it.compute_unknown || it.epoch >= loader.epochs.size()) continue;
+    loader.epochs[it.epoch].compute_per_batch_s += it.compute_s;
+    loader.epochs[it.epoch].wait_per_batch_s += it.wait_s;
+    stepped[it.epoch]++;
+  }
+  for (size_t e = 0; e < loader.epochs.size(); ++e)
+    if (stepped[e] > 0) {
+      loader.epochs[e].compute_per_batch_s /= static_cast<double>(stepped[e]);
+      loader.epochs[e].wait_per_batch_s /= static_cast<double>(stepped[e]);
+    }
+  loader.first_epoch = CompareFirstEpoch(loader.epochs, stepped);
   // Steady samples/s: full and partial batches at their steady steps (the
   // iterations step_steady summarizes, FillSummaries), weighed as often as
   // they came in the run: the steady iterations are each epoch's tail, where

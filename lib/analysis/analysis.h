@@ -114,6 +114,19 @@ struct EpochStats {
   bool has_system = false;       // the sampler covered it (the two fields below are meaningful)
   double page_cache_growth_bytes = 0;
   double disk_read_bytes = 0;
+  // Means over its stepped iterations (0 without any): the step between
+  // next() calls, and next()'s wait.
+  double compute_per_batch_s = 0, wait_per_batch_s = 0;
+};
+
+// The first epoch against the later ones together (a run of two epochs or
+// more), and what differed where they differ by more than 10%: the page
+// cache (the first read from the device what the later ones did not), the
+// training step warming up (its steps slower), or the wait for data.
+struct FirstEpochComparison {
+  bool available = false;
+  double first_samples_per_s = 0, later_samples_per_s = 0;
+  std::string why;  // e.g. "later 2.30x faster: the steps took 24.8 ms a batch in the first epoch, 8.8 ms later (...)"
 };
 
 struct WorkerStats {
@@ -415,6 +428,7 @@ struct LoaderAnalysis {
   // as full batches where the job measured 740.
   double steady_samples_per_s = 0;
   std::vector<EpochStats> epochs;
+  FirstEpochComparison first_epoch;
   // The iterations whose step lies in their epoch's time (EpochStats::unstepped).
   uint64_t SteppedIterations() const {
     uint64_t unstepped = 0;

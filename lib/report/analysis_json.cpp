@@ -68,6 +68,18 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (l.main_faults_per_batch >= 0) w.Number(l.main_faults_per_batch); else w.Null();
   w.Key("main_kernel_share");
   if (l.main_kernel_share >= 0) w.Number(l.main_kernel_share); else w.Null();
+  w.Key("main_step");  // totals over the steps measured (LoaderAnalysis::main_step_*)
+  if (l.main_step_compute_s > 0) {
+    w.BeginObject();
+    w.Field("compute_s", l.main_step_compute_s).Field("cpu_s", l.main_step_cpu_s).Field("delay_s", l.main_step_delay_s);
+    w.Key("read_bytes");
+    if (l.main_step_read_bytes >= 0) w.Number(l.main_step_read_bytes); else w.Null();
+    w.Key("read_call_bytes");
+    if (l.main_step_read_call_bytes >= 0) w.Number(l.main_step_read_call_bytes); else w.Null();
+    w.EndObject();
+  } else {
+    w.Null();
+  }
   w.Key("advice").BeginArray();
   for (const auto& a : l.advice) w.String(a);
   w.EndArray();
@@ -141,9 +153,16 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     w.Field("samples_per_s", e.samples_per_s).Field("stall_fraction", e.stall_fraction).Field("has_system", e.has_system);
     w.Field("page_cache_growth_bytes", e.page_cache_growth_bytes).Field("disk_read_bytes", e.disk_read_bytes);
     w.Field("start_ns", e.start_ns).Field("end_ns", e.end_ns).Field("sampler_first_s", e.sampler_first_s);
+    w.Field("compute_per_batch_s", e.compute_per_batch_s).Field("wait_per_batch_s", e.wait_per_batch_s);
     w.EndObject();
   }
   w.EndArray();
+  if (const auto& f = l.first_epoch; f.available) {
+    w.Key("first_epoch").BeginObject();
+    w.Field("first_samples_per_s", f.first_samples_per_s).Field("later_samples_per_s", f.later_samples_per_s);
+    w.Field("why", f.why);
+    w.EndObject();
+  }
 
   w.Key("workers").BeginArray();
   for (const auto& k : l.workers) {

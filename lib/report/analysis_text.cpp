@@ -157,19 +157,9 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                          FormatSeconds(e.seconds), e.samples_per_s, Pct(e.stall_fraction),
                          e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-",
                          e.has_system ? FormatBytes(e.disk_read_bytes) : "-");
-    if (l.epochs.size() >= 2) {
-      double later_samples = 0, later_s = 0;
-      for (size_t i = 1; i < l.epochs.size(); ++i) {
-        later_samples += l.epochs[i].samples;
-        later_s += l.epochs[i].seconds;
-      }
-      double later = later_s > 0 ? later_samples / later_s : 0;
-      double first = l.epochs[0].samples_per_s;
-      out += fmt::format("    first epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})\n", first, later,
-                         first > 0 && later > first * 1.1 ? fmt::format("later {:.2f}x faster: warm page cache or warm-up", later / first)
-                         : first > 0 && later < first * 0.9 ? fmt::format("later {:.2f}x slower", first / later)
-                                                            : "about the same");
-    }
+    if (const auto& f = l.first_epoch; f.available)
+      out += fmt::format("    first epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})\n", f.first_samples_per_s,
+                         f.later_samples_per_s, f.why);
   }
 
   if (!l.workers.empty()) {

@@ -349,6 +349,9 @@ std::string EpochTable(const LoaderAnalysis& l) {
          Cell(e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-") + Cell(e.has_system ? FormatBytes(e.disk_read_bytes) : "-") + "</tr>";
   }
   s += "</table>";
+  if (const auto& f = l.first_epoch; f.available)
+    s += "<p>" + EscapeHtml(fmt::format("First epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})", f.first_samples_per_s,
+                                       f.later_samples_per_s, f.why)) + "</p>";
   std::vector<double> seconds, rate, stall;
   for (const auto& e : l.epochs) {
     seconds.push_back(e.seconds);
