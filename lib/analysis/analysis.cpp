@@ -564,7 +564,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, co
     disk += epochs[i].disk_read_bytes;
     has_system = has_system && epochs[i].has_system;
   }
-  if (seconds <= 0) return c;
+  if (seconds <= 0 || samples <= 0) return c;
   c.available = true;
   c.first_samples_per_s = epochs[0].samples_per_s;
   c.later_samples_per_s = samples / seconds;
