@@ -272,6 +272,38 @@ TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of thre
   CHECK(stragglers({24, 41}, 8) == std::vector<uint32_t>{202});
 }
 
+TEST_CASE("A worker is a straggler against the workers that fetched beside it, not those of another epoch") {
+  // Non-persistent workers: two in the first half of the run (pids 201, 202),
+  // two others in the second (203, 204), 8 batches each; the first pair 3x
+  // slower than the second (an epoch that shared the cores with more).
+  const auto stragglers = [](std::vector<uint64_t> produce_ms) {
+    TraceBuilder b;
+    b.Config(100, 1, "num_workers", 2);
+    LoopSpec spec;
+    spec.iterations = 32;
+    spec.wait = 0;
+    spec.compute = 100 * kMs;
+    AddMainProcessLoader(b, spec);
+    std::vector<uint32_t> threads;
+    for (uint32_t k = 0; k < 4; ++k) {
+      b.Process(201 + k, 100);
+      threads.push_back(b.Thread(201 + k, 201 + k));
+    }
+    for (uint64_t i = 0; i < 32; ++i) {
+      const size_t k = (i < 16 ? 0 : 2) + i % 2;
+      b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
+    }
+    const auto result = Analyze(b.trace, {});
+    std::vector<uint32_t> out;
+    for (const auto& w : OnlyLoader(result).workers)
+      if (w.straggler) out.push_back(w.pid);
+    return out;
+  };
+  CHECK(stragglers({60, 60, 20, 20}).empty());
+  // Within its own half a worker 2x slower than its peer still is one.
+  CHECK(stragglers({60, 30, 20, 20}) == std::vector<uint32_t>{201});
+}
+
 TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {
   TraceBuilder b;
   b.Process(100, 1);
