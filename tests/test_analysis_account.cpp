@@ -248,6 +248,56 @@ TEST_CASE("Contention advice asks for fewer workers only when they outnumber the
   CHECK_THAT(advice_with(2), !Catch::Contains("fewer workers than cores"));
 }
 
+TEST_CASE("Contention advice says when fewer workers would not help: the job's own CPU fills the cores") {
+  // 3 workers on 2 cores, batch 1: each fetch 45 ms, 20 ms on CPU and 25 ms
+  // waiting for a core, ending as the main loop's 5 ms wait does; the step
+  // 10 ms on CPU. 30 ms of CPU a batch on 2 cores is 15 ms a batch, the
+  // measured 66.7 samples/s, with 3 workers or 2: fewer would not gain.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 3);
+  b.Config(100, 1, "batch_size", 1);
+  b.trace.header.usable_cores = 2;
+  const uint32_t main = b.Thread(100, 100);
+  std::vector<uint32_t> workers;
+  for (uint32_t k = 0; k < 3; ++k) {
+    b.Process(201 + k, 100);
+    workers.push_back(b.Thread(201 + k, 201 + k));
+  }
+  uint64_t t = 1000 * kMs, cpu = 0;
+  b.Instant(main, names::kEpoch, t - 50 * kMs, 1, 0);
+  ProcessSeries series;
+  series.pid = 100;
+  for (int i = 0; i < 40; ++i) {
+    b.Span(main, names::kWait, t, 5 * kMs, 1, i, kMs / 10, 0);
+    b.Span(workers[i % 3], names::kFetch, t + 5 * kMs - 45 * kMs, 45 * kMs, 1, i, 20 * kMs, 25 * kMs);
+    series.t_ns.push_back(t);
+    series.cpu_ns.push_back(cpu);
+    t += 15 * kMs;
+    cpu += kMs / 10 + 10 * kMs;
+  }
+  b.Instant(main, names::kEpochEnd, t, 1, 40);
+  series.t_ns.push_back(t);
+  series.cpu_ns.push_back(cpu);
+  const size_t n = series.t_ns.size();
+  series.delay_ns = series.read_bytes = series.rchar = series.rss_bytes = std::vector<uint64_t>(n, 0);
+  series.threads.assign(n, 1);
+  b.trace.process_series.push_back(series);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.bottleneck == Cause::kContention);
+  CHECK(l.steady_samples_per_s == Approx(1 / 0.015).epsilon(0.02));
+  const auto two = std::find_if(l.worker_predictions.begin(), l.worker_predictions.end(),
+                                [](const WorkersPrediction& p) { return p.workers == 2; });
+  REQUIRE(two != l.worker_predictions.end());
+  CHECK(two->samples_per_s == Approx(1 / 0.015).epsilon(0.05));
+  REQUIRE_FALSE(l.advice.empty());
+  CHECK_THAT(l.advice.front(), Catch::StartsWith("CPU contention (") &&
+                                   Catch::Contains("the workers wait for a core (3 workers, 2 usable cores), but fewer "
+                                                   "would not help: num_workers=2 is predicted at ") &&
+                                   Catch::Contains("the best of 1 to 2 workers; a less busy machine or more cores"));
+}
+
 TEST_CASE("A worker that sleeps is other blocking, never storage") {
   // 20 ms per batch, 1 ms of it on CPU, 0 bytes from the device.
   const auto result = Analyze(SlowWorker(20 * kMs, kMs, 0), {});
