@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 
 #include "analysis/analysis.h"
 #include "analysis/internal.h"
@@ -237,29 +238,41 @@ TEST_CASE("A first epoch slower than the later ones says whether its steps or it
   CHECK_THAT(FirstAndLaterEpochs(30 * kMs, 512 << 10, 0).first_epoch.why, !Catch::Contains("from the device"));
 }
 
+namespace {
+// A loop of `batches` 100 ms steps (no wait) whose batch i worker process
+// 201 + worker_of(i) fetches, on CPU throughout, in produce_ms[that worker]
+// starting at the step's start; `num_workers` as configured. The stragglers' pids.
+std::vector<uint32_t> Stragglers(const std::vector<uint64_t>& produce_ms, uint64_t batches, int64_t num_workers,
+                                 const std::function<size_t(uint64_t)>& worker_of) {
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", num_workers);
+  LoopSpec spec;
+  spec.iterations = static_cast<uint32_t>(batches);
+  spec.wait = 0;
+  spec.compute = 100 * kMs;
+  AddMainProcessLoader(b, spec);
+  std::vector<uint32_t> threads;
+  for (uint32_t k = 0; k < produce_ms.size(); ++k) {
+    b.Process(201 + k, 100);
+    threads.push_back(b.Thread(201 + k, 201 + k));
+  }
+  for (uint64_t i = 0; i < batches; ++i) {
+    const size_t k = worker_of(i);
+    b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
+  }
+  const auto result = Analyze(b.trace, {});
+  std::vector<uint32_t> out;
+  for (const auto& w : OnlyLoader(result).workers)
+    if (w.straggler) out.push_back(w.pid);
+  return out;
+}
+}  // namespace
+
 TEST_CASE("Of two workers one 1.7x slower than the other is a straggler, of three one slower than 1.5x the others' median") {
+  // The workers take batches in turn.
   const auto stragglers = [](std::vector<uint64_t> produce_ms, uint64_t batches = 12) {
-    TraceBuilder b;
-    b.Config(100, 1, "num_workers", static_cast<int64_t>(produce_ms.size()));
-    LoopSpec spec;
-    spec.iterations = static_cast<uint32_t>(batches);
-    spec.wait = 0;
-    spec.compute = 100 * kMs;
-    AddMainProcessLoader(b, spec);
-    std::vector<uint32_t> threads;
-    for (uint32_t k = 0; k < produce_ms.size(); ++k) {
-      b.Process(201 + k, 100);
-      threads.push_back(b.Thread(201 + k, 201 + k));
-    }
-    for (uint64_t i = 0; i < batches; ++i) {
-      const size_t k = i % produce_ms.size();
-      b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
-    }
-    const auto result = Analyze(b.trace, {});
-    std::vector<uint32_t> out;
-    for (const auto& w : OnlyLoader(result).workers)
-      if (w.straggler) out.push_back(w.pid);
-    return out;
+    const size_t n = produce_ms.size();
+    return Stragglers(produce_ms, batches, static_cast<int64_t>(n), [n](uint64_t i) { return i % n; });
   };
   // A skewed shard: 41 against 24 ms (the median of both, 32.5 ms, would hide it).
   CHECK(stragglers({24, 41}) == std::vector<uint32_t>{202});
@@ -277,27 +290,7 @@ TEST_CASE("A worker is a straggler against the workers that fetched beside it, n
   // two others in the second (203, 204), 8 batches each; the first pair 3x
   // slower than the second (an epoch that shared the cores with more).
   const auto stragglers = [](std::vector<uint64_t> produce_ms) {
-    TraceBuilder b;
-    b.Config(100, 1, "num_workers", 2);
-    LoopSpec spec;
-    spec.iterations = 32;
-    spec.wait = 0;
-    spec.compute = 100 * kMs;
-    AddMainProcessLoader(b, spec);
-    std::vector<uint32_t> threads;
-    for (uint32_t k = 0; k < 4; ++k) {
-      b.Process(201 + k, 100);
-      threads.push_back(b.Thread(201 + k, 201 + k));
-    }
-    for (uint64_t i = 0; i < 32; ++i) {
-      const size_t k = (i < 16 ? 0 : 2) + i % 2;
-      b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
-    }
-    const auto result = Analyze(b.trace, {});
-    std::vector<uint32_t> out;
-    for (const auto& w : OnlyLoader(result).workers)
-      if (w.straggler) out.push_back(w.pid);
-    return out;
+    return Stragglers(produce_ms, 32, 2, [](uint64_t i) { return (i < 16 ? 0 : 2) + i % 2; });
   };
   CHECK(stragglers({60, 60, 20, 20}).empty());
   // Within its own half a worker 2x slower than its peer still is one.

@@ -549,8 +549,8 @@ void FillSummaries(LoaderAnalysis& loader) {
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
-// LoaderAnalysis::first_epoch from the epochs and their stepped iterations.
-FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, const std::vector<uint64_t>& stepped) {
+// LoaderAnalysis::first_epoch from the epochs.
+FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
   FirstEpochComparison c;
   if (epochs.size() < 2 || epochs[0].samples_per_s <= 0) return c;
   double samples = 0, seconds = 0, compute = 0, wait = 0, batches = 0, disk = 0;
@@ -558,9 +558,9 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, co
   for (size_t i = 1; i < epochs.size(); ++i) {
     samples += epochs[i].samples;
     seconds += epochs[i].seconds;
-    compute += epochs[i].compute_per_batch_s * static_cast<double>(stepped[i]);
-    wait += epochs[i].wait_per_batch_s * static_cast<double>(stepped[i]);
-    batches += static_cast<double>(stepped[i]);
+    compute += epochs[i].compute_per_batch_s * static_cast<double>(epochs[i].Stepped());
+    wait += epochs[i].wait_per_batch_s * static_cast<double>(epochs[i].Stepped());
+    batches += static_cast<double>(epochs[i].Stepped());
     disk += epochs[i].disk_read_bytes;
     has_system = has_system && epochs[i].has_system;
   }
@@ -584,7 +584,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, co
                                 FormatBytes(first.disk_read_bytes), FormatBytes(later_disk),
                                 first.disk_read_bytes > later_disk ? " (the page cache warmed)" : ""));
   const auto differ = [](double a, double b) { return a > 1.1 * b || b > 1.1 * a; };
-  if (batches > 0 && stepped[0] > 0) {
+  if (batches > 0 && first.Stepped() > 0) {
     const double later_compute = compute / batches, later_wait = wait / batches;
     if (differ(first.compute_per_batch_s, later_compute))
       parts.push_back(fmt::format("the steps took {} a batch in the first epoch, {} later{}",
@@ -635,20 +635,18 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     }
   }
   loader.samples_per_s = loader.active_s > 0 ? loader.samples / loader.active_s : 0;
-  std::vector<uint64_t> stepped(loader.epochs.size(), 0);
   for (auto& epoch : loader.epochs) epoch.compute_per_batch_s = epoch.wait_per_batch_s = 0;
   for (const auto& it : loader.iterations) {
     if (it.compute_unknown || it.epoch >= loader.epochs.size()) continue;
     loader.epochs[it.epoch].compute_per_batch_s += it.compute_s;
     loader.epochs[it.epoch].wait_per_batch_s += it.wait_s;
-    stepped[it.epoch]++;
   }
-  for (size_t e = 0; e < loader.epochs.size(); ++e)
-    if (stepped[e] > 0) {
-      loader.epochs[e].compute_per_batch_s /= static_cast<double>(stepped[e]);
-      loader.epochs[e].wait_per_batch_s /= static_cast<double>(stepped[e]);
+  for (auto& epoch : loader.epochs)
+    if (epoch.Stepped() > 0) {
+      epoch.compute_per_batch_s /= static_cast<double>(epoch.Stepped());
+      epoch.wait_per_batch_s /= static_cast<double>(epoch.Stepped());
     }
-  loader.first_epoch = CompareFirstEpoch(loader.epochs, stepped);
+  loader.first_epoch = CompareFirstEpoch(loader.epochs);
   // Steady samples/s: full and partial batches at their steady steps (the
   // iterations step_steady summarizes, FillSummaries), weighed as often as
   // they came in the run: the steady iterations are each epoch's tail, where

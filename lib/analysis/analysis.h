@@ -117,6 +117,7 @@ struct EpochStats {
   // Means over its stepped iterations (0 without any): the step between
   // next() calls, and next()'s wait.
   double compute_per_batch_s = 0, wait_per_batch_s = 0;
+  uint64_t Stepped() const { return iterations - std::min(unstepped, iterations); }
 };
 
 // The first epoch against the later ones together (a run of two epochs or
