@@ -149,6 +149,31 @@ TEST_CASE("The analysis JSON carries both accounts, one line per cause, summing 
   CHECK(l.at("advice").size() >= 1);
 }
 
+TEST_CASE("The analysis JSON gives each epoch's mean step and wait, the first epoch's comparison and the step's measures") {
+  // One epoch of 30 ms steps, then one of 10 ms steps; 10 ms waits throughout.
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.compute = 30 * kMs;
+  spec.start = AddLoop(b, spec);
+  spec.compute = 10 * kMs;
+  spec.first_epoch = 1;
+  AddLoop(b, spec);
+  auto result = analysis::Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto v = ParseJson(AnalysisJson({*result}, nullptr, 5));
+  const auto& l = v.at("loaders").at(0);
+  CHECK(l.at("epochs").at(0).at("compute_per_batch_s").get<double>() == Approx(0.030));
+  CHECK(l.at("epochs").at(1).at("compute_per_batch_s").get<double>() == Approx(0.010));
+  CHECK(l.at("epochs").at(1).at("wait_per_batch_s").get<double>() == Approx(0.010));
+  CHECK(l.at("first_epoch").at("later_samples_per_s").get<double>() /
+            l.at("first_epoch").at("first_samples_per_s").get<double>() ==
+        Approx(2.0).epsilon(0.01));
+  CHECK_THAT(l.at("first_epoch").at("why").get<std::string>(), Catch::StartsWith("later 2.00x faster: the steps took"));
+  CHECK(l.at("main_step").is_null());  // no /proc samples of the process
+}
+
 TEST_CASE("The text report starts with the verdict and uses colour only when asked") {
   const auto a = Analyzed();
   const std::string plain = AnalysisText({a}, nullptr, 5, Colour::kOff);
