@@ -352,7 +352,7 @@ validate_tail() {
 }
 
 validate_startup() {
-  local flags=(--workers 2 --start-method spawn --epochs 4 --batches 40 --batch-size 4 --prep-cpu-ms 2 --compute-ms 2)
+  local flags=(--workers 2 --start-method spawn --epochs 4 --batches 80 --batch-size 4 --prep-cpu-ms 2 --compute-ms 2)
   local profiled=() predicted=() measured=() i
   # At least five pairs: the target's whole run hangs on one start of
   # spawned workers, one draw of the host's speed at that moment (below).
@@ -371,8 +371,9 @@ validate_startup() {
   # paired errors compare runs a minute apart. With 6 batches an epoch the
   # target's run was 94% that one start, and a start 30% slow in one pair
   # (2026-11-25: errors -27% to +32% in one series) swung its error as much;
-  # with 40 the epochs' batches weigh about half, and the median of five
-  # pairs outlasts two such starts.
+  # with 40 the epochs' batches weighed about half, with 80 (2026-11-28)
+  # 55-60% of the target's run, and the median of five pairs outlasts two
+  # such starts.
   compare "startup: spawn -> persistent, whole run" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
 }
 

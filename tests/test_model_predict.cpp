@@ -320,6 +320,42 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(BackgroundThreads(p) > 1);
 }
 
+TEST_CASE("Run-queue delay on a machine nothing else used is the job's own, and the default scenario keeps it") {
+  // 2 workers always busy on 2 cores (a 1 ms step): with L more runnable
+  // threads each gets 2 / (2 + L) of a core, so 40 ms of CPU a batch waits
+  // 0.04 x L / 2: 6 ms is L = 0.3.
+  LoaderProfile p = BaseProfile();
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = 0.006;
+  p.outside_busy_cores = 0.1;  // /proc/stat: other processes used a tenth of a core
+  p.outside_busy_measured = true;
+  REQUIRE(BackgroundThreads(p) == Approx(0.3).epsilon(0.02));
+  CHECK(OwnDelayThreads(p) == Approx(0.3).epsilon(0.02));
+  CHECK(ScenarioBackground(p, Scenario::kOthersAway) == Approx(0.3).epsilon(0.02));
+  CHECK(ScenarioBackground(p, 0) == 0);
+  // The profiled configuration, by default, predicts as the profile did.
+  Scenario as_profiled = On(2), others_away = On(2);
+  others_away.background_threads = Scenario::kOthersAway;
+  auto run = Predict(p, as_profiled), kept = Predict(p, others_away);
+  REQUIRE(run.ok());
+  REQUIRE(kept.ok());
+  CHECK(kept->samples_per_s == Approx(run->samples_per_s));
+  CHECK(run->samples_per_s == Approx(10 / (0.04 * 1.15 / 2)).epsilon(0.03));  // 2 workers at 46 ms a batch
+  // Other processes busy by /proc/stat, /proc/stat not sampled, or a delay
+  // worth more than a thread on a quiet machine (another tenant): taken away.
+  p.outside_busy_cores = 0.6;
+  CHECK(OwnDelayThreads(p) == 0);
+  p.outside_busy_cores = 0.1;
+  p.outside_busy_measured = false;
+  CHECK(OwnDelayThreads(p) == 0);
+  p.outside_busy_measured = true;
+  p.delay_s_per_batch = 0.03;  // L = 1.5
+  CHECK(BackgroundThreads(p) == Approx(1.5).epsilon(0.02));
+  CHECK(OwnDelayThreads(p) == 0);
+}
+
 TEST_CASE("A busy process on a core the job left idle is an outside load though it delays none of the job's threads") {
   // Profiled without workers on 2 cores beside one busy loop (/proc/stat: 1
   // core busy beyond the job's): the fetching thread had a core to itself.

@@ -192,13 +192,13 @@ TEST_CASE("The what-if scenario line names the cache policy, accelerator, storag
 TEST_CASE("A profile taken beside other processes' load says every row assumes a quieter machine, the profiled configuration's too") {
   WhatIfReport report = OneLoader(Swept());
   report.loaders[0].profiled_background_threads = 2.34;
-  report.sweep.background_threads = 0;
+  report.loaders[0].scenario_background_threads = 0;
   CHECK_THAT(WhatIfText(report), Catch::Contains(", steady state, 0 busy threads of other processes where the profile ran "
                                                  "beside 2.34: every row, the profiled configuration's too, gains"));
   // Kept (--background-load profiled), or a load within half a thread: nothing to say.
-  report.sweep.background_threads = -1;
+  report.loaders[0].scenario_background_threads = 2.34;
   CHECK_THAT(WhatIfText(report), !Catch::Contains("busy threads of other processes"));
-  report.sweep.background_threads = 2;
+  report.loaders[0].scenario_background_threads = 2;
   CHECK_THAT(WhatIfText(report), !Catch::Contains("busy threads of other processes"));
 }
 
@@ -277,7 +277,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   const Json& l = d.at("loaders").at(0);
   CHECK(Keys(l) == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
                                              "measured_whole_run_samples_per_s", "whole_run_model_error",
-                                             "profiled_background_threads", "swept", "scenarios", "inputs"});
+                                             "profiled_background_threads", "scenario_background_threads", "swept", "scenarios", "inputs"});
   CHECK(l.at("loader").get<std::string>() == "train");
   CHECK(l.at("profiled_cores").get<double>() == 2);
   CHECK(l.at("measured_samples_per_s").get<double>() == 400);

@@ -84,8 +84,10 @@ void RegisterRecommend(CLI::App& app, Action& action) {
   sub->add_option("--cores", f->cores, "cores of the machine to plan for (default: the profiled machine's)");
   sub->add_option("--memory", f->memory, "memory budget for cache, workers and prefetch buffers, e.g. 64G (default: the machine's)");
   sub->add_option("--background-load", f->background_load,
-                  "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
-                  "load fitted from the profile's run-queue delay), or a number");
+                  "busy threads from other processes to assume: by default other processes' load is taken away and the "
+                  "job's own run-queue delay kept (all of it where other processes used under half a core); 0 (the "
+                  "machine to itself, no delay beyond the model's), 'profiled' (the load fitted from the profile's "
+                  "run-queue delay), or a number");
   sub->add_option("--loader", f->loader, "only this loader (default: 'train' if present, else all)");
   sub->add_flag_callback("--json", [f] { f->output = Output::kJson; }, "print the plan as JSON");
   AddWarmup(sub, f->warmup);

@@ -86,8 +86,10 @@ void RegisterWhatif(CLI::App& app, Action& action) {
                   "the training step's intra-op threads (torch.set_num_threads), at most as profiled: predict a "
                   "parallel step with fewer (needs a profile whose step had cores of its own)");
   sub->add_option("--background-load", o->flags.background_load,
-                  "busy threads from other processes to assume: 0 (default, the machine to itself), 'profiled' (the "
-                  "load fitted from the profile's run-queue delay), or a number");
+                  "busy threads from other processes to assume: by default other processes' load is taken away and the "
+                  "job's own run-queue delay kept (all of it where other processes used under half a core); 0 (the "
+                  "machine to itself, no delay beyond the model's), 'profiled' (the load fitted from the profile's "
+                  "run-queue delay), or a number");
   auto* move = sub->add_option("--move-to-workers", o->flags.move_to_workers,
                                "stages you marked with stallprof.stage on the main thread between next() calls (analyze lists "
                                "them), done in the DataLoader's workers instead: a name or a list, e.g. augment,crop");

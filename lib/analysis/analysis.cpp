@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -1193,18 +1194,19 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
 // the job's processes' CPU, over the job's first process's sampled span. A
 // process born inside it counts all its CPU (a spawned worker's imports come
 // before its first reading); CPU a process spent after its last reading
-// (under one sampler period) is missed, and so counted outside.
-double OutsideBusyCores(const Trace& trace) {
+// (under one sampler period) is missed, and so counted outside. nullopt
+// without the samples to tell.
+std::optional<double> OutsideBusyCores(const Trace& trace) {
   const auto& sys = trace.system;
   const size_t n = sys.t_ns.size();
-  if (n < 2 || sys.cpu_busy_ns.size() != n || trace.process_series.empty()) return 0;
+  if (n < 2 || sys.cpu_busy_ns.size() != n || trace.process_series.empty()) return std::nullopt;
   const ProcessSeries* root = nullptr;
   for (const auto& ps : trace.process_series)
     if (ps.t_ns.size() >= 2 && ps.cpu_ns.size() == ps.t_ns.size() && (!root || ps.t_ns.front() < root->t_ns.front()))
       root = &ps;
-  if (!root) return 0;
+  if (!root) return std::nullopt;
   const uint64_t a = std::max(root->t_ns.front(), sys.t_ns.front()), b = std::min(root->t_ns.back(), sys.t_ns.back());
-  if (b <= a) return 0;
+  if (b <= a) return std::nullopt;
   double job_ns = 0;
   for (const auto& ps : trace.process_series) {
     if (ps.t_ns.empty() || ps.cpu_ns.size() != ps.t_ns.size() || ps.t_ns.front() > b) continue;
@@ -1250,7 +1252,10 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
       for (size_t i = 0; i < p.t_ns.size(); ++i) rss_at[p.t_ns[i] / 1000000] += p.rss_bytes[i];
   }
   for (const auto& [t, rss] : rss_at) out.job_rss_max = std::max(out.job_rss_max, rss);
-  out.outside_busy_cores = OutsideBusyCores(trace);
+  if (const auto outside = OutsideBusyCores(trace)) {
+    out.outside_busy_cores = *outside;
+    out.outside_busy_measured = true;
+  }
   if (last > first) {
     out.job_cpu_cores = job_cpu_s / ((last - first) * kNs);
     uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;

@@ -508,6 +508,7 @@ struct SystemStats {
   double job_cpu_cores = 0;         // cores the traced processes kept busy on average
   double job_cpu_fraction = 0;      // job_cpu_cores / usable cores
   double outside_busy_cores = 0;    // other processes' busy cores over the job's first process's span
+  bool outside_busy_measured = false;  // the sampler read /proc/stat and the job's processes over that span
   double disk_read_bytes = 0;
   double disk_read_bytes_per_s = 0;
   double page_cache_start = 0, page_cache_end = 0, page_cache_max = 0;

@@ -78,9 +78,9 @@ struct CachePlan {
 struct RecommendOptions {
   double cores = 0;           // cores of the machine to plan for (> 0)
   uint64_t memory_bytes = 0;  // budget for cache + workers + prefetch buffers; 0 = unknown (no memory row)
-  // Busy threads from other processes the prediction assumes: 0 (the machine
-  // to itself, as whatif's scenarios) or Scenario::kAsProfiled.
-  double background_threads = 0;
+  // Busy threads beside the job's the prediction assumes, as whatif's
+  // scenarios (Sweep::background_threads).
+  double background_threads = Scenario::kOthersAway;
 };
 
 struct Recommendation {

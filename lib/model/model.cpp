@@ -387,6 +387,17 @@ double BackgroundThreads(const LoaderProfile& p) {
   return std::max(BackgroundFromDelay(p), outside);
 }
 
+double OwnDelayThreads(const LoaderProfile& p) {
+  if (!p.outside_busy_measured || p.outside_busy_cores >= kOutsideCoresSeen) return 0;
+  const double fitted = BackgroundFromDelay(p);
+  return fitted <= kOwnDelayThreadsMost ? fitted : 0;
+}
+
+double ScenarioBackground(const LoaderProfile& p, double requested) {
+  if (requested >= 0) return requested;
+  return requested == Scenario::kOthersAway ? OwnDelayThreads(p) : BackgroundThreads(p);
+}
+
 BusyShift CompareBusyCores(const Prediction& profiled, const Prediction& scenario) {
   if (scenario.busy_cores >= profiled.busy_cores + kBusyCoresApart) return BusyShift::kBusier;
   if (scenario.busy_cores <= profiled.busy_cores - kBusyCoresApart && scenario.waiting_threads <= profiled.waiting_threads)
@@ -457,7 +468,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double bandwidth = s.storage_bandwidth > 0 ? s.storage_bandwidth : p.storage_bandwidth.value;
   const double bytes = p.bytes_per_sample.value * miss;
   const double r_bandwidth = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
-  const double background = s.background_threads >= 0 ? s.background_threads : BackgroundThreads(p);
+  const double background = ScenarioBackground(p, s.background_threads);
   out.background_threads = background;
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.

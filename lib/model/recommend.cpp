@@ -235,12 +235,16 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   chosen.workers = static_cast<int32_t>(workers);
   chosen.prefetch_factor = static_cast<int32_t>(prefetch);
   chosen.persistent_workers = 1;  // what the printed DataLoader line sets
-  chosen.background_threads = o.background_threads;
+  chosen.background_threads = ScenarioBackground(p, o.background_threads);
   if (const double outside = BackgroundThreads(p); outside > 0.05)
     rec.assumptions.push_back(fmt::format(
         "the profiled run had {:.2f} busy threads of outside load (fitted from its run-queue delay); the prediction "
         "assumes {}",
-        outside, o.background_threads < 0 ? "the same" : fmt::format("{:g}", o.background_threads)));
+        outside, o.background_threads == Scenario::kAsProfiled ? "the same"
+                 : o.background_threads >= 0 || chosen.background_threads == 0
+                     ? fmt::format("{:g}", chosen.background_threads)
+                     : fmt::format("the same: other processes used under {:g} cores, so it is the job's own delay",
+                                   kOutsideCoresSeen)));
   if (rec.cache.point == CachePoint::kRawFiles) {
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);
     chosen.cache_policy = rec.cache.policy;

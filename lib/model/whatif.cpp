@@ -12,7 +12,7 @@
 namespace stallprof::model {
 
 Result<double> ParseBackgroundLoad(const std::string& text) {
-  if (text.empty()) return 0.0;
+  if (text.empty()) return Scenario::kOthersAway;
   if (text == "profiled") return Scenario::kAsProfiled;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
@@ -362,8 +362,10 @@ Result<std::vector<WhatIfRow>> PredictWorkerCounts(const LoaderProfile& profile_
     reference = base->samples_per_s;
   }
   std::vector<WhatIfRow> rows;
+  const double background = ScenarioBackground(profile, Sweep{}.background_threads);  // fitted once
   for (int32_t w : workers) {
     Scenario s = Base(profiled, Sweep{});
+    s.background_threads = background;
     s.workers = w;
     auto r = Predict(profile, s);
     if (!r.ok()) return r.error();
@@ -386,19 +388,27 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   if (!base.ok()) return base.error();
   out.baseline = *base;
   out.profiled_background_threads = base->background_threads;
+  const double assumed = ScenarioBackground(profile, sweep.background_threads);
+  out.scenario_background_threads = assumed;
   out.inputs.push_back(fmt::format(
       "outside load in the profiled run: {:.2f} busy threads (the larger of: fitted to the run-queue delay the job's "
-      "own threads do not explain; the other processes' busy cores by /proc/stat, {:.2f}, counted from {:g}); the "
+      "own threads do not explain; the other processes' busy cores by /proc/stat, {}, counted from {:g}); the "
       "scenarios assume {}",
-      out.profiled_background_threads, profile.outside_busy_cores, kOutsideCoresSeen,
-      sweep.background_threads < 0 ? "the same (--background-load profiled)"
-                                   : fmt::format("{:g} (--background-load)", sweep.background_threads)));
+      out.profiled_background_threads,
+      profile.outside_busy_measured ? fmt::format("{:.2f}", profile.outside_busy_cores) : "not sampled",
+      kOutsideCoresSeen,
+      sweep.background_threads == Scenario::kAsProfiled ? "the same (--background-load profiled)"
+      : sweep.background_threads >= 0 ? fmt::format("{:g} (--background-load)", sweep.background_threads)
+      : assumed > 0 ? fmt::format("{:.2f}: other processes used under {:g} cores, so the delay is the job's own (its "
+                                  "threads' wake-ups and placement, beyond the simulation's), kept (--background-load "
+                                  "0 takes it away)",
+                                  assumed, kOutsideCoresSeen)
+                    : "0 (other processes' load taken away; --background-load profiled keeps it)"));
   // Beside another process's busy threads, a thread waiting for the GIL wakes
   // at once and wins the fetch's brief releases (a torch op's dispatch): the
   // probe and the sending threads find it free where a quiet machine holds it.
   if (out.profiled_background_threads >= kOutsideCoresSeen && profile.fetch_holds_gil.measured &&
-      profile.fetch_holds_gil.value == 0 && sweep.background_threads >= 0 &&
-      sweep.background_threads < out.profiled_background_threads)
+      profile.fetch_holds_gil.value == 0 && assumed < out.profiled_background_threads)
     out.inputs.push_back(fmt::format(
         "other processes kept {:.2f} threads busy in the profiled run, and beside such load a thread waiting for the "
         "GIL wins a fetch's brief releases of it: the fetch was found to let the GIL go, which a quiet machine may "
@@ -438,6 +448,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
     for (int32_t w : workers)
       for (int64_t cache : caches) {
         Scenario s = Base(profiled, sweep);
+        s.background_threads = assumed;  // fitted on the profile as run, before any --move-to-workers
         s.machine.cores = c;
         s.cache_bytes = cache;
         s.workers = w == kAutoWorkers ? static_cast<int32_t>(AutoWorkers(profile, s)) : w;

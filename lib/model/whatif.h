@@ -45,10 +45,11 @@ struct Sweep {
   double accel_speedup = 1;
   double storage_bandwidth = 0;     // 0: as profiled
   bool first_epoch = false;
-  // Runnable threads from outside the job the scenarios assume: 0 (a machine
-  // to itself, the default) or Scenario::kAsProfiled (the load fitted from
-  // the profile). The baseline is always predicted as profiled.
-  double background_threads = 0;
+  // Runnable threads beside the job's the scenarios assume:
+  // Scenario::kOthersAway (the default: other processes' load taken away,
+  // the job's own delay kept), Scenario::kAsProfiled (the load fitted from
+  // the profile) or a number. The baseline is always predicted as profiled.
+  double background_threads = Scenario::kOthersAway;
   int32_t persistent_workers = -1;  // -1: as profiled
   int32_t step_threads = -1;        // -1: as profiled (Scenario::step_threads)
   int32_t prefetch_factor = -1;     // -1: as profiled
@@ -57,7 +58,8 @@ struct Sweep {
 };
 
 // --background-load: "profiled" (Scenario::kAsProfiled), or a number of busy
-// threads from other processes (0 to 4096). Empty: 0. UsageError otherwise.
+// threads from other processes (0 to 4096). Empty: Scenario::kOthersAway.
+// UsageError otherwise.
 Result<double> ParseBackgroundLoad(const std::string& text);
 
 // Parses and checks the flags (sizes via ParseBytes/ParseBandwidth; K/M/G/T
@@ -99,6 +101,7 @@ struct WhatIfResult {
   double measured_whole_run_samples_per_s = 0;  // samples / epoch wall times (start-up included); 0 = unknown
   double whole_run_model_error = 0;
   double profiled_background_threads = 0;       // the outside load fitted from the profile
+  double scenario_background_threads = 0;       // the load every scenario assumed (ScenarioBackground)
   std::string swept;                   // "cores", "workers", "cache" or "" (a single scenario)
   std::vector<WhatIfRow> rows;
   std::vector<std::string> inputs;     // "compute per batch: 12.3 ms (measured, ...)" lines

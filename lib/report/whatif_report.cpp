@@ -46,12 +46,11 @@ void NumberIfMeasured(JsonWriter& w, const char* key, const model::WhatIfResult&
 // The rows' outside load when it is less than the profile's: then even the
 // profiled configuration's row gains over the measured baseline (a profile
 // beside 2.3 busy threads predicted the demo's own configuration +64%).
-std::string QuieterMachine(const model::WhatIfResult& r, const model::Sweep& sweep) {
-  if (sweep.background_threads < 0 || r.profiled_background_threads - sweep.background_threads < model::kOutsideCoresSeen)
-    return "";
-  return fmt::format(", {:g} busy threads of other processes where the profile ran beside {:.2f}: every row, the profiled "
-                     "configuration's too, gains what that load took (--background-load profiled keeps it)",
-                     sweep.background_threads, r.profiled_background_threads);
+std::string QuieterMachine(const model::WhatIfResult& r) {
+  if (r.profiled_background_threads - r.scenario_background_threads < model::kOutsideCoresSeen) return "";
+  return fmt::format(", {:.3g} busy threads of other processes where the profile ran beside {:.2f}: every row, the "
+                     "profiled configuration's too, gains what that load took (--background-load profiled keeps it)",
+                     r.scenario_background_threads, r.profiled_background_threads);
 }
 
 }  // namespace
@@ -80,7 +79,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                      sweep.prefetch_factor > 0 ? fmt::format(", prefetch_factor {}", sweep.prefetch_factor) : "",
                      sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
                      sweep.storage_bandwidth > 0 ? ", storage " + FormatBytes(sweep.storage_bandwidth) + "/s" : "",
-                     sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state", QuieterMachine(r, sweep));
+                     sweep.first_epoch ? ", first epoch (cold cache)" : ", steady state", QuieterMachine(r));
   out += fmt::format("{:>6} {:>7} {:>10} {:>6} {:>11} {:>10} {:>10} {:>6} {:>6} {:>6} {:>7}  {:<10} {:>8}\n", "cores",
                      "workers", "cache", "hit", "samples/s", "whole run", "step", "stall", "fetch", "prep", "handoff",
                      "bottleneck", "change");
@@ -219,6 +218,7 @@ std::string WhatIfJson(const WhatIfReport& report) {
     w.Key("whole_run_model_error");
     if (r.measured_whole_run_samples_per_s > 0) w.Number(r.whole_run_model_error); else w.Null();
     w.Field("profiled_background_threads", r.profiled_background_threads);
+    w.Field("scenario_background_threads", r.scenario_background_threads);
     w.Field("swept", r.swept);
     w.Key("scenarios").BeginArray();
     for (const auto& row : r.rows) {
