@@ -955,6 +955,62 @@ TEST_CASE("Iterators left after their first batch get the advice to keep one ite
     for (const auto& advice : other.advice) CHECK_THAT(advice, !Catch::Contains("iterator per step"));
 }
 
+TEST_CASE("An iterator per step counts each step up to the next iterator, after the workers' shutdown or none") {
+  // next(iter(loader)) with 2 workers, 6 steps: 20 ms to create an
+  // iterator, 10 ms to its batch; the temporary iterator is deleted 0.1 ms
+  // after next() returns, its workers shutting down for 5 ms, and then the
+  // 8 ms step runs before the next iter(). Persistent workers: no shutdown,
+  // the step runs 8.1 ms up to the next iter().
+  for (const bool persistent : {false, true}) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Process(201, 100);
+    b.Config(100, 1, "num_workers", 2);
+    b.Config(100, 1, "batch_size", 64);
+    b.Config(100, 1, "dataset_len", 4096);
+    b.Config(100, 1, "persistent_workers", persistent ? 1 : 0);
+    const uint32_t main = b.Thread(100, 100);
+    uint64_t t = 1000 * kMs;
+    for (uint32_t e = 0; e < 6; ++e) {
+      b.Span(main, names::kEpoch, t, 20 * kMs, 1, e);
+      t += 20 * kMs;
+      b.Span(main, names::kWait, t, 10 * kMs, 1, 0);
+      t += 10 * kMs + kMs / 10;
+      if (!persistent) {
+        b.Span(main, names::kShutdown, t, 5 * kMs, 1, 0);
+        t += 5 * kMs;
+      }
+      t += 8 * kMs;
+    }
+    // The training process faulting heavily in its steps: copy-on-write
+    // after each fork of the workers where they start per step.
+    b.trace.process_series.push_back(SampledProcess(100, 900 * kMs, t + 100 * kMs, 0, 100'000'000));
+    const LoaderAnalysis l = OnlyLoader(Analyze(b.trace, {}));
+    CAPTURE(persistent);
+    REQUIRE(l.main_faults_per_batch > 2048);
+    REQUIRE(l.IteratorPerStep());
+    // Five steps followed by an iterator (the last one's end is not seen).
+    REQUIRE(l.iterations.size() == 6);
+    for (size_t i = 0; i < 5; ++i) CHECK(l.iterations[i].compute_s == Approx(0.0081).epsilon(1e-6));
+    // The last iterator's deletion ends its step after 0.1 ms.
+    CHECK(l.account_all.Seconds(Cause::kCompute) == Approx(5 * 0.0081 + (persistent ? 0 : 0.0001)).epsilon(1e-6));
+    CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s).epsilon(1e-12));
+    // The wall time is the loop's: 5 whole steps, and the last one to its
+    // next() returning (and its workers' shutdown).
+    CHECK(l.account_all.wall_s == Approx(persistent ? 5 * 0.0381 + 0.030 : 5 * 0.0431 + 0.0351).epsilon(1e-6));
+    CHECK(l.account_all.Seconds(Cause::kStartup) > 0);
+    REQUIRE_FALSE(l.advice.empty());
+    CHECK_THAT(l.advice.front(), Catch::StartsWith("epoch start-up"));
+    CHECK_THAT(l.advice.front(), Catch::Contains("each of the 6 iterators delivered 1.0 of the 64 batches"));
+    // Workers forked per step: the faults are copy-on-write, not the
+    // allocator's; persistent workers fork once, so the allocator it is.
+    bool allocator_advice = false;
+    for (const auto& advice : l.advice) allocator_advice |= advice.find("GLIBC_TUNABLES") != std::string::npos;
+    CHECK(allocator_advice == persistent);
+    CHECK((l.advice.front().find("copy-on-write") != std::string::npos) == !persistent);
+  }
+}
+
 TEST_CASE("A DataLoader built anew each epoch is told to be built once, since persistent workers die with it") {
   // An evaluation that builds its loader each time: 3 objects named "eval", one
   // worker each, 30 ms to start, 20 ms to shut down, 4 quick batches.

@@ -22,6 +22,17 @@
 
 namespace stallprof::analysis {
 
+bool LoaderAnalysis::IteratorPerStep() const {
+  constexpr size_t kMinEpochs = 3;
+  constexpr uint64_t kMaxBatchesPerIterator = 2;
+  if (epochs.size() < kMinEpochs || !config.batch_size_known || config.batch_size <= 0) return false;
+  if (static_cast<double>(config.SamplesPerEpoch()) / config.batch_size <= kMaxBatchesPerIterator) return false;
+  for (const auto& e : epochs)
+    if ((e.has_end_call && !e.ended_by_deletion) || e.iterations > kMaxBatchesPerIterator) return false;
+  return true;
+}
+
+
 namespace {
 
 constexpr double kNs = 1e-9;
@@ -335,6 +346,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
                down->first - it.return_ns <= std::max<uint64_t>(3 * median_compute, 1'000'000)) {
       it.compute_end_ns = down->first;
       epoch_stats.has_end_call = true;
+      epoch_stats.ended_by_deletion = true;
       epoch_stats.end_call_ns = down->first;
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, down->second);
     } else {
@@ -353,6 +365,27 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     loader.epochs.push_back(all_epochs[e]);
   }
   for (auto& it : loader.iterations) it.epoch = remap[it.epoch];
+  // next(iter(loader)): each iterator's last batch computes up to the next
+  // iterator's creation. A temporary iterator is deleted as next() returns,
+  // its workers shutting down before the step (EpochStats::step_after_end_ns);
+  // persistent workers' iterator is reset by the next iter() instead.
+  if (loader.IteratorPerStep())
+    for (size_t i = 0; i + 1 < loader.iterations.size(); ++i) {
+      auto& it = loader.iterations[i];
+      if (loader.iterations[i + 1].epoch == it.epoch) continue;
+      auto& epoch = loader.epochs[it.epoch];
+      const uint64_t next_start = loader.epochs[loader.iterations[i + 1].epoch].start_ns;
+      if (epoch.ended_by_deletion && next_start > epoch.end_ns) {
+        epoch.step_after_end_ns = next_start - epoch.end_ns;
+        it.compute_s += epoch.step_after_end_ns * kNs;
+      } else if (!epoch.has_end_call && it.compute_unknown && next_start >= it.return_ns) {
+        it.compute_unknown = false;
+        it.compute_end_ns = next_start;
+        it.compute_s = (it.compute_end_ns - it.return_ns) * kNs;
+        epoch.end_ns = std::max(epoch.end_ns, next_start);
+      }
+      it.step_s = it.wait_s + it.compute_s;
+    }
   // An epoch's last num_workers x prefetch_factor batches were in flight when
   // the sampler ran out: no batch queues behind them, and they come out as
   // the workers drain (faster where each batch waited on the next fetch to be
@@ -623,7 +656,7 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
     if (per_epoch > 0 && samples > per_epoch && (epoch.iterations - 1) * loader.config.batch_size < per_epoch)
       samples = static_cast<double>(per_epoch);  // the last batch was partial
     epoch.samples = samples;
-    epoch.seconds = (epoch.end_ns - epoch.start_ns) * kNs - epoch.nested_s;
+    epoch.seconds = (epoch.end_ns - epoch.start_ns + epoch.step_after_end_ns) * kNs - epoch.nested_s;
     epoch.samples_per_s = epoch.seconds > 0 ? samples / epoch.seconds : 0;
     // stall_fraction: from the epoch's own account (FillAccount).
     loader.samples += samples;

@@ -101,6 +101,15 @@ struct EpochStats {
   double sampler_first_s = 0;
   bool has_end_call = false;       // the next() that raised StopIteration was recorded
   uint64_t end_call_ns = 0;        // ... and was called then (old traces: the raise)
+  // Instead of StopIteration, the iterator's deletion shutting its workers
+  // down ended the epoch (has_end_call set, end_call_ns the shutdown's call).
+  bool ended_by_deletion = false;
+  // An iterator per step (next(iter(loader)), LoaderAnalysis::IteratorPerStep):
+  // the temporary iterator is deleted as next() returns, so its workers shut
+  // down before the step, which runs from the shutdown's return to the next
+  // iterator's creation. That time, in the last batch's compute and in the
+  // epoch's seconds; 0 otherwise.
+  uint64_t step_after_end_ns = 0;
   uint64_t iterations = 0;
   // A batch taken as the loop left the epoch (for ... break without workers,
   // an iterator kept to the exit): its step is not in the epoch's time, so
@@ -436,6 +445,10 @@ struct LoaderAnalysis {
     for (const auto& e : epochs) unstepped += e.unstepped;
     return iterations.size() - std::min<uint64_t>(unstepped, iterations.size());
   }
+  // The loop creates an iterator per step (next(iter(loader))): 3 epochs or
+  // more, every one left after at most two batches of the more its dataset
+  // holds, none by StopIteration.
+  bool IteratorPerStep() const;
   // The sampler's first draw (EpochStats::sampler_first_s), mean per epoch.
   double SamplerFirstPerEpochS() const {
     double sum = 0;
