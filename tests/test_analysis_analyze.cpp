@@ -218,6 +218,35 @@ LoaderAnalysis FirstAndLaterEpochs(uint64_t first_compute, double first_read, do
 }
 }  // namespace
 
+TEST_CASE("A last epoch left after a few batches is not compared with the first") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 10);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.compute = 10 * kMs;
+  uint64_t t = AddLoop(b, spec);  // 20 batches
+  // The run ends 2 batches into the next epoch, whose steps take 30 ms.
+  const auto left_after = [&](uint32_t batches) {
+    TraceBuilder run = b;
+    uint64_t at = t;
+    run.Instant(spec.thread, names::kEpoch, at, spec.scope, 1);
+    for (uint32_t i = 0; i < batches; ++i) {
+      run.Span(spec.thread, names::kWait, at, 10 * kMs, spec.scope, i);
+      at += 40 * kMs;
+    }
+    return OnlyLoader(Analyze(run.trace, {})).first_epoch;
+  };
+  CHECK_FALSE(left_after(2).available);
+  // Half the first epoch's batches or more: compared.
+  const auto half = left_after(10);
+  REQUIRE(half.available);
+  // The first: 200 samples in 20 x 20 ms, 500/s. The left one's last batch
+  // is not stepped: 90 samples from its start to its last return, 9 x 40 +
+  // 10 ms, 243.2/s.
+  CHECK_THAT(half.why, Catch::StartsWith("later 2.06x slower"));
+}
+
 TEST_CASE("A first epoch slower than the later ones says whether its steps or its reads made the difference") {
   const LoaderAnalysis warming = FirstAndLaterEpochs(30 * kMs, -1, -1);
   REQUIRE(warming.first_epoch.available);
@@ -241,9 +270,10 @@ TEST_CASE("A first epoch slower than the later ones says whether its steps or it
 namespace {
 // A loop of `batches` 100 ms steps (no wait) whose batch i worker process
 // 201 + worker_of(i) fetches, on CPU throughout, in produce_ms[that worker]
-// starting at the step's start; `num_workers` as configured. The stragglers' pids.
-std::vector<uint32_t> Stragglers(const std::vector<uint64_t>& produce_ms, uint64_t batches, int64_t num_workers,
-                                 const std::function<size_t(uint64_t)>& worker_of) {
+// starting at the step's start, one getitem span in each fetch; `num_workers`
+// as configured.
+Result<TraceAnalysis> WorkersTaking(const std::vector<uint64_t>& produce_ms, uint64_t batches, int64_t num_workers,
+                            const std::function<size_t(uint64_t)>& worker_of) {
   TraceBuilder b;
   b.Config(100, 1, "num_workers", num_workers);
   LoopSpec spec;
@@ -259,8 +289,15 @@ std::vector<uint32_t> Stragglers(const std::vector<uint64_t>& produce_ms, uint64
   for (uint64_t i = 0; i < batches; ++i) {
     const size_t k = worker_of(i);
     b.Span(threads[k], names::kFetch, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i, produce_ms[k] * kMs, 0);
+    b.Span(threads[k], names::kGetitem, spec.start + i * 100 * kMs, produce_ms[k] * kMs, 1, i);
   }
-  const auto result = Analyze(b.trace, {});
+  return Analyze(b.trace, {});
+}
+
+// The stragglers' pids of WorkersTaking's loader.
+std::vector<uint32_t> Stragglers(const std::vector<uint64_t>& produce_ms, uint64_t batches, int64_t num_workers,
+                                 const std::function<size_t(uint64_t)>& worker_of) {
+  const auto result = WorkersTaking(produce_ms, batches, num_workers, worker_of);
   std::vector<uint32_t> out;
   for (const auto& w : OnlyLoader(result).workers)
     if (w.straggler) out.push_back(w.pid);
@@ -295,6 +332,24 @@ TEST_CASE("A worker is a straggler against the workers that fetched beside it, n
   CHECK(stragglers({60, 60, 20, 20}).empty());
   // Within its own half a worker 2x slower than its peer still is one.
   CHECK(stragglers({60, 30, 20, 20}) == std::vector<uint32_t>{201});
+}
+
+TEST_CASE("Workers of different epochs are not unbalanced against each other, and a stage's parallelism counts threads at once") {
+  // Non-persistent workers: 201 and 202 take batches 0-27 in turn (14 each),
+  // then 203 and 204 take batches 28-31 in 150 ms each (so that they fetch at
+  // the same time); the run ends there (a loop left early).
+  const auto in_pairs = [](uint64_t second_pair_first) {
+    return [second_pair_first](uint64_t i) -> size_t { return i < 28 ? i % 2 : 2 + (i >= second_pair_first); };
+  };
+  const auto even = WorkersTaking({20, 20, 150, 150}, 32, 2, in_pairs(30));  // 203: 28, 29; 204: 30, 31
+  const auto& loader = OnlyLoader(even);
+  REQUIRE(loader.workers.size() == 4);
+  CHECK(loader.worker_imbalance == Approx(0.0));  // 14 against 2 across the epochs
+  REQUIRE(loader.stages.size() == 1);
+  CHECK(loader.stages[0].parallelism == 2);  // 4 threads, 2 at a time
+  CHECK(loader.stages[0].parallel_rate == Approx(2 * loader.stages[0].per_core_rate));
+  // Within the second pair 3 against 1 batch is an imbalance of 200%.
+  CHECK(OnlyLoader(WorkersTaking({20, 20, 150, 150}, 32, 2, in_pairs(31))).worker_imbalance == Approx(2.0));
 }
 
 TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {

@@ -586,10 +586,17 @@ void FillSummaries(LoaderAnalysis& loader) {
 // LoaderAnalysis::first_epoch from the epochs.
 FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
   FirstEpochComparison c;
-  if (epochs.size() < 2 || epochs[0].samples_per_s <= 0) return c;
+  // A last epoch left after a few batches (the run ended in it) is mostly
+  // its start-up: 2 batches of a re-created iterator read 1.67x slower than
+  // a first epoch of 58, from the workers' start alone.
+  size_t later_end = epochs.size();
+  if (const EpochStats& last = epochs.back();
+      epochs.size() >= 2 && (!last.has_end_call || last.ended_by_deletion) && 2 * last.iterations < epochs[0].iterations)
+    --later_end;
+  if (later_end < 2 || epochs[0].samples_per_s <= 0) return c;
   double samples = 0, seconds = 0, compute = 0, wait = 0, batches = 0, disk = 0;
   bool has_system = epochs[0].has_system;
-  for (size_t i = 1; i < epochs.size(); ++i) {
+  for (size_t i = 1; i < later_end; ++i) {
     samples += epochs[i].samples;
     seconds += epochs[i].seconds;
     compute += epochs[i].compute_per_batch_s * static_cast<double>(epochs[i].Stepped());
@@ -610,7 +617,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
   const EpochStats& first = epochs[0];
   std::vector<std::string> parts;
   // Per epoch, the later ones' mean.
-  const double later_disk = disk / static_cast<double>(epochs.size() - 1);
+  const double later_disk = disk / static_cast<double>(later_end - 1);
   constexpr double kReadSeen = 1 << 20;
   if (has_system && std::max(first.disk_read_bytes, later_disk) >= kReadSeen &&
       (first.disk_read_bytes > 2 * later_disk || later_disk > 2 * first.disk_read_bytes))
@@ -938,11 +945,6 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
     active.emplace_back(first, last);
   }
   if (loader.workers.size() >= 2) {
-    uint64_t min_batches = std::numeric_limits<uint64_t>::max(), max_batches = 0;
-    for (const auto& w : loader.workers) {
-      min_batches = std::min(min_batches, w.batches);
-      max_batches = std::max(max_batches, w.batches);
-    }
     // Against the median of the other workers that fetched while it did: with
     // two, the median of both would hide a worker 1.7x slower than the other
     // (a skewed shard of an IterableDataset: 40.9 against 24.0 ms a batch).
@@ -950,13 +952,22 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
     // beside another step and other workers: 8 workers on 2 cores fetched in
     // 283-317 ms in a first epoch, its 8 successors in 88-111 ms, and all the
     // first 8 read as stragglers.
+    // The imbalance, too, is among workers that fetched at the same time:
+    // the last epoch's workers, left after 2 batches, are not behind the
+    // first epoch's 29.
     std::vector<double> others;
     for (size_t i = 0; i < loader.workers.size(); ++i) {
       WorkerStats& w = loader.workers[i];
       others.clear();
+      uint64_t min_batches = w.batches, max_batches = w.batches;
       for (size_t j = 0; j < loader.workers.size(); ++j)
-        if (j != i && active[j].first <= active[i].second && active[i].first <= active[j].second)
+        if (j != i && active[j].first <= active[i].second && active[i].first <= active[j].second) {
           others.push_back(loader.workers[j].mean_produce_s);
+          min_batches = std::min(min_batches, loader.workers[j].batches);
+          max_batches = std::max(max_batches, loader.workers[j].batches);
+        }
+      if (min_batches > 0)
+        loader.worker_imbalance = std::max(loader.worker_imbalance, static_cast<double>(max_batches) / min_batches - 1);
       std::sort(others.begin(), others.end());
       const double median = others.empty() ? 0 : Quantile(others, 0.5);
       // A mean of a few batches is one batch's noise (short epochs of
@@ -964,7 +975,6 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
       constexpr uint64_t kStragglerMinBatches = 4;
       w.straggler = w.batches >= kStragglerMinBatches && median > 0 && w.mean_produce_s > 1.5 * median;
     }
-    loader.worker_imbalance = min_batches > 0 ? static_cast<double>(max_batches) / min_batches - 1 : 0;
   }
 }
 
@@ -1156,7 +1166,7 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
   double samples = batches > 0 ? batches * loader.config.batch_size : loader.samples;
   struct Merged {
     StageStats stats;
-    std::set<uint32_t> threads;
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> threads;  // each thread's first start and last end
     uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
     bool all_cpu = true;
     double wall_with_cpu_s = 0;
@@ -1184,7 +1194,8 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
     m.stats.cpu_s += acc.cpu_ns * kNs;
     m.all_cpu &= acc.count_with_cpu == acc.count;
     m.wall_with_cpu_s += acc.wall_with_cpu_ns * kNs;
-    m.threads.insert(acc.thread);
+    auto [it, fresh] = m.threads.try_emplace(acc.thread, acc.first_start, acc.last_end);
+    if (!fresh) it->second = {std::min(it->second.first, acc.first_start), std::max(it->second.second, acc.last_end)};
     m.first = std::min(m.first, acc.first_start);
     m.last = std::max(m.last, acc.last_end);
   }
@@ -1199,7 +1210,11 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
       st.cpu_source = CpuSource::kAttributed;
       st.cpu_s = st.wall_s * cpu_per_wall;
     }
-    st.parallelism = static_cast<uint32_t>(m.threads.size());
+    // Threads at once, not threads in all: non-persistent workers are new
+    // processes each epoch (34 threads over 17 epochs of 2 workers).
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const auto& [thread, span] : m.threads) spans.push_back(span);
+    st.parallelism = internal::MostAtOnce(std::move(spans));
     st.elapsed_s = m.last > m.first ? (m.last - m.first) * kNs : 0;
     double cost = st.cpu_s > 0 ? st.cpu_s : st.wall_s;  // no CPU measured at all: wall-based rate
     st.per_core_rate = cost > 0 ? samples / cost : 0;
@@ -1481,6 +1496,24 @@ Summary SummarizeSorted(std::span<const double> values) {
 }  // namespace
 
 namespace internal {
+
+uint32_t MostAtOnce(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
+  // Sweep the ends in time order; a start at the instant another ends counts
+  // as overlapping (starts sort before ends at equal times).
+  std::vector<std::pair<uint64_t, int>> ends;
+  ends.reserve(2 * intervals.size());
+  for (auto [first, last] : intervals) {
+    ends.emplace_back(first, -1);
+    ends.emplace_back(std::max(first, last), +1);
+  }
+  std::sort(ends.begin(), ends.end());
+  uint32_t now = 0, most = 0;
+  for (auto [t, kind] : ends) {
+    if (kind < 0) most = std::max(most, ++now);
+    else --now;
+  }
+  return most;
+}
 
 double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& values, uint64_t t) {
   size_t n = std::min(t_ns.size(), values.size());

@@ -164,7 +164,7 @@ struct StageStats {
   uint64_t count = 0;
   double wall_s = 0, cpu_s = 0;
   CpuSource cpu_source = CpuSource::kMeasured;
-  uint32_t parallelism = 0;      // threads it ran on
+  uint32_t parallelism = 0;      // the most threads that ran it at once
   double elapsed_s = 0;          // first start to last end
   double per_core_rate = 0;      // samples / cpu_s
   double observed_rate = 0;      // samples / elapsed_s
@@ -456,7 +456,7 @@ struct LoaderAnalysis {
     return epochs.empty() ? 0 : sum / static_cast<double>(epochs.size());
   }
   std::vector<WorkerStats> workers;
-  double worker_imbalance = 0;     // max / min batches per worker - 1 (0 with one worker)
+  double worker_imbalance = 0;     // max / min batches - 1 among workers that fetched at the same time (0 with one)
   PrefetchStats prefetch;
   Summary produce;                 // fetch span wall times
   // Fetch spans with CPU whose thread recorded the bytes it read (the hook's

@@ -178,4 +178,8 @@ std::vector<bool> CalibrationNames(const Trace& trace);
 // Linear interpolation of a sampled series at `t` (clamped to its ends); 0 when empty.
 double SeriesAt(const std::vector<uint64_t>& t_ns, const std::vector<uint64_t>& values, uint64_t t);
 
+// The most of the [first, last] intervals that overlap at one instant (0 when
+// empty): how many threads ran a stage, or fetched for a loader, at once.
+uint32_t MostAtOnce(std::vector<std::pair<uint64_t, uint64_t>> intervals);
+
 }  // namespace stallprof::analysis::internal

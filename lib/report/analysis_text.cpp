@@ -165,10 +165,30 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   if (!l.workers.empty()) {
     Heading(out, style, "  Workers");
     out += fmt::format("    {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>7} {:>11}\n", "pid", "batches", "busy", "CPU", "I/O", "runq", "mean", "");
-    for (const auto& w : l.workers)
+    // Workers that do not persist are new processes each epoch: past a
+    // dozen rows, the first 8 and a line for the rest (--json has all).
+    constexpr size_t kMostRows = 12, kRowsWhenFolded = 8;
+    const size_t rows = l.workers.size() > kMostRows ? kRowsWhenFolded : l.workers.size();
+    for (size_t i = 0; i < rows; ++i) {
+      const auto& w = l.workers[i];
       out += fmt::format("    {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>7} {:>11}\n", w.in_main_process ? "main" : std::to_string(w.pid),
                          w.batches, Pct(w.busy_fraction), Pct(w.cpu_fraction), Pct(w.io_fraction), Pct(w.delay_fraction),
                          FormatSeconds(w.mean_produce_s), w.straggler ? style.Paint("straggler", "1;33") : "");
+    }
+    if (rows < l.workers.size()) {
+      uint64_t batches = 0;
+      double produce_s = 0;
+      size_t stragglers = 0;
+      for (size_t i = rows; i < l.workers.size(); ++i) {
+        batches += l.workers[i].batches;
+        produce_s += l.workers[i].mean_produce_s * l.workers[i].batches;
+        stragglers += l.workers[i].straggler;
+      }
+      out += fmt::format("    ... {} more workers ({}), {} batches, {} a batch{}; every one in --json\n", l.workers.size() - rows,
+                         l.config.persistent_workers ? "persistent" : "not persistent: each epoch starts its own", batches,
+                         FormatSeconds(batches ? produce_s / batches : 0),
+                         stragglers ? style.Paint(fmt::format(", {} straggler(s)", stragglers), "1;33") : "");
+    }
     out += fmt::format("    imbalance (max/min batches - 1): {}; batch produce time p50 {} p99 {}\n", Pct(l.worker_imbalance),
                        FormatSeconds(l.produce.p50), FormatSeconds(l.produce.p99));
     const auto& p = l.prefetch;
