@@ -214,3 +214,29 @@ TEST_CASE("The text names a loader's start method and prefetch depth only where 
   CHECK_THAT(text, Catch::Contains("0 workers (the main process fetches), pin_memory"));
   CHECK(text.find("(fork)") == std::string::npos);
 }
+
+TEST_CASE("The text lists the first 8 workers of a loader with more than 12 and sums up the rest") {
+  auto a = Analyzed();
+  auto& l = a.loaders.at(0);
+  l.config.num_workers = 2;
+  const auto with_workers = [&](uint32_t n) {
+    l.workers.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      analysis::WorkerStats w;
+      w.pid = 1000 + i;
+      w.batches = 10;
+      w.mean_produce_s = i < 8 ? 0.010 : 0.020;  // the 9th on: 20 ms a batch
+      w.straggler = i == 12;
+      l.workers.push_back(w);
+    }
+    return AnalysisText({a}, nullptr, 5, Colour::kOff);
+  };
+  const std::string twelve = with_workers(12);
+  CHECK_THAT(twelve, Catch::Contains("    1011 "));
+  CHECK_THAT(twelve, !Catch::Contains("more workers"));
+  const std::string thirty = with_workers(30);
+  CHECK_THAT(thirty, Catch::Contains("    1007 "));
+  CHECK_THAT(thirty, !Catch::Contains("    1008 "));
+  CHECK_THAT(thirty, Catch::Contains("... 22 more workers (not persistent: each epoch starts its own), 220 batches, 20.00 ms a batch, "
+                                     "1 straggler(s); every one in --json"));
+}
