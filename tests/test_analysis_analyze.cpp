@@ -804,3 +804,30 @@ TEST_CASE("FetchesByBatch finds a batch's earliest fetch at or after a time, the
       }
   }
 }
+
+TEST_CASE("The run's time is split into the loaders' epochs, before, between and after them") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.epochs = 2;
+  spec.gap_between_epochs = 500 * kMs;
+  AddLoop(b, spec);  // epochs of 20 x 40 ms from 1000 ms: 1000-1800, 2300-3100 ms
+  b.trace.footer.emplace();
+  b.trace.footer->end_monotonic_ns = 10000 * kMs;  // the job ran on 6.9 s after them (itertools.cycle)
+  auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  const auto& c = result->coverage;
+  CHECK(result->duration_s == Approx(10.0));
+  CHECK(c.before_s == Approx(1.0));
+  CHECK(c.in_epochs_s == Approx(1.6));
+  CHECK(c.between_s == Approx(0.5));
+  CHECK(c.after_s == Approx(6.9));
+  CHECK(TimeOutsideEpochs(*result) == Approx(7.4));
+  // Ending at 5 s, 2.4 s of 5 are outside: under half, no note.
+  b.trace.footer->end_monotonic_ns = 5000 * kMs;
+  auto shorter = Analyze(b.trace, {});
+  REQUIRE(shorter.ok());
+  CHECK(shorter->coverage.after_s == Approx(1.9));
+  CHECK(TimeOutsideEpochs(*shorter) == 0);
+}

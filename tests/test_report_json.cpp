@@ -240,3 +240,16 @@ TEST_CASE("The text lists the first 8 workers of a loader with more than 12 and 
   CHECK_THAT(thirty, Catch::Contains("... 22 more workers (not persistent: each epoch starts its own), 220 batches, 20.00 ms a batch, "
                                      "1 straggler(s); every one in --json"));
 }
+
+TEST_CASE("The text notes a run mostly outside the loaders' epochs, and the JSON carries the split") {
+  auto a = Analyzed();
+  a.duration_s = 30;
+  a.coverage = {.in_epochs_s = 2, .before_s = 1, .between_s = 0, .after_s = 27};
+  const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  CHECK_THAT(text, Catch::Contains("27.00 s of the run's 30.00 s (90%) passed outside the loaders' epochs"));
+  CHECK_THAT(text, Catch::Contains("itertools.cycle(loader)"));
+  CHECK_THAT(text, Catch::Contains("run 30.00 s: in the loaders' epochs 2.00 s (7%), before the first 1.00 s"));
+  a.coverage = {.in_epochs_s = 28, .before_s = 1, .between_s = 0, .after_s = 1};
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), !Catch::Contains("outside the loaders' epochs"));
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("coverage":{"in_epochs_s":28,"before_s":1,"between_s":0,"after_s":1})"));
+}

@@ -978,6 +978,27 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
   }
 }
 
+RunCoverage MeasureCoverage(const std::vector<LoaderAnalysis>& loaders, uint64_t start, uint64_t end) {
+  RunCoverage c;
+  std::vector<std::pair<uint64_t, uint64_t>> epochs;
+  for (const auto& l : loaders)
+    for (const auto& e : l.epochs)
+      if (e.end_ns > e.start_ns) epochs.emplace_back(e.start_ns, e.end_ns);
+  if (epochs.empty() || end <= start) return c;
+  std::sort(epochs.begin(), epochs.end());
+  c.before_s = (std::clamp(epochs.front().first, start, end) - start) * kNs;
+  uint64_t covered_to = std::clamp(epochs.front().first, start, end);
+  for (auto [from, to] : epochs) {
+    from = std::clamp(from, start, end);
+    to = std::clamp(to, start, end);
+    if (from > covered_to) c.between_s += (from - covered_to) * kNs;
+    if (to > std::max(from, covered_to)) c.in_epochs_s += (to - std::max(from, covered_to)) * kNs;
+    covered_to = std::max(covered_to, to);
+  }
+  c.after_s = (end - covered_to) * kNs;
+  return c;
+}
+
 // Settings the hook did not report but the spans show.
 void InferMissingConfig(const Trace& trace, LoaderAnalysis& loader) {
   bool has_num_workers = false;
@@ -1495,6 +1516,12 @@ Summary SummarizeSorted(std::span<const double> values) {
 
 }  // namespace
 
+double TimeOutsideEpochs(const TraceAnalysis& analysis) {
+  const auto& c = analysis.coverage;
+  const double outside = c.between_s + c.after_s;
+  return outside >= 1.0 && outside >= 0.5 * analysis.duration_s ? outside : 0;
+}
+
 namespace internal {
 
 uint32_t MostAtOnce(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
@@ -1711,7 +1738,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.start_monotonic_ns = trace.header.start_monotonic_ns;
   out.start_realtime_ns = trace.header.start_realtime_ns;
   out.usable_cores = trace.header.usable_cores;
-  uint64_t end = trace.footer ? trace.footer->end_monotonic_ns : 0;
+  // The run ends as the command exits, not as the trace does (after the
+  // launcher's final drain and handoff timing: 1.2 s of a 3.7 s run).
+  uint64_t end = !trace.footer                         ? 0
+                 : trace.footer->job_end_monotonic_ns ? trace.footer->job_end_monotonic_ns
+                                                       : trace.footer->end_monotonic_ns;
   const double counter_share = CounterShare(trace);
   const bool sampled = counter_share < 1;
   // Every loader's iterations first: a loader whose whole epochs run inside
@@ -1776,6 +1807,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   });
   NameApartSameNamedLoaders(out.loaders);
   out.duration_s = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
+  out.coverage = MeasureCoverage(out.loaders, trace.header.start_monotonic_ns, end);
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
   DescribeProcesses(trace, out);

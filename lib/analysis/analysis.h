@@ -569,18 +569,36 @@ struct ProcessSummary {
   std::string command;           // command line, else comm
 };
 
+// Where the run's time was against the loaders' epochs: the verdicts cover
+// the epochs only. Time after the last epoch (or between epochs) with the
+// training going on drew from no traced loader: itertools.cycle(loader)
+// replays the first epoch's batches, and evaluation or checkpoints without
+// a DataLoader run there too. 0 throughout without a footer's end time.
+struct RunCoverage {
+  double in_epochs_s = 0;  // the union of every loader's epochs
+  double before_s = 0;     // from the run's start (the interpreter's, imports included) to the first epoch
+  double between_s = 0;    // gaps between epochs
+  double after_s = 0;      // from the last epoch's end to the run's end
+};
+
 struct TraceAnalysis {
   std::string path;
   std::string hostname;
   uint64_t start_monotonic_ns = 0;
   int64_t start_realtime_ns = 0;
   double duration_s = 0;
+  RunCoverage coverage;
   uint32_t usable_cores = 0;
   std::vector<LoaderAnalysis> loaders;  // ordered by (rank, pid, scope)
   std::vector<ProcessSummary> processes;  // every process of the trace
   SystemStats system;
   DataQuality quality;
 };
+
+// Time outside every epoch after the first began (between and after them)
+// worth a note beside the verdicts: half the run or more, and a second or
+// more; else 0.
+double TimeOutsideEpochs(const TraceAnalysis& analysis);
 
 // The whole run's epoch start-up as a share of its wall time, when it is
 // worth telling beside the steady verdict (>= 5%, the loader has a steady

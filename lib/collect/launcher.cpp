@@ -596,6 +596,7 @@ Result<RunSummary> Run(const RunOptions& options) {
     if (r < 0 && errno != EINTR) break;  // ECHILD: cannot happen while the child lives
   }
   g_child_pgid = 0;
+  const uint64_t job_end_ns = MonotonicNs();
   if (WIFEXITED(wstatus)) {
     summary.exit_code = WEXITSTATUS(wstatus);
   } else if (WIFSIGNALED(wstatus)) {
@@ -654,6 +655,7 @@ Result<RunSummary> Run(const RunOptions& options) {
   f->set_exit_code(summary.exit_code);
   f->set_term_signal(summary.term_signal);
   f->set_end_monotonic_ns(MonotonicNs());
+  f->set_job_end_monotonic_ns(job_end_ns);
   f->set_spans(summary.spans);
   f->set_dropped(summary.dropped);
   f->set_invalid_records(summary.invalid);

@@ -286,6 +286,14 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
       if (!rank_headlines || !IsRankProcess(*job, t.path, l.pid))
         out += style.ForVerdict((job ? WhoInJob(*job, t.path, l) : "") + TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
   if (rank_headlines) out += JobHeadlines(*job);
+  for (const auto& t : traces)
+    if (const double outside = analysis::TimeOutsideEpochs(t); outside > 0)
+      out += fmt::format("{}{} of the run's {} ({}) passed outside the loaders' epochs, after the last or between them: the "
+                         "verdicts cover the epochs' {}. Training that went on there drew from no traced loader "
+                         "(itertools.cycle(loader) replays the first epoch's batches, the same augmentations), or the time "
+                         "went to work without a DataLoader (evaluation, checkpoints)\n",
+                         traces.size() > 1 ? TerminalSafe(t.path) + ": " : "", FormatSeconds(outside), FormatSeconds(t.duration_s),
+                         Pct(outside / t.duration_s), FormatSeconds(t.coverage.in_epochs_s));
   if (job) out += JobText(*job, rank_table, colour);
 
   for (const auto& t : traces) {
@@ -293,6 +301,11 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     for (const auto& l : t.loaders) LoaderSection(out, style, t, l, warmup);
 
     Heading(out, style, "System");
+    if (const auto& c = t.coverage; t.duration_s > 0 && c.in_epochs_s > 0)
+      out += fmt::format("  run {}: in the loaders' epochs {} ({}), before the first {} (the interpreter's start, imports, set-up), "
+                         "between epochs {}, after the last {}\n",
+                         FormatSeconds(t.duration_s), FormatSeconds(c.in_epochs_s), Pct(c.in_epochs_s / t.duration_s),
+                         FormatSeconds(c.before_s), FormatSeconds(c.between_s), FormatSeconds(c.after_s));
     const auto& s = t.system;
     if (s.available) {
       out += fmt::format("  machine CPU {} busy; the job kept {:.2f} cores busy ({} of {} usable)\n", Pct(s.machine_cpu_fraction),

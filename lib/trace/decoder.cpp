@@ -366,6 +366,7 @@ Status TraceDecoder::Footer(const pb::TraceFooter& f) {
   o.exit_code = f.exit_code();
   o.term_signal = f.term_signal();
   o.end_monotonic_ns = f.end_monotonic_ns();
+  o.job_end_monotonic_ns = f.job_end_monotonic_ns();
   o.spans = f.spans();
   o.dropped = f.dropped();
   o.invalid_records = f.invalid_records();

@@ -210,6 +210,7 @@ struct TraceFooter {
   int32_t exit_code = 0;
   int32_t term_signal = 0;
   uint64_t end_monotonic_ns = 0;
+  uint64_t job_end_monotonic_ns = 0;  // the command's exit; 0 in older traces
   uint64_t spans = 0;
   uint64_t dropped = 0;
   uint64_t invalid_records = 0;
