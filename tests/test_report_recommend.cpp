@@ -154,6 +154,17 @@ TEST_CASE("A loader built anew under one name is told that persistent workers ne
   CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("rebuilt:"));
 }
 
+TEST_CASE("A loop with an iterator per step is told to keep one, with the steady state it would reach") {
+  auto l = Planned();
+  CHECK_THAT(RecommendText(Report({l})), !Catch::Contains("per step:"));
+  l.profile.iterator_per_step = true;
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::Contains("per step:     the loop creates an iterator per step (next(iter(loader))?)"));
+  CHECK_THAT(text, Catch::Contains("create it once (it = iter(loader)), call next(it), and a new one at StopIteration, for "
+                                   "the steady state's 3200.0 samples/s\n"));
+  CHECK(ParseJson(RecommendJson(Report({l}))).at("loaders").at(0).at("iterator_per_step").get<bool>());
+}
+
 TEST_CASE("Every cache plan is put in words") {
   auto l = Planned();
   auto& c = l.plan.cache;
@@ -250,6 +261,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
                                              "predicted_samples_per_s", "lp_samples_per_s",
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
                                              "startup_predicted", "predicted_loop_work_s_per_epoch", "measured_whole_run_samples_per_s", "dataloader_objects",
+                                             "iterator_per_step",
                                              "measured_samples_per_s",
                                              "speedup", "bottleneck", "waiting_threads", "busy_cores",
                                              "profiled_busy_cores", "binding", "advice", "prefetch_concurrency",
@@ -270,6 +282,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(l.at("startup_predicted").get<bool>());
   CHECK(l.at("measured_whole_run_samples_per_s").get<double>() == 1500);
   CHECK(l.at("dataloader_objects").get<double>() == 1);
+  CHECK_FALSE(l.at("iterator_per_step").get<bool>());
   CHECK(l.at("speedup").get<double>() == 2);
   CHECK(l.at("bottleneck").get<std::string>() == "cpu prep");
   CHECK(l.at("binding").at("constraint").get<std::string>() == "cores");

@@ -32,7 +32,6 @@ bool LoaderAnalysis::IteratorPerStep() const {
   return true;
 }
 
-
 namespace {
 
 constexpr double kNs = 1e-9;

@@ -201,6 +201,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.epochs = static_cast<uint32_t>(loader.epochs.size());
   p.persistent_workers = loader.config.persistent_workers;
   p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
+  p.iterator_per_step = loader.IteratorPerStep();
   if (!loader.epochs.empty()) {
     p.batches_per_epoch = static_cast<double>(loader.SteppedIterations()) / loader.epochs.size();
     p.samples_per_epoch = loader.samples / static_cast<double>(loader.epochs.size());

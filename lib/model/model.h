@@ -184,6 +184,10 @@ struct LoaderProfile {
   // builds its loader anew (each epoch, each evaluation), and persistent
   // workers then restart with each object.
   uint32_t objects = 1;
+  // The loop creates an iterator per step (next(iter(loader)),
+  // analysis::LoaderAnalysis::IteratorPerStep): each "epoch" is a step, and
+  // no DataLoader setting removes its start; one iterator does.
+  bool iterator_per_step = false;
   // Profiled without workers: the DataLoader's own code in next() outside the
   // fetch span (sampler, bookkeeping), main-thread CPU serial with the step
   // when the main process fetches. Left out, a fast loader (batch 1, a 1.8 us

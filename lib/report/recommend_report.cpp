@@ -35,6 +35,12 @@ std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProf
     out += fmt::format("rebuilt:      the DataLoader was built {} times under this name, and persistent workers die with "
                        "it: build it once, before the loop, for its workers to start once\n",
                        p.objects);
+  if (p.iterator_per_step)
+    out += fmt::format("per step:     the loop creates an iterator per step (next(iter(loader))?), and each one starts "
+                       "the pipeline anew, persistent workers too (they refill their queues at each iter()): create it "
+                       "once (it = iter(loader)), call next(it), and a new one at StopIteration, for the steady state's "
+                       "{:.1f} samples/s\n",
+                       r.predicted.samples_per_s);
   return out;
 }
 
@@ -192,7 +198,7 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("predicted_loop_work_s_per_epoch", r.predicted.loop_work_s_per_epoch);
     w.Key("measured_whole_run_samples_per_s");
     if (p.measured_whole_run_samples_per_s > 0) w.Number(p.measured_whole_run_samples_per_s); else w.Null();
-    w.Field("dataloader_objects", p.objects);
+    w.Field("dataloader_objects", p.objects).Field("iterator_per_step", p.iterator_per_step);
     w.Key("measured_samples_per_s");
     if (r.measured_samples_per_s > 0) w.Number(r.measured_samples_per_s); else w.Null();
     w.Key("speedup");

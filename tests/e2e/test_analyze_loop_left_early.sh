@@ -133,5 +133,9 @@ assert 0.019 <= compute <= 0.030, compute  # the 20 ms sleep a step
 assert "iterator per step" in l["advice"][0], l["advice"]
 PY
     fail "the steps of an iterator-per-step loop are not accounted (above)"
+  # No DataLoader setting removes a start per step: recommend says to keep one iterator.
+  $SP recommend per_step$persistent.pb >recommend$persistent.txt || fail "recommend on the step loop failed"
+  grep -q "^per step: .*create it once (it = iter(loader))" recommend$persistent.txt ||
+    fail "recommend does not name the iterator per step: $(cat recommend$persistent.txt)"
 done
 echo PASS
