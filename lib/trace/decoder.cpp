@@ -609,6 +609,7 @@ Status DecodeChunks(ChunkReader& reader, Trace& trace, SpanSink& sink) {
   }
   if (!decoder.seen_header()) return decoder.NoHeader();
   decoder.Finish();
+  TakeOutReapedChildren(trace);
   trace.truncated = reader.truncated();
   return Status::Ok();
 }

@@ -242,4 +242,18 @@ struct Trace {
   const ProcessInfo* FindProcess(uint32_t pid) const;
 };
 
+// The kernel adds a reaped child's I/O counters (read_bytes, rchar: its own
+// and those of its reaped children) to its parent's /proc/<pid>/io: a
+// DataLoader's main process jumped by its non-persistent workers' reads at
+// each epoch's end, and analysis read 491.8 KiB a step of the training
+// process's own device reads where the step read none. Takes each traced
+// child's last sampled totals out of its parent's read_bytes and rchar from
+// the first sample after the child's last where the parent's rose by at least
+// that much (the reap), within kReapLookahead samples; a rise that never
+// comes (another process reaped it) takes nothing out. The reads a child made
+// after its last sample stay in the parent. DecodeChunks calls it on every
+// trace it loads.
+inline constexpr size_t kReapLookahead = 10;
+void TakeOutReapedChildren(Trace& trace);
+
 }  // namespace stallprof
