@@ -1477,3 +1477,103 @@ TEST_CASE("A loader iterated on a prefetch thread that waits for the training lo
   CHECK(rebuilt.prefetch_thread.handouts == 20);
   CHECK(rebuilt.prefetch_thread.LoopBound());
 }
+
+namespace {
+
+// 1 worker making each batch in 5 ms of CPU, in cycles of two batches. The
+// even batch is held: next() is called 3 ms after its fetch ended, while the
+// worker runs the odd one's fetch, and gets the batch as that fetch ends (the
+// GIL its sending thread needs), then `receive` on CPU. The odd batch is
+// deliverable: next() is called 2.5 ms later with the worker idle and takes
+// 1 ms off CPU plus `receive` on CPU (a handoff). The loop then computes 9 ms
+// before the next cycle's held call. `tensors`: the hook's count of the
+// first batch's tensors (none when 0).
+Trace HeldAndDeliverable(uint64_t receive, uint64_t tensors = 0) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "prefetch_factor", 2);
+  if (tensors) b.Config(100, 1, "batch_tensors", tensors);
+  const uint32_t main = b.Thread(100, 100), w = b.Thread(201, 201);
+  uint64_t cycle = 1000 * kMs;
+  b.Instant(main, names::kEpoch, cycle, 1, 0);
+  for (uint64_t i = 0; i < 40; i += 2) {
+    b.Span(w, names::kFetch, cycle, 5 * kMs, 1, i, 5 * kMs, 0);
+    b.Span(w, names::kFetch, cycle + 5500 * kUs, 5 * kMs, 1, i + 1, 5 * kMs, 0);
+    const uint64_t held_call = cycle + 8500 * kUs, held_back = cycle + 10500 * kUs + receive;
+    b.Span(main, names::kWait, held_call, held_back - held_call, 1, i, receive, 0);
+    const uint64_t call = held_back + 2500 * kUs, back = call + kMs + receive;
+    b.Span(main, names::kWait, call, back - call, 1, i + 1, receive, 0);
+    cycle = back + 500 * kUs;
+  }
+  return b.trace;
+}
+
+}  // namespace
+
+TEST_CASE("More workers for a handoff held in the workers are predicted before they are advised") {
+  // The held batches' waits (2.3 ms each) go with a second worker making a
+  // batch every 2.5 ms against the loop's 5.75 ms of compute a batch: one
+  // worker delivers every 7.55 ms a batch, two about every 6.55 (+15%).
+  const auto result = Analyze(HeldAndDeliverable(300 * kUs), {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.prefetch.SendsHeld());
+  REQUIRE(l.account_steady.Line(Cause::kHandoff).share >= 0.05);
+  REQUIRE_FALSE(l.worker_predictions.empty());
+  CHECK(l.worker_predictions.front().workers == 2);
+  CHECK(l.worker_predictions.front().change > 0.05);
+  const auto handoff = std::find_if(l.advice.begin(), l.advice.end(), [](const std::string& a) { return a.starts_with("handoff ("); });
+  REQUIRE(handoff != l.advice.end());
+  CHECK_THAT(*handoff, Catch::Contains("more workers: num_workers=") && Catch::Contains(" is predicted at ") &&
+                           Catch::Contains("`stallprof whatif --workers "));
+  // On 1 core the prep's advice predicts no more workers (they would have
+  // no core): the handoff's asks for its own figure.
+  auto one_core = HeldAndDeliverable(300 * kUs);
+  one_core.header.usable_cores = one_core.header.online_cores = 1;
+  const auto single = Analyze(one_core, {});
+  const auto& s = OnlyLoader(single);
+  REQUIRE(s.prefetch.SendsHeld());
+  REQUIRE(s.worker_predictions.size() == 1);
+  CHECK(s.worker_predictions.front().workers == 2);
+  const auto said = std::find_if(s.advice.begin(), s.advice.end(), [](const std::string& a) { return a.starts_with("handoff ("); });
+  REQUIRE(said != s.advice.end());
+  CHECK_THAT(*said, Catch::Contains("num_workers=2 is predicted at "));
+}
+
+TEST_CASE("A handoff says how much of it the main thread spent on CPU receiving") {
+  // 0.3 ms of CPU in each 1.3 ms handoff: waiting on the worker is most of
+  // it. 2.5 ms of 3.5 ms: receiving is, and the advice says so.
+  for (uint64_t receive : {300 * kUs, 2500 * kUs}) {
+    INFO(receive << " ns on CPU per next()");
+    const auto result = Analyze(HeldAndDeliverable(receive), {});
+    const auto& l = OnlyLoader(result);
+    const Account& a = l.account_steady;
+    REQUIRE(a.batches > 0);
+    const double handoff = a.Seconds(Cause::kHandoff);
+    REQUIRE(handoff > 0);
+    // Each handoff is 1 ms off CPU and `receive` on it.
+    const double deliverable = handoff / ((kMs + receive) * kSec);
+    CHECK(a.handoff_receive_cpu_s == Approx(deliverable * receive * kSec).epsilon(0.02));
+    CHECK_THAT(a.Line(Cause::kHandoff).evidence, Catch::Contains("; the main thread was on CPU for "));
+    const auto advice = std::find_if(l.advice.begin(), l.advice.end(), [](const std::string& x) { return x.starts_with("handoff ("); });
+    REQUIRE(advice != l.advice.end());
+    CHECK((advice->find("% of it is the main thread on CPU receiving the batches: fewer tensors per batch") != std::string::npos) ==
+          (receive == 2500 * kUs));
+  }
+  // The hook counted the first batch's tensors: one tensor a batch is the
+  // least; what is left costs per batch.
+  for (uint64_t tensors : {3u, 1u}) {
+    INFO(tensors << " tensors a batch");
+    const auto result = Analyze(HeldAndDeliverable(2500 * kUs, tensors), {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.config.batch_tensors == tensors);
+    const auto advice = std::find_if(l.advice.begin(), l.advice.end(), [](const std::string& x) { return x.starts_with("handoff ("); });
+    REQUIRE(advice != l.advice.end());
+    if (tensors == 3)
+      CHECK_THAT(*advice, Catch::Contains("receiving the batches (3 tensors each): fewer tensors per batch"));
+    else
+      CHECK_THAT(*advice, Catch::Contains("receiving the batches (1 tensor each): larger batches, fewer of them") &&
+                              !Catch::Contains("fewer tensors"));
+  }
+}

@@ -118,6 +118,7 @@ struct Ledger {
   uint64_t waits_by_fetch = 0;       // split by their own fetch span
   uint64_t waits_by_mean = 0;        // no matching fetch span: the loader's mean proportions
   uint64_t waits_handoff = 0;        // the batch was ready
+  int64_t handoff_receive_cpu = 0;   // of the handoff, the main thread on CPU in those next() calls (receiving)
   int64_t before_first_next = 0;     // compute between __iter__'s return and the first next()
   int64_t startup_create = 0, startup_first = 0, startup_shutdown = 0;
   uint64_t epochs = 0;
@@ -153,6 +154,7 @@ struct Ledger {
     waits_by_fetch += o.waits_by_fetch;
     waits_by_mean += o.waits_by_mean;
     waits_handoff += o.waits_handoff;
+    handoff_receive_cpu += o.handoff_receive_cpu;
     before_first_next += o.before_first_next;
     startup_create += o.startup_create;
     startup_first += o.startup_first;
@@ -241,6 +243,9 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
       const int64_t queued = std::min(wait - inside, static_cast<int64_t>(it.receive_delay_s * 1e9));
       l.Add(Cause::kContention, queued);
       l.Add(Cause::kHandoff, wait - inside - queued);
+      if (it.receive_s >= 0)
+        l.handoff_receive_cpu += std::clamp<int64_t>(static_cast<int64_t>((it.receive_s - it.receive_delay_s) * 1e9), 0,
+                                                     wait - inside - queued);
       return;
     }
     // The awaited batch: the first fetch of its index at or after the epoch start.
@@ -604,6 +609,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
   Account a;
   a.available = l.batches > 0;
   a.batches = l.batches;
+  a.handoff_receive_cpu_s = loader.config.num_workers > 0 ? l.handoff_receive_cpu * kNs : 0;
   int64_t wall = 0;
   for (int64_t v : l.ns) wall += v;
   a.wall_s = wall * kNs;
@@ -712,14 +718,20 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                             ? "the DataLoader's own per-batch code in next() outside the fetch span (sampler, collation "
                               "bookkeeping)"
                         : loader.prefetch.SendsHeld()
-                            ? fmt::format("{} of {} next() calls found their batch made, but held in its worker: {} of "
-                                          "{} calls made while the batch's worker ran a later fetch got the batch only "
-                                          "as that fetch ended (it holds the GIL the worker's sending thread needs)",
-                                          l.waits_handoff, l.batches, loader.prefetch.sends_held,
-                                          loader.prefetch.sends_held + loader.prefetch.sends_free)
+                            ? fmt::format("{} of {} next() calls found their batch made, its worker between fetches; of "
+                                          "the {} calls made while the batch's worker ran a later fetch, {} found it held "
+                                          "in its worker until that fetch ended (it holds the GIL the worker's sending "
+                                          "thread needs)",
+                                          l.waits_handoff, l.batches,
+                                          loader.prefetch.sends_held + loader.prefetch.sends_free,
+                                          loader.prefetch.sends_held)
                             : fmt::format("{} of {} next() calls found their batch ready: the main process receiving it "
                                           "(IPC, unpickling, pinning)",
                                           l.waits_handoff, l.batches);
+        if (loader.config.num_workers > 0 && l.handoff_receive_cpu > 0)
+          line.evidence += fmt::format("; the main thread was on CPU for {} of it, {} per batch (receiving: unpickling, "
+                                       "rebuilding the batch's tensors)",
+                                       FormatSeconds(a.handoff_receive_cpu_s), Ms(l.handoff_receive_cpu * per_batch));
         break;
       case Cause::kStartup: {
         if (!whole_run) {
@@ -1173,15 +1185,41 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
     case Cause::kHandoff: {
       // The batch waited in its worker, not in the main process: receiving
       // cheaper would not help (docs/model.md "A fetch that holds the GIL").
-      if (l.config.num_workers > 0 && l.prefetch.SendsHeld())
-        return fmt::format("handoff ({}): the batches wait in their workers: a worker's next fetch holds the GIL "
-                           "(Python code in __getitem__ or collate) that its sending thread needs, so a finished "
-                           "batch goes out only when that fetch ends; more workers (num_workers={} now; predict with "
-                           "`stallprof whatif --workers N`), or fetch work that lets the GIL go (numpy or torch "
-                           "operations on whole arrays, I/O)",
-                           share, l.config.num_workers);
+      if (l.config.num_workers > 0 && l.prefetch.SendsHeld()) {
+        const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
+        std::string advice = fmt::format("handoff ({}): ", share);
+        // Most of the line the main thread's own receiving: the batch's
+        // tensors cost it, one receive each (about 0.2 ms a tensor on the
+        // 2-core VM: 0.61 ms for 1 tensor a batch, 1.06 for 3, 1.97 for 8).
+        if (const double handoff = a.Seconds(Cause::kHandoff); handoff > 0 && a.handoff_receive_cpu_s >= 0.5 * handoff) {
+          const uint32_t tensors = l.config.batch_tensors;
+          advice += fmt::format("{:.0f}% of it is the main thread on CPU receiving the batches{}: ",
+                                a.handoff_receive_cpu_s / handoff * 100,
+                                tensors ? fmt::format(" ({} tensor{} each)", tensors, tensors == 1 ? "" : "s") : "");
+          // One tensor is the least a batch can be: what is left is a cost per batch.
+          advice += tensors == 1 ? "larger batches, fewer of them (the cost is per batch, not per sample); "
+                                 : "fewer tensors per batch (each tensor's storage is received apart, its file descriptor "
+                                   "fetched from the worker over a socket); ";
+        }
+        advice += fmt::format(
+            "the batches wait in their workers: a worker's next fetch holds the GIL (Python code in __getitem__ or "
+            "collate) that its sending thread needs, so a finished batch goes out only when that fetch ends; {}; or "
+            "fetch work that lets the GIL go (numpy or torch operations on whole arrays, I/O)",
+            !best ? fmt::format("more workers (num_workers={} now; predict with `stallprof whatif --workers N`)",
+                                l.config.num_workers)
+            : best->change >= kPredictedGainWorthIt
+                ? fmt::format("more workers: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif "
+                              "--workers {}`)",
+                              best->workers, PredictedChange(*best), best->bottleneck, best->workers)
+                : fmt::format("more workers would not help: num_workers={} is predicted at {} (then bound by {}), the "
+                              "best of {}",
+                              best->workers, PredictedChange(*best), best->bottleneck,
+                              PredictedRange(l, l.config.num_workers + 1)));
+        return advice;
+      }
       std::string advice = fmt::format("handoff ({}): the main process spends its time receiving batches; use larger or "
-                                       "cheaper batches (fewer Python objects per batch, pin_memory only when needed)",
+                                       "cheaper batches (fewer tensors and Python objects per batch: each tensor is "
+                                       "received apart; pin_memory only when needed)",
                                        share);
       // No sharing-strategy advice: torch.multiprocessing's 'file_system'
       // moves receiving work into the workers (on the 2-core VM a batch of one
@@ -1320,6 +1358,10 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cor
     for (uint32_t w = now + 1; w <= std::max<uint32_t>(2 * cores, 2 * now + 2) && w <= model::kMaxAutoWorkers; w *= 2)
       counts.push_back(static_cast<int32_t>(w));
   if (advised(Cause::kHandoff) && NoWorkersMayBeFaster(l)) counts.push_back(0);
+  // Batches held in their workers go out sooner with more workers ahead of the step.
+  if (advised(Cause::kHandoff) && now > 0 && l.prefetch.SendsHeld())
+    for (uint32_t w : {now + 1, 2 * now, cores})
+      if (w > now && w <= model::kMaxAutoWorkers) counts.push_back(static_cast<int32_t>(w));
   // Fewer workers where more than the cores wait for them: halvings of the
   // workers down to the cores, the cores, and one less (a core for the step).
   if (advised(Cause::kContention) && now > cores && cores > 0) {

@@ -194,6 +194,10 @@ struct Account {
   double wall_s = 0;                            // the loader's measured wall time; the lines sum to it
   uint64_t batches = 0;                         // next() calls that returned a batch, accounted
   std::vector<AccountLine> lines;               // one per Cause, in Cause order
+  // Of the handoff line, the main thread on CPU in those next() calls
+  // (receiving: unpickling, rebuilding the batch); the rest waited for the
+  // worker to send. 0 without workers or without the waits' CPU.
+  double handoff_receive_cpu_s = 0;
   const AccountLine& Line(Cause cause) const { return lines.at(static_cast<size_t>(cause)); }
   double Seconds(Cause cause) const { return lines.empty() ? 0 : Line(cause).seconds; }
 };

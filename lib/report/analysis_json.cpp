@@ -20,6 +20,7 @@ const char* VerdictId(Verdict v) {
 void WriteAccount(JsonWriter& w, const char* key, const Account& a) {
   w.Key(key).BeginObject();
   w.Field("available", a.available).Field("wall_s", a.wall_s).Field("batches", a.batches);
+  w.Field("handoff_receive_cpu_s", a.handoff_receive_cpu_s);
   w.Key("lines").BeginArray();
   for (const auto& line : a.lines) {
     w.BeginObject();

@@ -5,7 +5,8 @@
 # first batch's tensors (2 tensors: 4 x 16 float32 samples and 4 int64 labels
 # = 288 bytes) and the timed CPU, whatif uses it as measured. A loader with
 # workers, --no-handoff-timing, and a job whose Python cannot run the timing
-# record none; the job's exit code comes back unchanged in every case.
+# record no timing (a loader with workers counts its first batch's tensors
+# all the same); the job's exit code comes back unchanged in every case.
 source "$(dirname "$0")/lib.sh"
 need_torch
 ARGS=(--batches 20 --batch-size 4 --prep-cpu-ms 1 --compute-ms 1 --exit-code 3)
@@ -57,10 +58,12 @@ set -e
 read -r tensors bytes loop receive _ <<<"$(config "$TMP/skip.pb")"
 [ "$tensors $loop $receive" = "2 None None" ] || fail "--no-handoff-timing still timed: $tensors $loop $receive"
 
-# With workers the run measures the handoff itself: no timing, no batch walk.
+# With workers the run measures the handoff itself: no timing; the first
+# batch's tensors are counted as the main process receives it (the handoff
+# advice names them, recommend's memory counts the bytes).
 "$SP" run -q -o "$TMP/w1.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 "${ARGS[@]}" >/dev/null 2>&1 || true
 read -r tensors bytes loop receive _ <<<"$(config "$TMP/w1.pb")"
-[ "$tensors $loop $receive" = "0 None None" ] || fail "a loader with workers was timed: $tensors $loop $receive"
+[ "$tensors $bytes $loop $receive" = "2 288 None None" ] || fail "a loader with workers: $tensors tensors, $bytes bytes, timed $loop $receive"
 
 # A job whose Python cannot run the timing (a copy of the interpreter without
 # torch on its path would need root to build; a Python that exits at startup

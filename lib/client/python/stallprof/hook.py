@@ -501,12 +501,16 @@ def _leading_dimension(batch, depth=0):
     return 0
 
 
-def _measure_batch_size(iterator, scope):
-    """For a loader without automatic batching (batch_size=None: each dataset
-    item is a whole batch, as a stream of pre-batched shards yields), the
-    samples per batch as config (batch_size, batch_size_from): the first
-    delivered batch's leading dimension. The iterator's _next_data is shadowed
-    for that one call, in the main process, whatever the workers."""
+def _measure_first_batch(iterator, scope, samples, tensors):
+    """The first delivered batch, in the main process whatever the workers
+    (the iterator's _next_data is shadowed for that one call): with
+    `samples`, for a loader without automatic batching (batch_size=None: each
+    dataset item is a whole batch, as a stream of pre-batched shards yields),
+    the samples per batch as config (batch_size, batch_size_from), its leading
+    dimension; with `tensors`, for a loader with workers, its tensors as
+    config (batch_tensors, batch_bytes): the main process receives each
+    tensor apart (the handoff advice), and the bytes are what a prefetched
+    batch holds (recommend's memory)."""
     original = iterator._next_data
 
     def first_batch():
@@ -515,12 +519,17 @@ def _measure_batch_size(iterator, scope):
         finally:
             iterator.__dict__.pop("_next_data", None)  # back to the class's method
         try:
-            samples = _leading_dimension(data)
-            if samples > 0:
-                _ext.config(scope, "batch_size", samples)
-                _ext.config(scope, "batch_size_from", "first batch")
+            if samples:
+                n = _leading_dimension(data)
+                if n > 0:
+                    _ext.config(scope, "batch_size", n)
+                    _ext.config(scope, "batch_size_from", "first batch")
+            if tensors:
+                sizes = _tensor_bytes(data, [])
+                _ext.config(scope, "batch_tensors", len(sizes))
+                _ext.config(scope, "batch_bytes", sum(sizes))
         except Exception:
-            pass  # optional: analysis counts batches as samples
+            pass  # optional: analysis counts batches as samples, the advice goes without the count
         return data
 
     iterator._next_data = first_batch
@@ -664,8 +673,9 @@ def _patch():
             fetcher._stallprof_scope = scope
             if epoch == 0 and self.num_workers == 0 and hasattr(fetcher, "collate_fn"):
                 _watch_first_batch(fetcher, scope)
-        if epoch == 0 and self.batch_size is None and self.batch_sampler is None and hasattr(iterator, "_next_data"):
-            _measure_batch_size(iterator, scope)
+        samples = self.batch_size is None and self.batch_sampler is None
+        if epoch == 0 and (samples or self.num_workers > 0) and hasattr(iterator, "_next_data"):
+            _measure_first_batch(iterator, scope, samples, self.num_workers > 0)
         pin_thread = getattr(iterator, "_pin_memory_thread", None)
         if pin_thread is not None and pin_thread.ident is not None:
             _pin_scopes[pin_thread.ident] = scope
