@@ -356,6 +356,35 @@ TEST_CASE("Run-queue delay on a machine nothing else used is the job's own, and 
   CHECK(OwnDelayThreads(p) == 0);
 }
 
+TEST_CASE("The workers of loaders iterated with this one are the job's own load, kept whatever is taken away") {
+  // The delay of the test above at L = 1.5 (more than a thread: taken away as
+  // another tenant's), of which a zipped loader's worker measured 0.9 busy
+  // threads: the 0.6 beyond it is the job's own delay, and the 0.9 stays.
+  LoaderProfile p = BaseProfile();
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = 0.03;
+  p.outside_busy_cores = 0.1;
+  p.outside_busy_measured = true;
+  REQUIRE(OwnDelayThreads(p) == 0);
+  p.sibling_busy_threads = 0.9;
+  CHECK(BackgroundThreads(p) == Approx(1.5).epsilon(0.02));
+  CHECK(OwnDelayThreads(p) == Approx(1.5).epsilon(0.02));
+  // Other processes busy, or /proc/stat not sampled: their share goes, the siblings stay.
+  p.outside_busy_cores = 0.6;
+  CHECK(OwnDelayThreads(p) == Approx(0.9));
+  p.outside_busy_cores = 0.1;
+  p.outside_busy_measured = false;
+  CHECK(OwnDelayThreads(p) == Approx(0.9));
+  // A sibling busier than the delay shows: at least its own load.
+  p.outside_busy_measured = true;
+  p.delay_s_per_batch = 0;
+  p.sibling_busy_threads = 0.5;
+  CHECK(BackgroundThreads(p) == Approx(0.5));
+  CHECK(OwnDelayThreads(p) == Approx(0.5));
+}
+
 TEST_CASE("A busy process on a core the job left idle is an outside load though it delays none of the job's threads") {
   // Profiled without workers on 2 cores beside one busy loop (/proc/stat: 1
   // core busy beyond the job's): the fetching thread had a core to itself.

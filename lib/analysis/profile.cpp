@@ -16,6 +16,29 @@ namespace stallprof::analysis {
 
 namespace internal {
 
+// The workers' CPU of the loaders iterated with `loader` (zip), in cores over
+// its epochs (/proc sampler): the job's own load beside it
+// (LoaderProfile::sibling_busy_threads).
+double SiblingBusyThreads(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
+  constexpr double kNs = 1e-9;
+  std::set<uint32_t> pids;
+  for (const auto& z : loader.zipped_loaders)
+    for (const auto& other : analysis.loaders)
+      if (&other != &loader && other.pid == loader.pid && other.config.name == z.name)
+        for (const auto& w : other.workers)
+          if (!w.in_main_process) pids.insert(w.pid);
+  if (pids.empty()) return 0;
+  double cpu_s = 0, wall_s = 0;
+  for (const auto& e : loader.epochs) {
+    if (e.end_ns <= e.start_ns) continue;
+    wall_s += (e.end_ns - e.start_ns) * kNs;
+    for (const auto& series : trace.process_series)
+      if (pids.count(series.pid) && series.t_ns.size() >= 2 && series.cpu_ns.size() == series.t_ns.size())
+        cpu_s += (SeriesAt(series.t_ns, series.cpu_ns, e.end_ns) - SeriesAt(series.t_ns, series.cpu_ns, e.start_ns)) * kNs;
+  }
+  return wall_s > 0 ? std::max(0.0, cpu_s / wall_s) : 0;
+}
+
 model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
   constexpr double kNs = 1e-9;
   model::LoaderProfile p;
@@ -288,6 +311,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     }
   }
   if (worker_rss_count) p.worker_rss_bytes = worker_rss_sum / worker_rss_count;
+  p.sibling_busy_threads = SiblingBusyThreads(trace, analysis, loader);
 
   double samples = batches > 0 ? batches * loader.config.batch_size : loader.samples;
   p.dataset_bytes = loader.config.dataset_bytes;

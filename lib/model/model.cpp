@@ -384,13 +384,16 @@ double BackgroundThreads(const LoaderProfile& p) {
   // threads; /proc/stat's busy time less the job's own sees it. Below half a
   // core it is the launcher and the machine's housekeeping.
   const double outside = p.outside_busy_cores >= kOutsideCoresSeen ? p.outside_busy_cores : 0;
-  return std::max(BackgroundFromDelay(p), outside);
+  return std::max(BackgroundFromDelay(p), outside + p.sibling_busy_threads);
 }
 
 double OwnDelayThreads(const LoaderProfile& p) {
-  if (!p.outside_busy_measured || p.outside_busy_cores >= kOutsideCoresSeen) return 0;
-  const double fitted = BackgroundFromDelay(p);
-  return fitted <= kOwnDelayThreadsMost ? fitted : 0;
+  // The loaders iterated with this one are the job's: always kept; the rest
+  // of the fit as before.
+  const double siblings = p.sibling_busy_threads;
+  if (!p.outside_busy_measured || p.outside_busy_cores >= kOutsideCoresSeen) return siblings;
+  const double excess = std::max(0.0, BackgroundFromDelay(p) - siblings);
+  return siblings + (excess <= kOwnDelayThreadsMost ? excess : 0);
 }
 
 double ScenarioBackground(const LoaderProfile& p, double requested) {

@@ -404,6 +404,11 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
                                   "0 takes it away)",
                                   assumed, kOutsideCoresSeen)
                     : "0 (other processes' load taken away; --background-load profiled keeps it)"));
+  if (profile.sibling_busy_threads > 0)
+    out.inputs.push_back(fmt::format(
+        "the workers of the loaders iterated with this one ({}): {:.2f} busy threads during its epochs (measured, /proc "
+        "sampler): the job's own, part of the fit above and kept in every scenario",
+        profile.zipped_with, profile.sibling_busy_threads));
   // Beside another process's busy threads, a thread waiting for the GIL wakes
   // at once and wins the fetch's brief releases (a torch op's dispatch): the
   // probe and the sending threads find it free where a quiet machine holds it.

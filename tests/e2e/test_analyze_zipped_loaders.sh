@@ -5,10 +5,14 @@
 # the advice, so that the slow loader's wait is not read as the model's time.
 # Set costs (no workers): fast's batch is 16 x 0.5 ms of CPU, slow's 16 x 2 ms,
 # the step burns 10 ms.
+# Then with a worker each, on 2 cores: the other loader's worker is the job's
+# own load beside this one, kept in whatif's scenarios. Set costs: each batch
+# 16 x 1 ms of CPU in either loader, a 10 ms step: 42 ms of CPU a step on 2
+# cores, so no worker count delivers more than 16 / 21 ms = 762 samples/s.
 source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
-cat > zipped.py <<'PY'
+cat > burn.py <<'PY'
 import time, torch
 
 class Burn(torch.utils.data.Dataset):
@@ -21,6 +25,10 @@ class Burn(torch.utils.data.Dataset):
         while time.thread_time() - t < self.cpu_s:
             pass
         return torch.zeros(8)
+PY
+cat > zipped.py <<'PY'
+import time, torch
+from burn import Burn
 
 fast = torch.utils.data.DataLoader(Burn(320, 0.0005), batch_size=16)
 slow = torch.utils.data.DataLoader(Burn(320, 0.002), batch_size=16)
@@ -48,5 +56,32 @@ for me, other, set_cost in ((fast, "slow", 0.032), (slow, "fast", 0.008)):
     assert len(zipped) == 1 and zipped[0]["name"] == other, zipped
     assert 0.8 * set_cost <= per_batch <= 1.25 * set_cost, per_batch
     assert me["nested_loaders"] == [], me["nested_loaders"]
+PY
+
+[ "$(nproc)" -ge 2 ] || skip "the zipped loaders with workers need 2 cores (the first part passed)"
+require_quiet_cpus
+cat > workers.py <<'PY'
+import time, torch
+from burn import Burn
+a = torch.utils.data.DataLoader(Burn(640, 0.001), batch_size=16, num_workers=1)
+b = torch.utils.data.DataLoader(Burn(640, 0.001), batch_size=16, num_workers=1)
+for epoch in range(2):
+    for x, y in zip(a, b):
+        t = time.thread_time()
+        while time.thread_time() - t < 0.010:
+            pass
+PY
+$SP run -q -o workers.pb -- "$PY" workers.py >run2.log 2>&1 || fail "the run with workers failed: $(tail -3 run2.log)"
+$SP whatif workers.pb --loader a --workers 1,2 --json >whatif.json || fail "whatif failed"
+$SP whatif workers.pb --loader a --workers 2 >whatif.txt || fail "whatif failed"
+grep -q "the workers of the loaders iterated with this one ('b'): [0-9.]* busy threads" whatif.txt ||
+  fail "whatif does not name b's workers as the job's load: $(grep -i 'outside load' whatif.txt)"
+"$PY" - whatif.json <<'PY' || fail "whatif took the other loader's worker away (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))["loaders"][0]
+rows = {r["workers"]: r["prediction"] for r in d["scenarios"]}
+measured, two = d["measured_samples_per_s"], rows[2]["samples_per_s"]
+print("a: measured %.1f samples/s with 1 worker; 2 workers predicted %.1f; the set costs' ceiling 762" % (measured, two))
+assert two <= 1.1 * 762, two
 PY
 echo PASS
