@@ -1183,8 +1183,9 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                                            PredictedRange(l, l.config.num_workers + 1)));
     }
     case Cause::kHandoff: {
-      // The batch waited in its worker, not in the main process: receiving
-      // cheaper would not help (docs/model.md "A fetch that holds the GIL").
+      // Held in its worker (docs/model.md "A fetch that holds the GIL"):
+      // more workers or GIL-free fetch work, predicted; cheaper receiving
+      // only where the main thread's own CPU is most of the line.
       if (l.config.num_workers > 0 && l.prefetch.SendsHeld()) {
         const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
         std::string advice = fmt::format("handoff ({}): ", share);
