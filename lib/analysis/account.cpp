@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -1065,6 +1066,20 @@ std::string PredictedChange(const WorkersPrediction& p) {
   return fmt::format("{:.1f} samples/s ({:+.1f}%)", p.samples_per_s, p.change * 100);
 }
 
+// The advice's phrase for more workers, from the best of their predictions:
+// `gain` with its figure where it gains kPredictedGainWorthIt, else
+// `no_gain` with it and the counts weighed; `unpredicted` without any.
+std::string MoreWorkersPredicted(const LoaderAnalysis& l, std::string_view gain, std::string_view no_gain,
+                                 const std::string& unpredicted) {
+  const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
+  if (!best) return unpredicted;
+  if (best->change >= kPredictedGainWorthIt)
+    return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif --workers {}`)", gain,
+                       best->workers, PredictedChange(*best), best->bottleneck, best->workers);
+  return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}), the best of {}", no_gain, best->workers,
+                     PredictedChange(*best), best->bottleneck, PredictedRange(l, l.config.num_workers + 1));
+}
+
 // Without workers, a batch made faster than a worker's would be received
 // (timed after the run): workers would slow it down (a TensorDataset MLP:
 // 148 us to fetch, 364 us to receive; 38945 samples/s without workers, 24418
@@ -1167,27 +1182,16 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                          "--cache SIZE`",
                          share);
     case Cause::kOtherBlocking:
-    {
-      const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
       return fmt::format("other blocking ({}): the workers are off CPU without reading the device (sleep, lock, network, "
                          "IPC); find it in __getitem__; {}",
                          share,
-                         !best ? "more workers hide the latency (`stallprof whatif --workers N`)"
-                         : best->change >= kPredictedGainWorthIt
-                             ? fmt::format("more workers hide the latency: num_workers={} is predicted at {} (then "
-                                           "bound by {}; `stallprof whatif --workers {}`)",
-                                           best->workers, PredictedChange(*best), best->bottleneck, best->workers)
-                             : fmt::format("more workers would not hide it: num_workers={} is predicted at {} (then "
-                                           "bound by {}), the best of {}",
-                                           best->workers, PredictedChange(*best), best->bottleneck,
-                                           PredictedRange(l, l.config.num_workers + 1)));
-    }
+                         MoreWorkersPredicted(l, "more workers hide the latency", "more workers would not hide it",
+                                              "more workers hide the latency (`stallprof whatif --workers N`)"));
     case Cause::kHandoff: {
       // Held in its worker (docs/model.md "A fetch that holds the GIL"):
       // more workers or GIL-free fetch work, predicted; cheaper receiving
       // only where the main thread's own CPU is most of the line.
       if (l.config.num_workers > 0 && l.prefetch.SendsHeld()) {
-        const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
         std::string advice = fmt::format("handoff ({}): ", share);
         // Most of the line the main thread's own receiving: the batch's
         // tensors cost it, one receive each (about 0.2 ms a tensor on the
@@ -1206,16 +1210,10 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
             "the batches wait in their workers: a worker's next fetch holds the GIL (Python code in __getitem__ or "
             "collate) that its sending thread needs, so a finished batch goes out only when that fetch ends; {}; or "
             "fetch work that lets the GIL go (numpy or torch operations on whole arrays, I/O)",
-            !best ? fmt::format("more workers (num_workers={} now; predict with `stallprof whatif --workers N`)",
-                                l.config.num_workers)
-            : best->change >= kPredictedGainWorthIt
-                ? fmt::format("more workers: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif "
-                              "--workers {}`)",
-                              best->workers, PredictedChange(*best), best->bottleneck, best->workers)
-                : fmt::format("more workers would not help: num_workers={} is predicted at {} (then bound by {}), the "
-                              "best of {}",
-                              best->workers, PredictedChange(*best), best->bottleneck,
-                              PredictedRange(l, l.config.num_workers + 1)));
+            MoreWorkersPredicted(l, "more workers", "more workers would not help",
+                                 fmt::format("more workers (num_workers={} now; predict with `stallprof whatif "
+                                             "--workers N`)",
+                                             l.config.num_workers)));
         return advice;
       }
       std::string advice = fmt::format("handoff ({}): the main process spends its time receiving batches; use larger or "
