@@ -34,6 +34,10 @@
 # startup: spawned, non-persistent workers on short epochs -> predict
 #          persistent_workers=True, compared as whole-run samples/s (five
 #          pairs at least).
+# setup:   each worker's lazy set-up in its first item (300 ms of CPU: a
+#          database opened, a decoder imported on first use), forked,
+#          non-persistent workers on short epochs -> predict
+#          persistent_workers=True, whole run (the set-up is paid once).
 # hog:     profiled beside two CPU-burning processes -> predict 2 workers on
 #          the machine to itself (--background-load 0), measured without them.
 # indexed: a custom dataset that opens its files by index (lists none), on the
@@ -377,6 +381,21 @@ validate_startup() {
   compare "startup: spawn -> persistent, whole run" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
 }
 
+validate_setup() {
+  if [ "$(nproc)" -lt 2 ]; then skip setup "needs 2 cores"; return; fi
+  local flags=(--workers 2 --epochs 4 --batches 20 --batch-size 4 --prep-cpu-ms 2 --compute-ms 5 --worker-setup-ms 300)
+  local profiled=() predicted=() measured=() i
+  for i in $(seq $((REPEAT < 5 ? 5 : REPEAT))); do
+    "$SP" run -q -o "$WORK/s1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
+    profiled+=("$(measured_whole_of "$WORK/s1.pb")")
+    predicted+=("$(predict "$WORK/s1.pb" whole_run_samples_per_s --persistent-workers true)")
+    "$SP" run -q -o "$WORK/s2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --persistent >/dev/null
+    measured+=("$(measured_whole_of "$WORK/s2.pb")")
+  done
+  echo "setup (whole run): profiled ${profiled[*]}; predicted ${predicted[*]}; measured ${measured[*]}"
+  compare "setup: a worker's set-up, non-persistent -> persistent, whole run" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
+}
+
 validate_hog() {
   if [ "$(nproc)" -lt 2 ]; then skip hog "needs 2 cores"; return; fi
   local flags=(--batches 60 --batch-size 4 --prep-cpu-ms 4 --compute-ms 4)
@@ -501,7 +520,7 @@ validate_indexed() {
   compare "indexed: cold 400M -> all cached" "${predicted[*]}" "${measured[*]}" "${profiled[*]}" "${floors[*]}"
 }
 
-CASES="cores compute cache cpustep decode threads fewer tail startup hog indexed"
+CASES="cores compute cache cpustep decode threads fewer tail startup setup hog indexed"
 case "${1:-all}" in
   all) for c in $CASES; do "validate_$c"; done ;;
   *)

@@ -831,3 +831,74 @@ TEST_CASE("The run's time is split into the loaders' epochs, before, between and
   CHECK(shorter->coverage.after_s == Approx(1.9));
   CHECK(TimeOutsideEpochs(*shorter) == 0);
 }
+
+namespace {
+// 2 worker processes, each making `fetch_ms.size()` fetches of 4 items in
+// turn, on CPU throughout: fetch k takes fetch_ms[k], its items evenly but
+// the worker's first item `first_item_extra_ms` more.
+Result<TraceAnalysis> FreshWorkers(const std::vector<uint64_t>& fetch_ms, uint64_t first_item_extra_ms) {
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "batch_size", 4);
+  LoopSpec spec;
+  spec.iterations = static_cast<uint32_t>(2 * fetch_ms.size());
+  spec.wait = 0;
+  spec.compute = 200 * kMs;
+  AddMainProcessLoader(b, spec);
+  for (uint32_t w = 0; w < 2; ++w) {
+    b.Process(201 + w, 100);
+    const uint32_t thread = b.Thread(201 + w, 201 + w);
+    for (uint64_t k = 0; k < fetch_ms.size(); ++k) {
+      const uint64_t batch = 2 * k + w, start = spec.start + batch * 200 * kMs;
+      const uint64_t extra = k == 0 ? first_item_extra_ms * kMs : 0;
+      const uint64_t fetch = fetch_ms[k] * kMs + extra;
+      b.Span(thread, names::kFetch, start, fetch, 1, batch, fetch, 0);
+      uint64_t t = start;
+      for (int item = 0; item < 4; ++item) {
+        const uint64_t d = fetch_ms[k] * kMs / 4 + (item == 0 ? extra : 0);
+        b.Span(thread, names::kGetitem, t, d, 1, item);
+        t += d;
+      }
+    }
+  }
+  return Analyze(b.trace, {});
+}
+}  // namespace
+
+TEST_CASE("A worker's first item beyond its others is its set-up, taken out of its first fetch's cost") {
+  // 4 batches a worker of 4 items of 10 ms, each worker's first 60 ms (imports,
+  // a file opened on first use): too few fetches to tell a warm worker by.
+  const auto result = FreshWorkers({40, 40, 40, 40}, 50);
+  const auto& loader = OnlyLoader(result);
+  const auto& setup = loader.worker_setup;
+  CHECK(setup.starts == 2);
+  CHECK(setup.item_s == Approx(0.010));
+  CHECK(setup.first_item_s == Approx(0.050));
+  CHECK(setup.warm_fetch_s < 0);
+  REQUIRE(setup.by_fetch.size() == 1);
+  CHECK(setup.wall_s == Approx(0.050));
+  CHECK(setup.cpu_s == Approx(0.050));  // items without CPU: as their fetch's split (all CPU)
+  // Every fetch now costs a warm worker's 40 ms.
+  REQUIRE(loader.batch_costs.size() == 8);
+  for (const auto& cost : loader.batch_costs) CHECK(cost.cpu_s == Approx(0.040));
+  CHECK_THAT(loader.account_all.Line(Cause::kStartup).evidence,
+             Catch::Contains("a fresh worker's first 1 fetches took 50.0 ms more than a warm one's, its first item 50.0 ms "
+                             "more than its others' 10.0 ms"));
+}
+
+TEST_CASE("A fresh worker's first fetches beyond its later ones are its set-up, however its items split it") {
+  // 8 fetches a worker: 100, 60, then 40 ms (caches warming), items even.
+  const auto result = FreshWorkers({100, 60, 40, 40, 40, 40, 40, 40}, 0);
+  const auto& loader = OnlyLoader(result);
+  const auto& setup = loader.worker_setup;
+  CHECK(setup.warm_fetch_s == Approx(0.040));
+  // The first item 25 ms against the others' 375 ms over 31 items: within the fetch's excess.
+  CHECK(setup.first_item_s == Approx(0.025 - 0.375 / 31));
+  REQUIRE(setup.by_fetch.size() == 2);
+  CHECK(setup.by_fetch[0].cpu_s == Approx(0.060));
+  CHECK(setup.by_fetch[1].cpu_s == Approx(0.020));
+  CHECK(setup.wall_s == Approx(0.080));
+  for (const auto& cost : loader.batch_costs) CHECK(cost.cpu_s == Approx(0.040));
+  // A first item slower than the fetch's excess sets the first fetch's.
+  CHECK(OnlyLoader(FreshWorkers({100, 60, 40, 40, 40, 40, 40, 40}, 90)).worker_setup.by_fetch[0].cpu_s == Approx(0.150));
+}

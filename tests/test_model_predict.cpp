@@ -873,3 +873,21 @@ TEST_CASE("The whole run counts an epoch's partial last batch as the samples it 
   // Per epoch the first batch (10 ms) and 10 steps of 0.1 s.
   CHECK(r->whole_run_samples_per_s == Approx(2 * 95 / (2 * 1.01)).epsilon(1e-3));
 }
+
+TEST_CASE("A worker's set-up is paid in every epoch that starts workers, once when they persist") {
+  // The whole-run case above with a 0.5 s set-up in each worker's first fetch
+  // (on 4 cores both workers' run in parallel): every epoch's first batch
+  // comes 0.5 s later without persistent workers, the first epoch's alone with them.
+  LoaderProfile p = WholeRunProfile();
+  p.worker_setup_by_fetch = {{0.5f, 0}};
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->samples_per_s == Approx(100).epsilon(1e-3));  // a one-time cost: not the steady state
+  CHECK(r->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.5 + 0.01 + 1.0))).epsilon(1e-3));
+  Scenario persistent = On(4);
+  persistent.persistent_workers = 1;
+  CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (1.0 + 0.5 + 4 * 1.01)).epsilon(1e-3));
+  // A loader built anew each epoch restarts its persistent workers with each object.
+  p.objects = 4;
+  CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.5 + 0.01 + 1.0))).epsilon(1e-3));
+}

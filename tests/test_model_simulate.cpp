@@ -239,3 +239,27 @@ TEST_CASE("A fetch holding the GIL keeps its worker's sending thread from sendin
   c.prefetch_factor = 4;
   CHECK(SimulateLoader(c).steady_step_s == Approx(0.0105).epsilon(1e-3));
 }
+
+TEST_CASE("A fresh worker pays its set-up on its first fetches only, each worker once") {
+  // 2 workers on 2 cores, 10 ms of CPU a batch, no step; the second worker
+  // starts half a batch's production (5 ms) after the first (the
+  // simulation's stagger): batches 0 and 2 end at 10 and 20 ms, 1 and 3 at
+  // 15 and 25.
+  auto c = Loader(2, 2, {{0.010f, 0}}, 4);
+  CHECK(SimulateLoader(c).seconds == Approx(0.025).epsilon(1e-6));
+  // A 100 ms set-up on CPU and 50 ms off it in the first fetch: the first
+  // worker's first fetch ends at 160 ms, the second's at 165, the last batch
+  // 10 ms later (paid twice by a worker: 335 ms).
+  c.worker_setup = {{0.100f, 0.050f}};
+  CHECK(SimulateLoader(c).seconds == Approx(0.175).epsilon(1e-6));
+  // On one core the two set-ups' CPU shares it: the first worker alone for
+  // 5 ms, both at half a core until 215 ms, the second alone to 220; then
+  // 50 ms off CPU each (265, 270), and the last batches' 10 ms each, shared
+  // from 270 ms: 280 and 285.
+  c.cores = 1;
+  CHECK(SimulateLoader(c).seconds == Approx(0.285).epsilon(1e-6));
+  // 20 ms more in each worker's second fetch: 30 ms after its first (190, 195).
+  c.cores = 2;
+  c.worker_setup = {{0.100f, 0.050f}, {0.020f, 0}};
+  CHECK(SimulateLoader(c).seconds == Approx(0.195).epsilon(1e-6));
+}

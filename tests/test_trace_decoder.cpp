@@ -188,6 +188,11 @@ TEST_CASE("spans a sink folds are summed per thread, name and scope, and dropped
       it->wall_with_cpu_ns += r.duration_ns;
       it->cpu_ns += r.cpu_ns;
     }
+    if (r.start_ns < it->first_start) {
+      it->first_duration_ns = r.duration_ns;
+      it->first_cpu_ns = r.has_cpu == CpuMeasured::kYes ? r.cpu_ns : 0;
+      it->first_has_cpu = r.has_cpu == CpuMeasured::kYes;
+    }
     it->first_start = std::min(it->first_start, r.start_ns);
     it->last_end = std::max(it->last_end, r.start_ns + r.duration_ns);
   }
@@ -225,6 +230,9 @@ TEST_CASE("spans a sink folds are summed per thread, name and scope, and dropped
     CHECK(got.wall_with_cpu_ns == want.wall_with_cpu_ns);
     CHECK(got.cpu_ns == want.cpu_ns);
     CHECK(got.first_start == want.first_start);
+    CHECK(got.first_duration_ns == want.first_duration_ns);  // the earliest span itself (a worker's first item)
+    CHECK(got.first_cpu_ns == want.first_cpu_ns);
+    CHECK(got.first_has_cpu == want.first_has_cpu);
     CHECK(got.last_end == want.last_end);
   }
   std::remove(path.c_str());

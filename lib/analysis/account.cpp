@@ -108,6 +108,8 @@ constexpr double kMainFaultsHeavyPerBatch = 2048;
 constexpr double kMainFaultsHeavyPerBatchDynamic = 512;
 // A cause other than the bottleneck gets its advice from this share of the time.
 constexpr double kAdvisedShare = 0.05;
+// A worker's set-up in its first item worth naming in the start-up's evidence.
+constexpr double kSetupShownS = 1e-3;
 using Weights = std::array<double, kN>;
 size_t I(Cause c) { return static_cast<size_t>(c); }
 
@@ -760,6 +762,16 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         else
           line.evidence += fmt::format(" (iterator creation {}, the StopIteration next() {} per epoch)",
                                        Ms(l.startup_create / epochs), Ms(l.startup_shutdown / epochs));
+        if (const auto& setup = loader.worker_setup; workers && setup.wall_s >= kSetupShownS) {
+          line.evidence += fmt::format("; a fresh worker's first {} fetches took {} more than a warm one's{}", setup.by_fetch.size(),
+                                       Ms(setup.wall_s * 1e9),
+                                       setup.warm_fetch_s > 0 ? fmt::format(" ({} each)", Ms(setup.warm_fetch_s * 1e9)) : "");
+          if (setup.first_item_s >= kSetupShownS)
+            line.evidence += fmt::format(", its first item {} more than its others' {} (a one-time set-up: imports, files "
+                                         "opened on first use)",
+                                         Ms(setup.first_item_s * 1e9), Ms(setup.item_s * 1e9));
+          line.evidence += fmt::format(" ({} worker starts)", setup.starts);
+        }
         if (const double sampler = loader.SamplerFirstPerEpochS(); sampler > 0)
           line.evidence += fmt::format("; the sampler's first draw {} per epoch ({})", Ms(sampler * 1e9),
                                        loader.config.num_workers > 0 ? "in the iterator creation, priming the workers" : "in the first next()");
@@ -1242,31 +1254,35 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       }
       return advice;
     }
-    case Cause::kStartup:
+    case Cause::kStartup: {
       if (std::string sampler = SamplerStartupAdvice(l, share, line.seconds); !sampler.empty()) return sampler;
+      // What persistent_saving_s counts.
+      const auto saved = [&](std::string_view each) {
+        return fmt::format("worker start-up{} and shutdown of every {}",
+                           l.worker_setup.by_fetch.empty() ? "" : ", the first batch's wait for a worker's set-up,", each);
+      };
       if (std::string per_step = IteratorPerStepAdvice(l); !per_step.empty())
         return fmt::format("epoch start-up ({}): {}{}", share, per_step,
                            l.persistent_saving_s > 0
-                               ? fmt::format("; persistent_workers=True alone saves {} (worker start-up and shutdown "
-                                             "of every iterator)",
-                                             FormatSeconds(l.persistent_saving_s))
+                               ? fmt::format("; persistent_workers=True alone saves {} ({})",
+                                             FormatSeconds(l.persistent_saving_s), saved("iterator"))
                                : "");
       // Workers persist only within one DataLoader object: a loader built
       // anew for each epoch (an evaluation function's) must be built once.
       return (l.persistent_saving_s > 0 && l.scopes.size() > 1
                   ? fmt::format("epoch start-up ({}): the DataLoader was built {} times under this name, so its "
                                 "workers start with each whatever persistent_workers says; building it once with "
-                                "persistent_workers=True saves {} (worker start-up and shutdown of every epoch)",
-                                share, l.scopes.size(), FormatSeconds(l.persistent_saving_s))
+                                "persistent_workers=True saves {} ({})",
+                                share, l.scopes.size(), FormatSeconds(l.persistent_saving_s), saved("epoch"))
               : l.persistent_saving_s > 0
-                  ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} (worker start-up and shutdown of "
-                                "every epoch)",
-                                share, FormatSeconds(l.persistent_saving_s))
+                  ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} ({})", share,
+                                FormatSeconds(l.persistent_saving_s), saved("epoch"))
               : l.config.persistent_workers && l.startup_split.starting_epochs > 0
                   ? PersistentStartupAdvice(l, share)
                   : fmt::format("epoch start-up ({}): longer epochs or fewer, cheaper workers to start (start method {})",
                                 share, l.config.multiprocessing_context.empty() ? "?" : l.config.multiprocessing_context)) +
              SerialStartAdvice(l);
+    }
     case Cause::kStallprof:
       return fmt::format("stallprof's own cost ({}): the job is faster than the trace says, by {:.1f} us per batch", share,
                          a.batches ? line.seconds / a.batches * 1e6 : 0.0);
@@ -1518,12 +1534,22 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   // workers to start (epoch start to the last one's first fetch) and every shutdown.
   loader.persistent_saving_s = 0;
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
+    std::vector<uint64_t> first_return(loader.epochs.size(), 0);  // each epoch's first batch
+    for (const Iteration& it : loader.iterations)
+      if (it.index_in_epoch == 0 && it.epoch < first_return.size() && first_return[it.epoch] == 0)
+        first_return[it.epoch] = it.return_ns;
     for (size_t e = 0; e < loader.epochs.size(); ++e) {
       const auto& epoch = loader.epochs[e];
       if (epoch.has_end_call) loader.persistent_saving_s += Ns(epoch.end_call_ns, epoch.end_ns) * kNs;
       // A persistent iterator's later epoch still draws the sampler's first indices (_reset).
-      if (e > 0 && epoch.workers_ready_ns > epoch.start_ns)
+      if (e > 0 && epoch.workers_ready_ns > epoch.start_ns) {
         loader.persistent_saving_s += std::max(0.0, Ns(epoch.start_ns, epoch.workers_ready_ns) * kNs - epoch.sampler_first_s);
+        // and its first batch comes from a worker set up already: the wait
+        // past the last worker's start, as far as a first fetch's set-up.
+        if (const auto& setup = loader.worker_setup.by_fetch; !setup.empty() && first_return[e] > epoch.workers_ready_ns)
+          loader.persistent_saving_s += std::min(static_cast<double>(setup[0].cpu_s) + setup[0].io_s,
+                                                 Ns(epoch.workers_ready_ns, first_return[e]) * kNs);
+      }
     }
   }
 

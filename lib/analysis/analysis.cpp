@@ -860,6 +860,7 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
   struct Cost {
     uint64_t start_ns;
     uint64_t batch;  // index in its epoch (the span's arg)
+    uint32_t thread;
     model::BatchCost cost;
   };
   HugeVector<Cost> costs;
@@ -880,15 +881,27 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
       w.cpu_s += cpu;
       w.delay_s += delay;
       w.io_s += std::max(0.0, d - cpu - delay);
-      costs.push_back({s.start_ns[f], s.arg[f], {static_cast<float>(cpu), static_cast<float>(std::max(0.0, d - cpu - delay))}});
+      costs.push_back({s.start_ns[f], s.arg[f], thread, {static_cast<float>(cpu), static_cast<float>(std::max(0.0, d - cpu - delay))}});
     } else {
-      costs.push_back({s.start_ns[f], s.arg[f], {0.0f, static_cast<float>(d)}});
+      costs.push_back({s.start_ns[f], s.arg[f], thread, {0.0f, static_cast<float>(d)}});
     }
   }
   internal::RadixSortBy(costs, [](const auto& c) { return c.start_ns; });
   loader.batch_costs.clear();
   loader.batch_costs.reserve(costs.size());
-  for (const auto& c : costs) loader.batch_costs.push_back(c.cost);
+  loader.worker_fetch_position.clear();
+  loader.worker_fetch_position.reserve(costs.size());
+  // A worker's life: without persistent workers an epoch's (each starts its own).
+  std::vector<std::pair<size_t, uint32_t>> life_of_thread(trace.threads.size(), {SIZE_MAX, 0});  // (epoch, fetches)
+  const bool persistent = loader.config.persistent_workers;
+  size_t epoch = 0;
+  for (const auto& c : costs) {
+    while (epoch + 1 < loader.epochs.size() && loader.epochs[epoch + 1].start_ns <= c.start_ns) ++epoch;
+    auto& [life, fetches] = life_of_thread[c.thread];
+    if (!persistent && life != epoch) life = epoch, fetches = 0;
+    loader.worker_fetch_position.push_back(trace.threads[c.thread].pid != loader.pid ? fetches++ : UINT32_MAX);
+    loader.batch_costs.push_back(c.cost);
+  }
   // Which fetches made a steady iteration's batch (the same index in the same
   // epoch): the steady state leaves each epoch's first batches out, and their
   // fetches often cost more (caches cold after the epoch's start, a
@@ -1165,6 +1178,106 @@ void CountGilProbes(const Trace& trace, std::span<const uint32_t> probes, std::s
     const double switch_interval = s.arg[p] > 0 ? static_cast<double>(s.arg[p]) : 5e6;
     const bool held = wait >= 0.5 * std::min(static_cast<double>(end - ask), switch_interval);
     (held ? loader.prefetch.gil_probes_held : loader.prefetch.gil_probes_free)++;
+  }
+}
+
+// LoaderAnalysis::worker_setup. A worker's first kSetupFetches fetches may
+// carry its set-up: each one's excess is its mean over the workers that made
+// it beyond a warm worker's fetch (the median of later fetches, where at
+// least kMinWarmFetches were made), and the first one's at least the first
+// item's excess over the worker's other items (its getitem spans: the
+// earliest, which AddToTotals keeps, against their mean). The ImageFolder
+// trainer of docs/analysis.md (2 non-persistent workers, 8 batches each an
+// epoch) fetched in 201-277, 114-167, 58-155 ms, then 48-70; persistent
+// workers' later epochs in 45-60 ms; its validation loader's workers, one
+// batch each, in 260-286 ms, of which the first item 96-103 ms (PIL
+// importing its plugins) against 1.7 ms for the others.
+void MeasureWorkerSetup(const std::vector<StageAccumulator>& accumulators, uint32_t getitem_name, LoaderAnalysis& loader) {
+  constexpr uint32_t kSetupFetches = 4;
+  constexpr size_t kMinWarmFetches = 8;
+  auto& setup = loader.worker_setup;
+  setup = {};
+  const auto& position = loader.worker_fetch_position;
+  auto& costs = loader.batch_costs;
+  if (position.size() != costs.size()) return;
+  struct Sum {
+    double cpu = 0, io = 0;
+    uint32_t count = 0;
+  };
+  std::array<Sum, kSetupFetches> early{};
+  HugeVector<double> warm;
+  double warm_cpu = 0, warm_io = 0;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (position[i] == UINT32_MAX) continue;
+    if (position[i] < kSetupFetches) {
+      early[position[i]].cpu += costs[i].cpu_s;
+      early[position[i]].io += costs[i].io_s;
+      early[position[i]].count++;
+    } else {
+      warm.push_back(static_cast<double>(costs[i].cpu_s) + costs[i].io_s);
+      warm_cpu += costs[i].cpu_s;
+      warm_io += costs[i].io_s;
+    }
+  }
+  setup.starts = early[0].count;
+  if (setup.starts == 0) return;
+
+  // The first item: each fetching worker's earliest getitem against the mean of its others.
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> first_of_thread;  // thread -> (start, duration)
+  for (const auto& w : loader.workers)
+    if (!w.in_main_process) first_of_thread.try_emplace(w.thread, UINT64_MAX, 0);
+  uint64_t items = 0, items_wall = 0;
+  for (const auto& acc : accumulators) {
+    if (acc.name != getitem_name || acc.count == 0) continue;
+    auto it = first_of_thread.find(acc.thread);
+    if (it == first_of_thread.end()) continue;
+    if (std::find(loader.scopes.begin(), loader.scopes.end(), acc.scope) == loader.scopes.end()) continue;
+    items += acc.count;
+    items_wall += acc.wall_ns;
+    if (acc.first_start < it->second.first) it->second = {acc.first_start, acc.first_duration_ns};
+  }
+  uint64_t firsts = 0, firsts_wall = 0;
+  for (const auto& [thread, first] : first_of_thread)
+    if (first.first != UINT64_MAX) {
+      firsts++;
+      firsts_wall += first.second;
+    }
+  if (firsts > 0 && items > firsts) {
+    setup.item_s = static_cast<double>(items_wall - firsts_wall) / static_cast<double>(items - firsts) * kNs;
+    setup.first_item_s = std::max(0.0, static_cast<double>(firsts_wall) / firsts * kNs - setup.item_s);
+  }
+
+  uint32_t measured = 0;  // the fetches of a life whose excess is measured
+  if (warm.size() >= kMinWarmFetches) {
+    setup.warm_fetch_s = analysis::SummarizeInPlace(warm).p50;
+    measured = kSetupFetches;
+  }
+  const double warm_total = warm_cpu + warm_io;
+  setup.by_fetch.assign(std::max(measured, setup.first_item_s > 0 ? 1u : 0u), model::BatchCost{});
+  for (uint32_t k = 0; k < setup.by_fetch.size(); ++k) {
+    const Sum& e = early[k];
+    if (e.count == 0) continue;
+    const double mean = (e.cpu + e.io) / e.count;
+    double excess = k < measured ? std::max(0.0, mean - setup.warm_fetch_s) : 0;
+    if (k == 0) excess = std::max(excess, setup.first_item_s);
+    excess = std::min(excess, mean);
+    // Split as that fetch's own CPU and off-CPU time, beyond the warm ones' split.
+    const double cpu_beyond = k < measured && warm_total > 0 ? e.cpu / e.count - warm_cpu / warm_total * setup.warm_fetch_s
+                              : e.cpu + e.io > 0                 ? excess * e.cpu / (e.cpu + e.io)
+                                                                 : 0;
+    const double cpu = std::clamp(cpu_beyond, 0.0, excess);
+    setup.by_fetch[k] = {static_cast<float>(cpu), static_cast<float>(excess - cpu)};
+  }
+  while (!setup.by_fetch.empty() && setup.by_fetch.back().cpu_s + setup.by_fetch.back().io_s <= 0) setup.by_fetch.pop_back();
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (position[i] >= setup.by_fetch.size()) continue;
+    const model::BatchCost& excess = setup.by_fetch[position[i]];
+    costs[i].cpu_s = std::max(0.0f, costs[i].cpu_s - excess.cpu_s);
+    costs[i].io_s = std::max(0.0f, costs[i].io_s - excess.io_s);
+  }
+  for (const auto& e : setup.by_fetch) {
+    setup.wall_s += static_cast<double>(e.cpu_s) + e.io_s;
+    setup.cpu_s += e.cpu_s;
   }
 }
 
@@ -1559,6 +1672,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t wait_name = NameId(trace, names::kWait);
   const uint32_t epoch_name = NameId(trace, names::kEpoch);
   const uint32_t fetch_name = NameId(trace, names::kFetch);
+  const uint32_t getitem_name = NameId(trace, names::kGetitem);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
   const uint32_t shutdown_name = NameId(trace, names::kShutdown);
   const uint32_t sampler_first_name = NameId(trace, names::kSamplerFirst);
@@ -1797,6 +1911,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
         FillStages(trace, accumulators, fetch_name, sampled, loader);
       }
     }
+    MeasureWorkerSetup(accumulators, getitem_name, loader);
     internal::FillAccount(trace, FetchFacts(trace, l.fetches, fetch_counters, reads_of_thread), loader);
     if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
     out.loaders.push_back(std::move(loader));

@@ -478,6 +478,27 @@ struct LoaderAnalysis {
   // Per batch cost: its fetch made the batch of a steady iteration. Empty when
   // there is no steady state (every iteration counts then).
   std::vector<bool> batch_cost_steady;
+  // A fresh worker's set-up, paid in its first fetches: its one-time
+  // set-up in its first item (lazy imports, a file or database opened on
+  // first use), and its caches and copy-on-write pages warming over the
+  // next ones. MeasureWorkerSetup takes it out of batch_costs, so they are
+  // a warm worker's, and the model pays it on each worker start (every
+  // epoch without persistent workers, once with them). Empty when not
+  // measured (no getitem spans in workers, and no worker made more than
+  // kSetupFetches fetches to tell a warm one by).
+  struct WorkerSetup {
+    // Per fetch of a worker's life (its first, second, ...): the mean cost
+    // beyond a warm worker's fetch (CPU and off CPU).
+    std::vector<model::BatchCost> by_fetch;
+    double wall_s = 0, cpu_s = 0;  // their sums: per worker start
+    double first_item_s = 0;       // the first item beyond the worker's others (their mean: item_s)
+    double item_s = 0;
+    double warm_fetch_s = -1;      // a warm worker's fetch (median), -1 = not measured
+    uint32_t starts = 0;           // worker processes that fetched
+  } worker_setup;
+  // Per batch cost: its fetch's place in its worker's life (0 = the
+  // worker's first), UINT32_MAX for a fetch in the loader's own process.
+  std::vector<uint32_t> worker_fetch_position;
   // The main process (all its threads, /proc sampler) over the steps after
   // each epoch's first, less its main thread's CPU and delay in next() (wait
   // spans): what the training step itself uses. main_step_compute_s = 0 when

@@ -221,6 +221,26 @@ EpochMean SimulateEpoch(const SimConfig& epoch) {
   return mean;
 }
 
+// The epochs of a run of `epochs` that start their workers: every one
+// without persistent workers; with them, one per DataLoader object (they die
+// with it).
+uint32_t StartingEpochs(const LoaderProfile& p, bool persistent, uint32_t epochs) {
+  return persistent ? std::clamp<uint32_t>(p.objects, 1, epochs) : epochs;
+}
+
+// SimulateEpoch over a run of `epochs`: those that start their workers
+// (StartingEpochs) pay each worker's set-up in its first fetch
+// fetches (LoaderProfile::worker_setup_by_fetch), the others begin with warm workers.
+EpochMean SimulateRunEpoch(const LoaderProfile& p, SimConfig epoch, bool persistent, uint32_t epochs) {
+  if (epoch.workers == 0 || !(p.WorkerSetupSeconds() > 0)) return SimulateEpoch(epoch);
+  const double starting = static_cast<double>(StartingEpochs(p, persistent, epochs)) / std::max(1u, epochs);
+  const EpochMean warm = starting < 1 ? SimulateEpoch(epoch) : EpochMean{};
+  epoch.worker_setup = p.worker_setup_by_fetch;
+  const EpochMean fresh = SimulateEpoch(epoch);
+  return {starting * fresh.seconds + (1 - starting) * warm.seconds,
+          starting * fresh.compute_s + (1 - starting) * warm.compute_s};
+}
+
 std::vector<uint64_t> StreamCounts(const LoaderProfile& p) {
   std::vector<uint64_t> counts;
   for (double c : p.stream_worker_batches) counts.push_back(static_cast<uint64_t>(std::llround(c)));
@@ -422,7 +442,7 @@ double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& cos
   const SimConfig steady = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(p));
   const SimConfig epoch = OneEpoch(steady, per_epoch);
   const SimResult steady_sim = SimulateLoader(steady);
-  const EpochMean epoch_sim = SimulateEpoch(epoch);
+  const EpochMean epoch_sim = SimulateRunEpoch(p, epoch, p.persistent_workers, epochs);
   // SimFor runs at least kMinSimBatches.
   const double simulated = std::max(
       0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s / static_cast<double>(steady.batches));
@@ -537,6 +557,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
   const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
   double startup_first = 0, startup_later = 0;
+  const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
   out.startup_measured = workers == 0 || p.workers > 0 || p.startup_timed;
   if (workers > 0 && (p.workers > 0 || p.startup_timed)) {
     const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
@@ -545,20 +566,18 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     // The serial part grows with the workers, the parallel part with the waves.
     const double serial = p.workers > 0 ? std::clamp(p.startup_serial_share, 0.0, 1.0) : 0;
     const double scale = serial * workers / std::max(1u, p.workers) + (1 - serial) * waves(workers, cores) / profiled_waves;
-    const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     startup_first = p.startup_first_s * scale;
     // Workers restart with each epoch, or with persistent_workers=True with
     // each DataLoader object only (they die with it: a loader built anew each
     // epoch restarts them every epoch all the same).
-    const uint32_t objects = std::clamp<uint32_t>(p.objects, 1, epochs);
-    auto restarts = [&](bool persists) { return static_cast<double>(persists ? objects - 1 : epochs - 1); };
+    auto restarts = [&](bool persists) { return static_cast<double>(StartingEpochs(p, persists, epochs) - 1); };
     const double profiled_restarts = restarts(p.persistent_workers);
     const double per_restart = profiled_restarts > 0 ? p.startup_later_s * (epochs - 1) / profiled_restarts : p.startup_first_s;
     startup_later = epochs > 1 ? restarts(persistent) * per_restart * scale / (epochs - 1) : 0;
   }
   SimConfig epoch = OneEpoch(config, per_epoch);
   epoch.costs = all_costs;
-  const EpochMean epoch_sim = SimulateEpoch(epoch);
+  const EpochMean epoch_sim = SimulateRunEpoch(p, epoch, persistent, epochs);
   // An epoch's reads take at least its bytes over the storage bandwidth (the
   // simulation's workers read independently; the cap is the shared device).
   // An epoch's samples: a partial last batch counts as such.
@@ -569,7 +588,6 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // worker (measured where the profile had them; else unknown, 0).
   double shutdowns = 0;
   if (workers > 0) {
-    const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
     shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
   }
   const double loop_work = LoopWorkSeconds(p, all_costs, epochs, per_epoch);

@@ -158,6 +158,20 @@ struct LoaderProfile {
   // batch's production (worker start-up: fork or spawn, imports,
   // worker_init_fn), in the first epoch and on average in the later ones.
   double startup_first_s = 0, startup_later_s = 0;
+  // A fresh worker's set-up per fetch of its life (its first, second, ...),
+  // beyond a warm worker's fetch: its one-time set-up in its first item
+  // (lazy imports, files opened on first use), caches and copy-on-write
+  // pages warming in the next (analysis::LoaderAnalysis::worker_setup).
+  // batch_costs and the per-batch means leave it out (they are a warm
+  // worker's), and the start-up above ends where the first fetch begins:
+  // each epoch that starts workers simulates it on each worker's first
+  // fetches, so more workers pay it more times, and persistent workers once.
+  std::vector<BatchCost> worker_setup_by_fetch;
+  double WorkerSetupSeconds() const {
+    double s = 0;
+    for (const auto& c : worker_setup_by_fetch) s += static_cast<double>(c.cpu_s) + c.io_s;
+    return s;
+  }
   // The share of that start-up the main thread spent inside __iter__ starting
   // the workers one after another: spawn and forkserver write each worker its
   // pickled dataset through a pipe, and past the pipe's 64 KiB the parent

@@ -27,6 +27,7 @@ struct Worker {
   // worker's GIL (it runs, the fetch's CPU waits).
   bool sender_has_gil = true;
   bool fetch_ended = false;    // the fetch just ended: its thread let the GIL go, taking the next index
+  uint32_t fetches = 0;        // fetches begun: the first ones pay SimConfig::worker_setup
 };
 
 class Simulation {
@@ -149,7 +150,8 @@ class Simulation {
     worker.batch = worker.queue.front();
     worker.queue.pop_front();
     worker.phase = WorkerPhase::kCpu;
-    worker.left = Cost(worker.batch).cpu_s + c_.worker_fetch_extra_cpu_s;
+    worker.left = Cost(worker.batch).cpu_s + c_.worker_fetch_extra_cpu_s +
+                  (worker.fetches < c_.worker_setup.size() ? c_.worker_setup[worker.fetches].cpu_s : 0);
   }
 
   // A fetched batch is sent by the worker's sending threads when there is
@@ -173,7 +175,9 @@ class Simulation {
           changed = true;
         } else if (worker.phase == WorkerPhase::kCpu && worker.left <= kDone) {
           worker.phase = WorkerPhase::kIo;
-          worker.left = Cost(worker.batch).io_s;
+          worker.left = Cost(worker.batch).io_s +
+                        (worker.fetches < c_.worker_setup.size() ? c_.worker_setup[worker.fetches].io_s : 0);
+          worker.fetches++;
           changed = true;
         } else if (worker.phase == WorkerPhase::kIo && worker.left <= kDone) {
           Fetched(worker);

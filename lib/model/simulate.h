@@ -64,6 +64,10 @@ struct SimConfig {
   // W >= 1: CPU each fetch costs in a worker beyond `costs` (not scaled by
   // cpu_scale): collating into shared memory, for costs measured without workers.
   double worker_fetch_extra_cpu_s = 0;
+  // W >= 1: a fresh worker's set-up, paid in its first fetches beyond those
+  // batches' costs (entry k in its fetch k: CPU, then off CPU); empty for
+  // workers that persist from an earlier epoch.
+  std::vector<BatchCost> worker_setup;
   // An IterableDataset whose stream its own code splits over the workers
   // unevenly (3 shards over 2 workers): the batches each worker's stream
   // yields an epoch. The simulation then runs epochs of their sum: torch deals

@@ -212,7 +212,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                           : ""));
   if (p.workers > 0)
     in.push_back(fmt::format("worker start-up: {} in the first epoch, {} in each later one ({} epochs, {} workers{}) "
-                             "(measured: the first step beyond one batch's production, or until the last worker's "
+                             "(measured: the first step beyond one batch's production and a worker's set-up, or until the last worker's "
                              "first fetch){}{}",
                              FormatSeconds(p.startup_first_s), FormatSeconds(p.startup_later_s), p.epochs,
                              p.persistent_workers ? "persistent" : "non-persistent",
@@ -235,6 +235,20 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                              FormatSeconds(p.startup_first_s)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
+  if (p.workers > 0 && p.WorkerSetupSeconds() > 0) {
+    std::string fetches;
+    double cpu = 0;
+    for (const auto& c : p.worker_setup_by_fetch) {
+      fetches += fmt::format("{}{}", fetches.empty() ? "" : ", ", FormatSeconds(static_cast<double>(c.cpu_s) + c.io_s));
+      cpu += c.cpu_s;
+    }
+    in.push_back(fmt::format("a fresh worker's set-up: {} ({} on CPU) in its first {} fetches beyond a warm worker's "
+                             "({}) (measured: the workers' first fetches against their later ones, the first at least its "
+                             "first item beyond the others: imports, files opened on first use, caches warming); the "
+                             "per-batch costs leave it out, and each worker that starts pays it: every epoch without "
+                             "persistent workers, once per DataLoader object with them",
+                             FormatSeconds(p.WorkerSetupSeconds()), FormatSeconds(cpu), p.worker_setup_by_fetch.size(), fetches));
+  }
   if (p.sampler_s_per_epoch > 0)
     in.push_back(fmt::format("the sampler's first draw: {} an epoch (measured: its per-epoch work, such as a "
                              "permutation, on the main thread before any batch; every scenario pays it per epoch, "

@@ -55,6 +55,16 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Key("stream_worker_batches").BeginArray();
   for (double b : l.stream_worker_batches) w.Number(b);
   w.EndArray();
+  w.Key("worker_setup").BeginObject();
+  w.Field("wall_s", l.worker_setup.wall_s).Field("cpu_s", l.worker_setup.cpu_s);
+  w.Key("by_fetch_s").BeginArray();
+  for (const auto& c : l.worker_setup.by_fetch) w.Number(static_cast<double>(c.cpu_s) + c.io_s);
+  w.EndArray();
+  w.Field("first_item_s", l.worker_setup.first_item_s).Field("item_s", l.worker_setup.item_s);
+  w.Key("warm_fetch_s");
+  if (l.worker_setup.warm_fetch_s >= 0) w.Number(l.worker_setup.warm_fetch_s); else w.Null();
+  w.Field("starts", l.worker_setup.starts);
+  w.EndObject();
   w.Key("startup_split").BeginObject();
   w.Field("starting_s", l.startup_split.starting_s).Field("starting_epochs", l.startup_split.starting_epochs);
   w.Field("later_s", l.startup_split.later_s).Field("later_epochs", l.startup_split.later_epochs);

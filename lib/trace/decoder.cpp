@@ -480,7 +480,7 @@ Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
     total.wall_ns += run.wall_ns;
     total.wall_with_cpu_ns += run.wall_with_cpu_ns;
     total.cpu_ns += run.cpu_ns;
-    total.first_start = std::min(total.first_start, run.first_start);
+    KeepEarliest(total, run.first_start, run.first_duration_ns, run.first_cpu_ns, run.first_has_cpu);
     total.last_end = std::max(total.last_end, run.last_end);
     run = SpanTotals{};
   };
@@ -540,7 +540,7 @@ Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
         run.wall_with_cpu_ns += duration;
         run.cpu_ns += cpu;
       }
-      run.first_start = std::min(run.first_start, start);
+      KeepEarliest(run, start, duration, cpu, has_cpu);
       run.last_end = std::max(run.last_end, prev_end);
       continue;
     }

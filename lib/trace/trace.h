@@ -168,7 +168,21 @@ struct SpanTotals {
   uint64_t cpu_ns = 0;
   uint64_t first_start = UINT64_MAX;
   uint64_t last_end = 0;
+  // The earliest span itself: a worker's first item carries its one-time
+  // set-up (lazy imports, files opened on first use), which later items do not.
+  uint64_t first_duration_ns = 0;
+  uint64_t first_cpu_ns = 0;
+  bool first_has_cpu = false;
 };
+
+// Makes `start` (a span of `duration`, `cpu`) the earliest of `totals` when it is.
+inline void KeepEarliest(SpanTotals& totals, uint64_t start, uint64_t duration, uint64_t cpu, bool has_cpu) {
+  if (start >= totals.first_start) return;
+  totals.first_start = start;
+  totals.first_duration_ns = duration;
+  totals.first_cpu_ns = cpu;
+  totals.first_has_cpu = has_cpu;
+}
 
 // Adds one span to `totals`.
 inline void AddToTotals(SpanTotals& totals, const PendingStage& span) {
@@ -179,7 +193,7 @@ inline void AddToTotals(SpanTotals& totals, const PendingStage& span) {
     totals.wall_with_cpu_ns += span.duration_ns;
     totals.cpu_ns += span.cpu_ns;
   }
-  totals.first_start = std::min(totals.first_start, span.start_ns);
+  KeepEarliest(totals, span.start_ns, span.duration_ns, span.cpu_ns, span.has_cpu);
   totals.last_end = std::max(totals.last_end, span.start_ns + span.duration_ns);
 }
 

@@ -8,7 +8,9 @@ with --compute-mode cpu). With --files DIR the dataset reads one real file per
 sample (--file-bytes each, created on first use). With --scratch-mib each sample
 writes a fresh buffer of that size, one byte a page (a decoder's output: under
 glibc's malloc a buffer this large may be mapped and unmapped every time, so its
-pages fault in again on each sample).
+pages fault in again on each sample). With --worker-setup-ms each process burns
+that much CPU in its first item (a lazy set-up: a database opened, a decoder
+imported on first use), so each worker pays it once per start.
 
 It never imports stallprof. Its last line is
   WORKLOAD {json}
@@ -40,8 +42,10 @@ def burn_cpu(seconds):
 
 class SyntheticDataset(Dataset):
     def __init__(self, length, fetch_sleep_s, prep_cpu_s, sample_floats, files=None, file_bytes=0,
-                 tail_every=0, tail_factor=1.0, scratch_bytes=0):
+                 tail_every=0, tail_factor=1.0, scratch_bytes=0, setup_s=0.0):
         self.length = length
+        self.setup_s = setup_s
+        self._set_up_in = None  # the pid that paid setup_s: a forked worker inherits its parent's
         self.fetch_sleep_s = fetch_sleep_s
         self.prep_cpu_s = prep_cpu_s
         self.sample_floats = sample_floats
@@ -56,6 +60,9 @@ class SyntheticDataset(Dataset):
         return self.length
 
     def __getitem__(self, index):
+        if self.setup_s > 0 and self._set_up_in != os.getpid():
+            burn_cpu(self.setup_s)
+            self._set_up_in = os.getpid()
         if self.files is not None:
             with open(self.files[index % len(self.files)], "rb") as f:
                 while f.read(1 << 20):
@@ -150,6 +157,8 @@ def main():
     p.add_argument("--tail-factor", type=float, default=1.0, help="how many times the sleep and prep CPU a slow sample costs")
     p.add_argument("--scratch-mib", type=float, default=0.0,
                    help="per sample, a fresh buffer of this size written one byte a page")
+    p.add_argument("--worker-setup-ms", type=float, default=0.0,
+                   help="CPU each process burns in its first item (a lazy set-up), once per worker start")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this code at the end")
     args = p.parse_args()
 
@@ -159,7 +168,7 @@ def main():
     dataset_class = IndexedFilesDataset if files and args.hide_files else SyntheticDataset
     train_set = dataset_class(n, args.fetch_sleep_ms / 1000.0, args.prep_cpu_ms / 1000.0,
                               args.sample_floats, files, args.file_bytes, args.tail_every, args.tail_factor,
-                              int(args.scratch_mib * (1 << 20)))
+                              int(args.scratch_mib * (1 << 20)), args.worker_setup_ms / 1000.0)
     common = dict(batch_size=args.batch_size, num_workers=args.workers, pin_memory=args.pin_memory)
     if args.workers > 0:
         common.update(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent)
