@@ -776,7 +776,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           line.evidence += fmt::format("; the sampler's first draw {} per epoch ({})", Ms(sampler * 1e9),
                                        loader.config.num_workers > 0 ? "in the iterator creation, priming the workers" : "in the first next()");
         if (persistent_saving_s > 0)
-          line.evidence += fmt::format("; persistent_workers=True would save {}", FormatSeconds(persistent_saving_s));
+          line.evidence += fmt::format("; persistent_workers=True would save at least {}", FormatSeconds(persistent_saving_s));
         break;
       }
       case Cause::kStallprof:
@@ -1264,7 +1264,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       if (std::string per_step = IteratorPerStepAdvice(l); !per_step.empty())
         return fmt::format("epoch start-up ({}): {}{}", share, per_step,
                            l.persistent_saving_s > 0
-                               ? fmt::format("; persistent_workers=True alone saves {} ({})",
+                               ? fmt::format("; persistent_workers=True alone saves at least {} ({})",
                                              FormatSeconds(l.persistent_saving_s), saved("iterator"))
                                : "");
       // Workers persist only within one DataLoader object: a loader built
@@ -1272,10 +1272,10 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       return (l.persistent_saving_s > 0 && l.scopes.size() > 1
                   ? fmt::format("epoch start-up ({}): the DataLoader was built {} times under this name, so its "
                                 "workers start with each whatever persistent_workers says; building it once with "
-                                "persistent_workers=True saves {} ({})",
+                                "persistent_workers=True saves at least {} ({})",
                                 share, l.scopes.size(), FormatSeconds(l.persistent_saving_s), saved("epoch"))
               : l.persistent_saving_s > 0
-                  ? fmt::format("epoch start-up ({}): persistent_workers=True saves {} ({})", share,
+                  ? fmt::format("epoch start-up ({}): persistent_workers=True saves at least {} ({})", share,
                                 FormatSeconds(l.persistent_saving_s), saved("epoch"))
               : l.config.persistent_workers && l.startup_split.starting_epochs > 0
                   ? PersistentStartupAdvice(l, share)
