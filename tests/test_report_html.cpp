@@ -215,3 +215,24 @@ TEST_CASE("A job of more than twenty ranks folds each loader's rank chart and ta
   CHECK_THAT(page, Catch::Contains("id=\"ranks-train\""));  // the chart, inside the fold
   CHECK(page.find("<details><summary>24 ranks") < page.find("id=\"ranks-train\""));
 }
+
+TEST_CASE("The page notes a run mostly outside the loaders' epochs and gives the run's split under System") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 20;
+  AddLoop(b, spec);
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  // 2 s in the epochs of a 30 s run, 27 s after the last (a loop over itertools.cycle(loader)).
+  analysis->duration_s = 30;
+  analysis->coverage = {.in_epochs_s = 2, .before_s = 1, .between_s = 0, .after_s = 27};
+  std::string page = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(page, Catch::Contains("<p class=\"note\" id=\"outside-epochs\">27.00 s of the run&#39;s 30.00 s (90%) passed outside"));
+  CHECK_THAT(page, Catch::Contains("<p class=\"note\" id=\"coverage\">run 30.00 s: in the loaders&#39; epochs 2.00 s (7%)"));
+  analysis->coverage = {.in_epochs_s = 28, .before_s = 1, .between_s = 0, .after_s = 1};
+  page = ReportHtml(b.trace, *analysis);
+  CHECK(page.find("id=\"outside-epochs\"") == std::string::npos);
+  CHECK_THAT(page, Catch::Contains("id=\"coverage\">run 30.00 s: in the loaders&#39; epochs 28.00 s (93%)"));
+}

@@ -27,6 +27,14 @@ inline constexpr const char* kAnalysisSchema = "stallprof.analysis/2";
 // step time waiting for data (fetch 29%, prep 12%); bottleneck: storage".
 std::string VerdictLine(const analysis::LoaderAnalysis& loader);
 
+// Where the run's time went against the loaders' epochs ("run 14.75 s: in the
+// loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.
+std::string CoverageLine(const analysis::TraceAnalysis& trace);
+
+// The note above the verdicts when half the run or more passed outside the
+// loaders' epochs (the verdicts cover the epochs only); empty otherwise.
+std::string OutsideEpochsNote(const analysis::TraceAnalysis& trace);
+
 // The terminal report of `traces` (and of the job when there are several
 // processes: ranks and others).
 std::string AnalysisText(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,

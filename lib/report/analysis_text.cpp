@@ -232,6 +232,26 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
 
 }  // namespace
 
+std::string CoverageLine(const TraceAnalysis& t) {
+  const auto& c = t.coverage;
+  if (!(t.duration_s > 0 && c.in_epochs_s > 0)) return {};
+  return fmt::format("run {}: in the loaders' epochs {} ({}), before the first {} (the interpreter's start, imports, set-up), "
+                     "between epochs {}, after the last {}",
+                     FormatSeconds(t.duration_s), FormatSeconds(c.in_epochs_s), Pct(c.in_epochs_s / t.duration_s),
+                     FormatSeconds(c.before_s), FormatSeconds(c.between_s), FormatSeconds(c.after_s));
+}
+
+std::string OutsideEpochsNote(const TraceAnalysis& t) {
+  const double outside = analysis::TimeOutsideEpochs(t);
+  if (!(outside > 0)) return {};
+  return fmt::format("{} of the run's {} ({}) passed outside the loaders' epochs, after the last or between them: the "
+                     "verdicts cover the epochs' {}. Training that went on there drew from no traced loader "
+                     "(itertools.cycle(loader) replays the first epoch's batches, the same augmentations), or the time "
+                     "went to work without a DataLoader (evaluation, checkpoints)",
+                     FormatSeconds(outside), FormatSeconds(t.duration_s), Pct(outside / t.duration_s),
+                     FormatSeconds(t.coverage.in_epochs_s));
+}
+
 std::string VerdictLine(const LoaderAnalysis& l) {
   std::string split;
   if (l.split.available && l.split.step_s > 0) {
@@ -287,13 +307,8 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
         out += style.ForVerdict((job ? WhoInJob(*job, t.path, l) : "") + TerminalSafe(VerdictLine(l)), l.verdict) + "\n";
   if (rank_headlines) out += JobHeadlines(*job);
   for (const auto& t : traces)
-    if (const double outside = analysis::TimeOutsideEpochs(t); outside > 0)
-      out += fmt::format("{}{} of the run's {} ({}) passed outside the loaders' epochs, after the last or between them: the "
-                         "verdicts cover the epochs' {}. Training that went on there drew from no traced loader "
-                         "(itertools.cycle(loader) replays the first epoch's batches, the same augmentations), or the time "
-                         "went to work without a DataLoader (evaluation, checkpoints)\n",
-                         traces.size() > 1 ? TerminalSafe(t.path) + ": " : "", FormatSeconds(outside), FormatSeconds(t.duration_s),
-                         Pct(outside / t.duration_s), FormatSeconds(t.coverage.in_epochs_s));
+    if (const std::string note = OutsideEpochsNote(t); !note.empty())
+      out += (traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + note + "\n";
   if (job) out += JobText(*job, rank_table, colour);
 
   for (const auto& t : traces) {
@@ -301,11 +316,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     for (const auto& l : t.loaders) LoaderSection(out, style, t, l, warmup);
 
     Heading(out, style, "System");
-    if (const auto& c = t.coverage; t.duration_s > 0 && c.in_epochs_s > 0)
-      out += fmt::format("  run {}: in the loaders' epochs {} ({}), before the first {} (the interpreter's start, imports, set-up), "
-                         "between epochs {}, after the last {}\n",
-                         FormatSeconds(t.duration_s), FormatSeconds(c.in_epochs_s), Pct(c.in_epochs_s / t.duration_s),
-                         FormatSeconds(c.before_s), FormatSeconds(c.between_s), FormatSeconds(c.after_s));
+    if (const std::string coverage = CoverageLine(t); !coverage.empty()) out += "  " + coverage + "\n";
     const auto& s = t.system;
     if (s.available) {
       out += fmt::format("  machine CPU {} busy; the job kept {:.2f} cores busy ({} of {} usable)\n", Pct(s.machine_cpu_fraction),

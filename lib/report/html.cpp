@@ -577,6 +577,8 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     const char* cls = l.verdict == Verdict::kHighlyInputBound ? "v-high" : l.verdict == Verdict::kModeratelyInputBound ? "v-moderate" : "v-not";
     h += fmt::format("<div class=\"verdict {}\" id=\"verdict-{}-{}\">{}</div>", cls, l.pid, l.scope, EscapeHtml(VerdictLine(l)));
   }
+  if (const std::string note = OutsideEpochsNote(a); !note.empty())
+    h += "<p class=\"note\" id=\"outside-epochs\">" + EscapeHtml(note) + "</p>";
   // The trace holds several ranks of one job (one `stallprof run` over a launcher).
   if (auto job = AnalyzeJob({a}); job.ok()) h += RanksSection(*job);
   for (const auto& l : a.loaders) {
@@ -599,6 +601,8 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
   }
 
   h += "<h2>System</h2>";
+  if (const std::string coverage = CoverageLine(a); !coverage.empty())
+    h += "<p class=\"note\" id=\"coverage\">" + EscapeHtml(coverage) + "</p>";
   const auto& sys = trace.system;
   std::vector<double> t, cpu, disk, cache;
   for (size_t i = 1; i < sys.t_ns.size(); ++i) {
