@@ -355,19 +355,26 @@ validate_tail() {
   compare "tail: 1 -> 4 workers on 2 cores" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
 }
 
-validate_startup() {
-  local flags=(--workers 2 --start-method spawn --epochs 4 --batches 80 --batch-size 4 --prep-cpu-ms 2 --compute-ms 2)
+# persistent_pairs <case> <label> <workload flags...>: profile the flags'
+# non-persistent workers, predict persistent_workers=True's whole run, run it;
+# at least five pairs (a whole run hangs on its workers' starts, one draw of
+# the host's speed at that moment: see validate_startup).
+persistent_pairs() {
+  local name=$1 label=$2
+  shift 2
   local profiled=() predicted=() measured=() i
-  # At least five pairs: the target's whole run hangs on one start of
-  # spawned workers, one draw of the host's speed at that moment (below).
   for i in $(seq $((REPEAT < 5 ? 5 : REPEAT))); do
-    "$SP" run -q -o "$WORK/u1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
-    profiled+=("$(measured_whole_of "$WORK/u1.pb")")
-    predicted+=("$(predict "$WORK/u1.pb" whole_run_samples_per_s --persistent-workers true)")
-    "$SP" run -q -o "$WORK/u2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --persistent >/dev/null
-    measured+=("$(measured_whole_of "$WORK/u2.pb")")
+    "$SP" run -q -o "$WORK/$name-1.pb" -- "$PY" "$WORKLOAD" "$@" >/dev/null
+    profiled+=("$(measured_whole_of "$WORK/$name-1.pb")")
+    predicted+=("$(predict "$WORK/$name-1.pb" whole_run_samples_per_s --persistent-workers true)")
+    "$SP" run -q -o "$WORK/$name-2.pb" -- "$PY" "$WORKLOAD" "$@" --persistent >/dev/null
+    measured+=("$(measured_whole_of "$WORK/$name-2.pb")")
   done
-  echo "startup (whole run): profiled ${profiled[*]}; predicted ${predicted[*]}; measured ${measured[*]}"
+  echo "$name (whole run): profiled ${profiled[*]}; predicted ${predicted[*]}; measured ${measured[*]}"
+  compare "$label" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
+}
+
+validate_startup() {
   # Spawned interpreters start as fast as the host lets them, and on this VM
   # that changed within one series: the same profiled run measured 43.5 and
   # 56.9 samples/s minutes apart (2026-11-23), so the series' medians set a
@@ -378,22 +385,14 @@ validate_startup() {
   # with 40 the epochs' batches weighed about half, with 80 (2026-11-28)
   # 55-60% of the target's run, and the median of five pairs outlasts two
   # such starts.
-  compare "startup: spawn -> persistent, whole run" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
+  persistent_pairs startup "startup: spawn -> persistent, whole run" \
+    --workers 2 --start-method spawn --epochs 4 --batches 80 --batch-size 4 --prep-cpu-ms 2 --compute-ms 2
 }
 
 validate_setup() {
   if [ "$(nproc)" -lt 2 ]; then skip setup "needs 2 cores"; return; fi
-  local flags=(--workers 2 --epochs 4 --batches 20 --batch-size 4 --prep-cpu-ms 2 --compute-ms 5 --worker-setup-ms 300)
-  local profiled=() predicted=() measured=() i
-  for i in $(seq $((REPEAT < 5 ? 5 : REPEAT))); do
-    "$SP" run -q -o "$WORK/s1.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
-    profiled+=("$(measured_whole_of "$WORK/s1.pb")")
-    predicted+=("$(predict "$WORK/s1.pb" whole_run_samples_per_s --persistent-workers true)")
-    "$SP" run -q -o "$WORK/s2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --persistent >/dev/null
-    measured+=("$(measured_whole_of "$WORK/s2.pb")")
-  done
-  echo "setup (whole run): profiled ${profiled[*]}; predicted ${predicted[*]}; measured ${measured[*]}"
-  compare "setup: a worker's set-up, non-persistent -> persistent, whole run" "${predicted[*]}" "${measured[*]}" "${profiled[*]}"
+  persistent_pairs setup "setup: a worker's set-up, non-persistent -> persistent, whole run" \
+    --workers 2 --epochs 4 --batches 20 --batch-size 4 --prep-cpu-ms 2 --compute-ms 5 --worker-setup-ms 300
 }
 
 validate_hog() {

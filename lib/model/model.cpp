@@ -229,8 +229,8 @@ uint32_t StartingEpochs(const LoaderProfile& p, bool persistent, uint32_t epochs
 }
 
 // SimulateEpoch over a run of `epochs`: those that start their workers
-// (StartingEpochs) pay each worker's set-up in its first fetch
-// fetches (LoaderProfile::worker_setup_by_fetch), the others begin with warm workers.
+// (StartingEpochs) pay each worker's set-up in its first fetches
+// (LoaderProfile::worker_setup_by_fetch), the others begin with warm workers.
 EpochMean SimulateRunEpoch(const LoaderProfile& p, SimConfig epoch, bool persistent, uint32_t epochs) {
   if (epoch.workers == 0 || !(p.WorkerSetupSeconds() > 0)) return SimulateEpoch(epoch);
   const double starting = static_cast<double>(StartingEpochs(p, persistent, epochs)) / std::max(1u, epochs);
