@@ -288,6 +288,13 @@ def _index_sampler(loader):
     batch_sampler = getattr(loader, "batch_sampler", None)
     if batch_sampler is not None and getattr(batch_sampler, "sampler", None) is not sampler:
         sampler = getattr(batch_sampler, "sampler", batch_sampler)
+    # With batch_size=None and a BatchSampler as sampler= the dataset takes
+    # whole batches of indices: the order, and the samples, are the wrapped
+    # sampler's (the BatchSampler's length counts batches).
+    if batch_sampler is None and getattr(loader, "batch_size", 0) is None:
+        import torch.utils.data as tud
+        if isinstance(sampler, tud.BatchSampler):
+            sampler = sampler.sampler
     return sampler
 
 
