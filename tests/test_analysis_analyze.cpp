@@ -876,13 +876,13 @@ TEST_CASE("A worker's first item beyond its others is its set-up, taken out of i
   CHECK(setup.first_item_s == Approx(0.050));
   CHECK(setup.warm_fetch_s < 0);
   REQUIRE(setup.by_fetch.size() == 1);
-  CHECK(setup.wall_s == Approx(0.050));
-  CHECK(setup.cpu_s == Approx(0.050));  // items without CPU: as their fetch's split (all CPU)
+  CHECK(setup.WallS() == Approx(0.050));
+  CHECK(setup.CpuS() == Approx(0.050));  // items without CPU: as their fetch's split (all CPU)
   // Every fetch now costs a warm worker's 40 ms.
   REQUIRE(loader.batch_costs.size() == 8);
   for (const auto& cost : loader.batch_costs) CHECK(cost.cpu_s == Approx(0.040));
   CHECK_THAT(loader.account_all.Line(Cause::kStartup).evidence,
-             Catch::Contains("a fresh worker's first 1 fetches took 50.0 ms more than a warm one's, its first item 50.0 ms "
+             Catch::Contains("a fresh worker's first fetch took 50.0 ms more than a warm one's, its first item 50.0 ms "
                              "more than its others' 10.0 ms"));
 }
 
@@ -897,7 +897,7 @@ TEST_CASE("A fresh worker's first fetches beyond its later ones are its set-up, 
   REQUIRE(setup.by_fetch.size() == 2);
   CHECK(setup.by_fetch[0].cpu_s == Approx(0.060));
   CHECK(setup.by_fetch[1].cpu_s == Approx(0.020));
-  CHECK(setup.wall_s == Approx(0.080));
+  CHECK(setup.WallS() == Approx(0.080));
   for (const auto& cost : loader.batch_costs) CHECK(cost.cpu_s == Approx(0.040));
   // A first item slower than the fetch's excess sets the first fetch's.
   CHECK(OnlyLoader(FreshWorkers({100, 60, 40, 40, 40, 40, 40, 40}, 90)).worker_setup.by_fetch[0].cpu_s == Approx(0.150));

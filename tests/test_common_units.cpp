@@ -41,3 +41,8 @@ TEST_CASE("byte and second formatting is human readable") {
   CHECK(FormatBytes(1536) == "1.50 KiB");
   CHECK(FormatSeconds(0.0123) == "12.30 ms");
 }
+
+TEST_CASE("the first of a count reads without a count of one") {
+  CHECK(FirstOf(1, "fetch", "fetches") == "first fetch");
+  CHECK(FirstOf(4, "fetch", "fetches") == "first 4 fetches");
+}

@@ -762,9 +762,9 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
         else
           line.evidence += fmt::format(" (iterator creation {}, the StopIteration next() {} per epoch)",
                                        Ms(l.startup_create / epochs), Ms(l.startup_shutdown / epochs));
-        if (const auto& setup = loader.worker_setup; workers && setup.wall_s >= kSetupShownS) {
-          line.evidence += fmt::format("; a fresh worker's first {} fetches took {} more than a warm one's{}", setup.by_fetch.size(),
-                                       Ms(setup.wall_s * 1e9),
+        if (const auto& setup = loader.worker_setup; workers && setup.WallS() >= kSetupShownS) {
+          line.evidence += fmt::format("; a fresh worker's {} took {} more than a warm one's{}", FirstOf(setup.by_fetch.size(), "fetch", "fetches"),
+                                       Ms(setup.WallS() * 1e9),
                                        setup.warm_fetch_s > 0 ? fmt::format(" ({} each)", Ms(setup.warm_fetch_s * 1e9)) : "");
           if (setup.first_item_s >= kSetupShownS)
             line.evidence += fmt::format(", its first item {} more than its others' {} (a one-time set-up: imports, files "
@@ -1547,7 +1547,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
         // and its first batch comes from a worker set up already: the wait
         // past the last worker's start, as far as a first fetch's set-up.
         if (const auto& setup = loader.worker_setup.by_fetch; !setup.empty() && first_return[e] > epoch.workers_ready_ns)
-          loader.persistent_saving_s += std::min(static_cast<double>(setup[0].cpu_s) + setup[0].io_s,
+          loader.persistent_saving_s += std::min(setup[0].Seconds(),
                                                  Ns(epoch.workers_ready_ns, first_return[e]) * kNs);
       }
     }

@@ -1214,7 +1214,7 @@ void MeasureWorkerSetup(const std::vector<StageAccumulator>& accumulators, uint3
       early[position[i]].io += costs[i].io_s;
       early[position[i]].count++;
     } else {
-      warm.push_back(static_cast<double>(costs[i].cpu_s) + costs[i].io_s);
+      warm.push_back(costs[i].Seconds());
       warm_cpu += costs[i].cpu_s;
       warm_io += costs[i].io_s;
     }
@@ -1268,16 +1268,12 @@ void MeasureWorkerSetup(const std::vector<StageAccumulator>& accumulators, uint3
     const double cpu = std::clamp(cpu_beyond, 0.0, excess);
     setup.by_fetch[k] = {static_cast<float>(cpu), static_cast<float>(excess - cpu)};
   }
-  while (!setup.by_fetch.empty() && setup.by_fetch.back().cpu_s + setup.by_fetch.back().io_s <= 0) setup.by_fetch.pop_back();
+  while (!setup.by_fetch.empty() && setup.by_fetch.back().Seconds() <= 0) setup.by_fetch.pop_back();
   for (size_t i = 0; i < costs.size(); ++i) {
     if (position[i] >= setup.by_fetch.size()) continue;
     const model::BatchCost& excess = setup.by_fetch[position[i]];
     costs[i].cpu_s = std::max(0.0f, costs[i].cpu_s - excess.cpu_s);
     costs[i].io_s = std::max(0.0f, costs[i].io_s - excess.io_s);
-  }
-  for (const auto& e : setup.by_fetch) {
-    setup.wall_s += static_cast<double>(e.cpu_s) + e.io_s;
-    setup.cpu_s += e.cpu_s;
   }
 }
 

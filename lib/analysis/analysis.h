@@ -495,7 +495,9 @@ struct LoaderAnalysis {
     // Per fetch of a worker's life (its first, second, ...): the mean cost
     // beyond a warm worker's fetch (CPU and off CPU).
     std::vector<model::BatchCost> by_fetch;
-    double wall_s = 0, cpu_s = 0;  // their sums: per worker start
+    // Their sums: what one worker start costs, on and off CPU.
+    double WallS() const { return model::SumSeconds(by_fetch); }
+    double CpuS() const { return model::SumCpuSeconds(by_fetch); }
     double first_item_s = 0;       // the first item beyond the worker's others (their mean: item_s)
     double item_s = 0;
     double warm_fetch_s = -1;      // a warm worker's fetch (median), -1 = not measured

@@ -117,11 +117,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   const auto& setup = loader.worker_setup;
   p.worker_setup_by_fetch = setup.by_fetch;
   if (batches_with_cpu) {
-    p.cpu_s_per_batch = std::max(0.0, cpu - setup.cpu_s * setup.starts) / batches_with_cpu;
+    p.cpu_s_per_batch = std::max(0.0, cpu - setup.CpuS() * setup.starts) / batches_with_cpu;
     p.delay_s_per_batch = delay / batches_with_cpu;
-    p.io_s_per_batch = std::max(0.0, io - (setup.wall_s - setup.cpu_s) * setup.starts) / batches_with_cpu;
+    p.io_s_per_batch = std::max(0.0, io - (setup.WallS() - setup.CpuS()) * setup.starts) / batches_with_cpu;
   }
-  p.produce_s_per_batch = batches ? std::max(0.0, produce - setup.wall_s * setup.starts) / batches : 0;
+  p.produce_s_per_batch = batches ? std::max(0.0, produce - setup.WallS() * setup.starts) / batches : 0;
   const LoaderConfig& c = loader.config;
   p.batch_bytes = static_cast<double>(c.batch_bytes);
   if (p.workers == 0 && c.ipc_loop_cpu_s >= 0) {
@@ -243,7 +243,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       const double first = (it.return_ns - std::min(it.return_ns, epoch.start_ns)) * 1e-9 - epoch.sampler_first_s;
       // Workers that started in this epoch: their first fetches paid their set-up (simulated apart).
       const double setup_s = epoch.workers_ready_ns > epoch.start_ns && !p.worker_setup_by_fetch.empty()
-                                 ? static_cast<double>(p.worker_setup_by_fetch[0].cpu_s) + p.worker_setup_by_fetch[0].io_s
+                                 ? p.worker_setup_by_fetch[0].Seconds()
                                  : 0;
       double startup = std::max(0.0, first - one_batch - setup_s - std::max(0.0, static_cast<double>(it.receive_s)));
       // Workers that start one after another: the later batches wait for the last.

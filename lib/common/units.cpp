@@ -90,4 +90,8 @@ std::string FormatSeconds(double s) {
   return fmt::format("{:.0f} ns", s * 1e9);
 }
 
+std::string FirstOf(size_t n, std::string_view one, std::string_view many) {
+  return n == 1 ? fmt::format("first {}", one) : fmt::format("first {} {}", n, many);
+}
+
 }  // namespace stallprof

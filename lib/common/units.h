@@ -1,6 +1,7 @@
 // Parsing and printing of sizes, bandwidths and durations for flags and reports.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,5 +24,7 @@ Result<std::vector<std::string>> SplitList(std::string_view text, std::string_vi
 std::string FormatBytes(double bytes);
 // seconds -> "12.3 ms", "4.56 s", "850 us".
 std::string FormatSeconds(double seconds);
+// (1, "fetch", "fetches") -> "first fetch"; (4, ...) -> "first 4 fetches".
+std::string FirstOf(size_t n, std::string_view one, std::string_view many);
 
 }  // namespace stallprof

@@ -167,11 +167,7 @@ struct LoaderProfile {
   // each epoch that starts workers simulates it on each worker's first
   // fetches, so more workers pay it more times, and persistent workers once.
   std::vector<BatchCost> worker_setup_by_fetch;
-  double WorkerSetupSeconds() const {
-    double s = 0;
-    for (const auto& c : worker_setup_by_fetch) s += static_cast<double>(c.cpu_s) + c.io_s;
-    return s;
-  }
+  double WorkerSetupSeconds() const { return SumSeconds(worker_setup_by_fetch); }
   // The share of that start-up the main thread spent inside __iter__ starting
   // the workers one after another: spawn and forkserver write each worker its
   // pickled dataset through a pipe, and past the pipe's 64 KiB the parent

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace stallprof::model {
@@ -26,7 +27,19 @@ namespace stallprof::model {
 struct BatchCost {
   float cpu_s = 0;
   float io_s = 0;
+  double Seconds() const { return static_cast<double>(cpu_s) + io_s; }
 };
+// Sums over costs (a worker's set-up over its first fetches, say).
+inline double SumSeconds(std::span<const BatchCost> costs) {
+  double s = 0;
+  for (const auto& c : costs) s += c.Seconds();
+  return s;
+}
+inline double SumCpuSeconds(std::span<const BatchCost> costs) {
+  double s = 0;
+  for (const auto& c : costs) s += c.cpu_s;
+  return s;
+}
 
 struct SimConfig {
   uint32_t workers = 0;           // 0: the main thread fetches each batch itself, serially

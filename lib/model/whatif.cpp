@@ -237,17 +237,15 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   if (p.workers > 0 && p.WorkerSetupSeconds() > 0) {
     std::string fetches;
-    double cpu = 0;
-    for (const auto& c : p.worker_setup_by_fetch) {
-      fetches += fmt::format("{}{}", fetches.empty() ? "" : ", ", FormatSeconds(static_cast<double>(c.cpu_s) + c.io_s));
-      cpu += c.cpu_s;
-    }
-    in.push_back(fmt::format("a fresh worker's set-up: {} ({} on CPU) in its first {} fetches beyond a warm worker's "
+    for (const auto& c : p.worker_setup_by_fetch)
+      fetches += fmt::format("{}{}", fetches.empty() ? "" : ", ", FormatSeconds(c.Seconds()));
+    in.push_back(fmt::format("a fresh worker's set-up: {} ({} on CPU) in its {} beyond a warm worker's "
                              "({}) (measured: the workers' first fetches against their later ones, the first at least its "
                              "first item beyond the others: imports, files opened on first use, caches warming); the "
                              "per-batch costs leave it out, and each worker that starts pays it: every epoch without "
                              "persistent workers, once per DataLoader object with them",
-                             FormatSeconds(p.WorkerSetupSeconds()), FormatSeconds(cpu), p.worker_setup_by_fetch.size(), fetches));
+                             FormatSeconds(p.WorkerSetupSeconds()), FormatSeconds(SumCpuSeconds(p.worker_setup_by_fetch)),
+                             FirstOf(p.worker_setup_by_fetch.size(), "fetch", "fetches"), fetches));
   }
   if (p.sampler_s_per_epoch > 0)
     in.push_back(fmt::format("the sampler's first draw: {} an epoch (measured: its per-epoch work, such as a "

@@ -56,9 +56,9 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   for (double b : l.stream_worker_batches) w.Number(b);
   w.EndArray();
   w.Key("worker_setup").BeginObject();
-  w.Field("wall_s", l.worker_setup.wall_s).Field("cpu_s", l.worker_setup.cpu_s);
+  w.Field("wall_s", l.worker_setup.WallS()).Field("cpu_s", l.worker_setup.CpuS());
   w.Key("by_fetch_s").BeginArray();
-  for (const auto& c : l.worker_setup.by_fetch) w.Number(static_cast<double>(c.cpu_s) + c.io_s);
+  for (const auto& c : l.worker_setup.by_fetch) w.Number(c.Seconds());
   w.EndArray();
   w.Field("first_item_s", l.worker_setup.first_item_s).Field("item_s", l.worker_setup.item_s);
   w.Key("warm_fetch_s");
