@@ -902,3 +902,49 @@ TEST_CASE("A fresh worker's first fetches beyond its later ones are its set-up, 
   // A first item slower than the fetch's excess sets the first fetch's.
   CHECK(OnlyLoader(FreshWorkers({100, 60, 40, 40, 40, 40, 40, 40}, 90)).worker_setup.by_fetch[0].cpu_s == Approx(0.150));
 }
+
+namespace {
+// One epoch of 8 batches (batch_size 32) from two workers, each streaming 100
+// items: 3 full batches and a last one of 4 (getitem spans, one per item).
+// `sampler`: the hook's sampler kind; `dropped`: records one worker's lane lost.
+LoaderAnalysis TwoStreams(const std::string& sampler, uint64_t dropped) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  b.Config(100, 1, "batch_size", 32);
+  b.Config(100, 1, "num_workers", 2);
+  b.Config(100, 1, "sampler", sampler);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 8;
+  spec.wait = kMs;
+  spec.compute = 20 * kMs;
+  AddLoop(b, spec);
+  const uint32_t workers[] = {b.Thread(201, 201), b.Thread(202, 202)};
+  b.trace.threads[workers[1]].dropped = dropped;
+  for (uint32_t k = 0; k < 2; ++k)
+    for (uint64_t batch = 0; batch < 4; ++batch) {
+      const uint64_t s0 = spec.start + (2 * batch + k) * 21 * kMs;
+      const uint64_t items = batch < 3 ? 32 : 4;
+      b.Span(workers[k], names::kFetch, s0, 10 * kMs, 1, 2 * batch + k, 9 * kMs, 0);
+      for (uint64_t i = 0; i < items; ++i) b.Span(workers[k], names::kGetitem, s0 + i * 100000, 50000, 1, i);  // 0.1 ms apart, 50 us each
+    }
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+}  // namespace
+
+TEST_CASE("An IterableDataset's samples are its getitem spans where its workers' last batches were partial") {
+  const LoaderAnalysis stream = TwoStreams("_InfiniteConstantSampler", 0);
+  CHECK(stream.samples == Approx(200));  // not 8 x 32 = 256
+  CHECK(stream.config.batch_size == Approx(25));
+  CHECK(stream.config.batch_size_set == 32);
+  CHECK(stream.config.batch_size_from == "getitem spans");
+  // A map-style loader's samples come from its dataset's length; a trace that
+  // lost spans cannot count them: both keep the batch size.
+  for (const auto& other : {TwoStreams("random", 0), TwoStreams("_InfiniteConstantSampler", 5)}) {
+    CHECK(other.config.batch_size == 32);
+    CHECK(other.config.batch_size_set == 0);
+    CHECK(other.samples == Approx(256));
+  }
+}

@@ -1049,7 +1049,7 @@ std::string PersistentStartupAdvice(const LoaderAnalysis& l, const std::string& 
 // each epoch); a worker whose stream was empty made no fetch span.
 std::vector<double> StreamWorkerBatches(const LoaderAnalysis& l) {
   const uint32_t workers = l.config.num_workers;
-  if (workers < 2 || l.config.sampler != "_InfiniteConstantSampler" || l.epochs.empty()) return {};
+  if (workers < 2 || !l.config.Iterable() || l.epochs.empty()) return {};
   const size_t lives = l.config.persistent_workers ? std::max<size_t>(1, l.scopes.size()) : l.epochs.size();
   std::vector<double> counts;
   for (const auto& w : l.workers)

@@ -1277,6 +1277,11 @@ void MeasureWorkerSetup(const std::vector<StageAccumulator>& accumulators, uint3
   }
 }
 
+// No thread's lane was ever full: every span its thread emitted is in the trace.
+bool NoSpanLost(const Trace& trace) {
+  return std::none_of(trace.threads.begin(), trace.threads.end(), [](const ThreadInfo& t) { return t.dropped > 0; });
+}
+
 void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumulators, uint32_t fetch_name, bool sampled,
                 LoaderAnalysis& loader) {
   std::set<uint32_t> worker_threads, worker_pids;
@@ -1893,13 +1898,23 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     CountGilProbes(trace, gil_probes, l.fetches, loader);
     MeasurePrefetchThread(trace, l, sampled, loader);
     FillStages(trace, accumulators, fetch_name, sampled, loader);
-    if (!loader.config.batch_size_known) {
-      // No batch_size config (e.g. a C client): samples per batch from getitem spans per fetch span.
+    // Samples per batch from the getitem spans per fetch span: where the
+    // config has no batch_size (e.g. a C client), and where an
+    // IterableDataset's batches held fewer samples than its batch_size (each
+    // worker ends its stream on a partial batch: 2 workers of 100 items in
+    // batches of 32 make 8 batches and 200 samples an epoch, 256 by
+    // batch_size). Only from a trace that lost no span, and not where each
+    // item is a batch (batch_size=None: the hook measured the first batch).
+    if (!loader.config.batch_size_known ||
+        (loader.config.Iterable() && loader.config.batch_size_from.empty() && NoSpanLost(trace))) {
       uint64_t batches = 0, samples = 0;
       for (const auto& w : loader.workers) batches += w.batches;
       for (const auto& st : loader.stages)
         if (st.name == names::kGetitem) samples = st.count;
-      if (batches > 0 && samples >= batches) {
+      const bool partial = loader.config.batch_size_known &&
+                           static_cast<double>(samples) < static_cast<double>(batches) * loader.config.batch_size;
+      if (batches > 0 && samples >= batches && (!loader.config.batch_size_known || partial)) {
+        if (partial) loader.config.batch_size_set = loader.config.batch_size;
         loader.config.batch_size = static_cast<double>(samples) / batches;  // a mean: a batch sampler's batches vary
         loader.config.batch_size_from = "getitem spans";
         FillEpochs(trace, loader);

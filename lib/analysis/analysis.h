@@ -277,14 +277,21 @@ struct LoaderConfig {
   bool batch_size_known = false;
   // How batch_size was found when the loader's config had none: "first batch"
   // (the hook measured the leading dimension of a batch_size=None loader's
-  // first batch), "getitem spans" (their mean count per fetch span); empty =
-  // the config's batch_size, or unknown.
+  // first batch), "getitem spans" (their mean count per fetch span; also
+  // where an IterableDataset's batches fell short of its batch_size, which
+  // batch_size_set keeps); empty = the config's batch_size, or unknown.
   std::string batch_size_from;
   uint32_t num_workers = 0;
+  // The loader's batch_size where the batches' mean replaced it
+  // (batch_size_from "getitem spans": an IterableDataset's workers each
+  // ending on a partial batch); 0 otherwise.
+  double batch_size_set = 0;
   uint32_t prefetch_factor = 2;
   bool pin_memory = false;
   bool persistent_workers = false;
+  // The sampler's kind (hook.py _sampler_kind): kIterableSampler for an IterableDataset.
   std::string sampler;
+  bool Iterable() const { return sampler == "_InfiniteConstantSampler"; }
   uint64_t dataset_len = 0;
   // The indices the loader's sampler yields an epoch, 0 = not recorded: a
   // rank's share under a DistributedSampler, a subset's length.

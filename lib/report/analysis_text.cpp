@@ -45,7 +45,11 @@ void SummaryRow(std::string& out, const char* label, const Summary& s) {
 }
 
 std::string BatchSizeText(const LoaderConfig& c) {
-  if (c.batch_size_from == "getitem spans") return fmt::format("{:.3g} (mean, from getitem spans)", c.batch_size);
+  if (c.batch_size_from == "getitem spans")
+    return c.batch_size_set > 0 ? fmt::format("{:g}, {:.3g} samples a batch on average (from getitem spans: the "
+                                              "workers' last batches partial)",
+                                              c.batch_size_set, c.batch_size)
+                                : fmt::format("{:.3g} (mean, from getitem spans)", c.batch_size);
   if (!c.batch_size_known) return "? (batches counted as samples)";
   if (c.batch_size_from == "first batch") return fmt::format("{:g} (the first batch's leading dimension)", c.batch_size);
   return fmt::format("{:g}", c.batch_size);
