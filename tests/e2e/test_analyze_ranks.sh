@@ -34,9 +34,12 @@ assert ranks[0]["stall_fraction"] < 0.2 and ranks[1]["stall_fraction"] > 0.35
 # Set costs: 20 ms of compute a step on both; rank 1 waits about 20 ms more a step.
 assert abs(ranks[0]["compute_per_step_s"] - 0.020) < 0.005, ranks[0]["compute_per_step_s"]
 assert 0.012 < ranks[1]["wait_per_step_s"] - ranks[0]["wait_per_step_s"] < 0.030, (ranks[1]["wait_per_step_s"], ranks[0]["wait_per_step_s"])
-# Its workers sleep (no device reads): other blocking, not a fetch (storage) stall.
+# Its workers sleep (no device reads): other blocking, not a fetch (storage)
+# stall. A fresh worker may read a file from the device (a lazy import on a
+# machine whose page cache does not hold it yet: 2% in one CI run), which
+# is storage then; the sleeps are not.
 assert ranks[1]["bottleneck"] == "other_blocking", ranks[1]["bottleneck"]
-assert ranks[1]["fetch_stall_fraction"] == 0
+assert ranks[1]["fetch_stall_fraction"] < 0.05, ranks[1]["fetch_stall_fraction"]
 slowest = max(r["epoch_time_s"] for r in ranks.values())
 total = sum(r["samples"] for r in ranks.values())
 assert abs(train["global_samples_per_s"] - total / slowest) < 1e-6 * total / slowest
