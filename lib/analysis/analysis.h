@@ -289,7 +289,7 @@ struct LoaderConfig {
   uint32_t prefetch_factor = 2;
   bool pin_memory = false;
   bool persistent_workers = false;
-  // The sampler's kind (hook.py _sampler_kind): kIterableSampler for an IterableDataset.
+  // The sampler's kind (hook.py _sampler_kind): "_InfiniteConstantSampler" for an IterableDataset.
   std::string sampler;
   bool Iterable() const { return sampler == "_InfiniteConstantSampler"; }
   uint64_t dataset_len = 0;
