@@ -891,3 +891,35 @@ TEST_CASE("A worker's set-up is paid in every epoch that starts workers, once wh
   p.objects = 4;
   CHECK(Predict(p, persistent)->whole_run_samples_per_s == Approx(400 / (4 * (1.0 + 0.5 + 0.01 + 1.0))).epsilon(1e-3));
 }
+
+TEST_CASE("The main loop's receive is calibrated so that the profile's simulation shows its measured handoff") {
+  // 1 worker, prefetch 1, on 2 cores: a 1 ms fetch and 3 ms of sending a
+  // batch, a step 2 ms off CPU, 1 ms of the main thread's CPU in next(). As
+  // simulated (test_model_simulate), next() finds each batch fetched and
+  // waits the 2 ms of sending left plus the receive: a measured handoff of
+  // 3.5 ms is a 1.5 ms receive, not 3.5 ms of it beside the sending.
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.prefetch_factor = 1;
+  p.profiled_cores = 2;
+  p.cpu_s_per_batch = 0.001;
+  p.compute_s_per_batch = 0.002;
+  p.worker_loop_cpu_s_per_batch = {0.003, true, "test"};
+  p.receive_s_per_batch = 0.001;
+  p.handoff_s_per_batch = 0.0035;
+  // The sum over 400 simulated batches, the first not yet fetched at its call.
+  CHECK(CalibrateMainReceive(p) == Approx(0.0035 * 400 / 399 - 0.002).epsilon(1e-3));
+  CHECK(Predict(p, On(2))->samples_per_s == Approx(10 / 0.0075).epsilon(1e-3));  // the larger of the two: 3.5 ms
+  p.main_receive_s = CalibrateMainReceive(p);
+  CHECK(Predict(p, On(2))->samples_per_s == Approx(10 / (0.004 + p.main_receive_s)).epsilon(1e-3));
+  // A handoff the receive alone explains keeps the measured CPU; one shorter
+  // than the receive (every batch late) keeps the receive.
+  p.main_receive_s = -1;
+  p.handoff_s_per_batch = 0.0025;
+  CHECK(CalibrateMainReceive(p) == Approx(0.001));
+  p.handoff_s_per_batch = 0.0002;
+  CHECK(CalibrateMainReceive(p) == Approx(0.001));
+  // Without workers nothing is calibrated.
+  p.workers = 0;
+  CHECK(CalibrateMainReceive(p) == MainReceiveSeconds(p));
+}

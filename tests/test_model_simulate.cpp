@@ -263,3 +263,22 @@ TEST_CASE("A fresh worker pays its set-up on its first fetches only, each worker
   c.worker_setup = {{0.100f, 0.050f}, {0.020f, 0}};
   CHECK(SimulateLoader(c).seconds == Approx(0.195).epsilon(1e-6));
 }
+
+TEST_CASE("The handoff is the wait in next() for a batch fetched before the call, until it is received") {
+  // 1 worker, prefetch 1, on 2 cores: a 1 ms fetch, then 3 ms of sending on
+  // the worker's sending thread; the main thread receives in 1 ms and steps
+  // 2 ms off CPU. Its index goes out as a receive ends: fetched 1 ms later,
+  // so at next() (2 ms later) it is fetched, its worker idle, and next()
+  // waits the 2 ms of sending left and the 1 ms receive.
+  auto c = Loader(1, 2, {{0.001f, 0.0f}}, 400);
+  c.prefetch_factor = 1;
+  c.worker_loop_cpu_s = 0.003;
+  c.receive_cpu_s = 0.001;
+  c.compute_off_s = 0.002;
+  auto r = SimulateLoader(c);
+  CHECK(r.steady_step_s == Approx(0.005).epsilon(1e-6));  // fetch, send, receive in turn
+  CHECK(r.handoff_s == Approx(399 * 0.003).epsilon(1e-6));  // the first batch was not fetched at its call
+  // A 0.5 ms step: next() comes before the fetch ends, and no wait is handoff.
+  c.compute_off_s = 0.0005;
+  CHECK(SimulateLoader(c).handoff_s == Approx(0).margin(1e-12));
+}

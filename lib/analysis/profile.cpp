@@ -452,6 +452,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   const double iterations = static_cast<double>(loader.iterations.size());
   for (const auto& st : loader.main_stages)
     if (iterations > 0) p.main_stages.push_back({st.name, st.cpu_s / iterations, st.wall_s / iterations});
+  p.main_receive_s = model::CalibrateMainReceive(p);
   return p;
 }
 

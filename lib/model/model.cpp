@@ -338,7 +338,9 @@ double UncontendedComputeSeconds(const LoaderProfile& p) {
   return step.cpu / std::max(1.0, step.threads) + step.off;
 }
 
-double MainReceiveSeconds(const LoaderProfile& p) { return std::max(p.handoff_s_per_batch, p.receive_s_per_batch); }
+double MainReceiveSeconds(const LoaderProfile& p) {
+  return p.main_receive_s >= 0 ? p.main_receive_s : std::max(p.handoff_s_per_batch, p.receive_s_per_batch);
+}
 
 namespace {
 // A cost only batches made by workers pay, timed after a run without them.
@@ -398,6 +400,29 @@ double BackgroundFromDelay(const LoaderProfile& p) {
   return (lo + hi) / 2;
 }
 }  // namespace
+
+double CalibrateMainReceive(const LoaderProfile& p) {
+  LoaderProfile uncalibrated = p;
+  uncalibrated.main_receive_s = -1;
+  const double lo = p.receive_s_per_batch, hi = MainReceiveSeconds(uncalibrated), measured = p.handoff_s_per_batch;
+  if (p.workers == 0 || !(hi > lo) || !(p.profiled_cores > 0)) return hi;
+  const auto costs = StreamQuota(p, p.workers).empty() ? SimCosts(p, Draw::kSteady) : SimCosts(p, Draw::kWholeRun);
+  SimConfig c = SimFor(uncalibrated, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(uncalibrated));
+  if (c.worker_quota.empty()) c.batches = kMinSimBatches;
+  const auto handoff_at = [&](double receive) {
+    c.receive_cpu_s = receive;
+    return SimulateLoader(c).handoff_s / static_cast<double>(c.batches);
+  };
+  // The simulated handoff grows with the receive: bisect for the measured one.
+  if (handoff_at(hi) <= measured) return hi;
+  double low = lo, high = hi;
+  if (handoff_at(low) >= measured) return lo;
+  for (int i = 0; i < 20; ++i) {
+    const double mid = (low + high) / 2;
+    (handoff_at(mid) < measured ? low : high) = mid;
+  }
+  return (low + high) / 2;
+}
 
 double BackgroundThreads(const LoaderProfile& p) {
   // A busy process on a core the job left idle delays none of the job's

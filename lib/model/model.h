@@ -124,6 +124,10 @@ struct LoaderProfile {
   double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
                                          // main process's serial cost of receiving a batch (IPC)
   double receive_s_per_batch = 0;        // the main thread's CPU in next(), per batch (its delay: predicted)
+  // The main loop's receive per batch, calibrated (CalibrateMainReceive) so
+  // that the simulation of the profile reproduces its handoff; -1 = not
+  // calibrated, the larger of handoff and receive.
+  double main_receive_s = -1;
   std::string receive_source;            // how receive was obtained when not from wait spans (no workers)
                                          // (wait spans with CPU); measurable when batches were late, where
                                          // handoff is not. 0 = not recorded
@@ -231,9 +235,19 @@ struct LoaderProfile {
   double measured_whole_run_samples_per_s = 0;  // samples / sum of epoch wall times (start-up included)
 };
 
-// The main process's serial cost per batch besides compute: the larger of the
+// The main process's serial cost per batch besides compute: the calibrated
+// receive where the profile has one (main_receive_s), else the larger of the
 // waits seen for ready batches (handoff) and its own CPU in next() (receive).
 double MainReceiveSeconds(const LoaderProfile& profile);
+
+// The receive CPU per batch, between the main thread's measured CPU in next()
+// and the handoff, at which the simulation of the profiled configuration
+// shows the handoff the profile measured. The handoff's wall time holds the
+// main thread's run-queue delay and the worker sending the batch, which the
+// simulation predicts from the cores they share: taken as CPU, a profile
+// with more threads than cores (2 workers on 1 core) paid them twice, and its
+// own baseline was predicted 25% slow.
+double CalibrateMainReceive(const LoaderProfile& profile);
 
 // What a batch costs only because a worker made it, when the profile had no
 // workers and the scenario has `workers` (LoaderProfile::shm_collate_cpu_s_per_batch):

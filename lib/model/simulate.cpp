@@ -32,7 +32,9 @@ struct Worker {
 
 class Simulation {
  public:
-  explicit Simulation(const SimConfig& c) : c_(c), done_(c.batches, 0), worker_of_(c.workers ? c.batches : 0), workers_(c.workers) {}
+  explicit Simulation(const SimConfig& c)
+      : c_(c), done_(c.batches, 0), fetched_(c.workers ? c.batches : 0, 0), worker_of_(c.workers ? c.batches : 0),
+        workers_(c.workers) {}
 
   SimResult Run() {
     if (c_.batches == 0) return out_;
@@ -157,6 +159,7 @@ class Simulation {
   // A fetched batch is sent by the worker's sending threads when there is
   // loop CPU to pay, else it is ready at once.
   void Fetched(Worker& worker) {
+    fetched_[worker.batch] = 1;
     if (c_.worker_loop_cpu_s > kDone) worker.outbox.push_back(worker.batch);
     else done_[worker.batch] = 1;
     worker.fetch_ended = true;
@@ -238,6 +241,7 @@ class Simulation {
           break;
         case MainPhase::kReceive:
           if (main_left_ <= kDone) {
+            if (deliverable_) out_.handoff_s += now_ - next_called_;
             // torch sends the next index once it has received a batch
             // (_get_data, then _process_data's _try_put_index): a worker
             // without one waits for the main thread's unpickling too.
@@ -267,6 +271,7 @@ class Simulation {
             } else {
               main_ = MainPhase::kNext;
               if (epoch_len_ > 0 && current_ % epoch_len_ == 0) FillPipeline();  // the next epoch's iterator
+              NextCalled();
             }
             changed = true;
           }
@@ -274,6 +279,13 @@ class Simulation {
         case MainPhase::kFinished: return;
       }
     }
+  }
+
+  // The main loop calls next() for batch current_ (SimResult::handoff_s).
+  void NextCalled() {
+    next_called_ = now_;
+    const WorkerPhase phase = workers_[worker_of_[current_]].phase;
+    deliverable_ = current_ < sent_ && fetched_[current_] && phase != WorkerPhase::kCpu && phase != WorkerPhase::kIo;
   }
 
   // Whether a worker's fetch progresses on CPU now: not while its sending
@@ -375,12 +387,15 @@ class Simulation {
 
   const SimConfig& c_;
   std::vector<uint8_t> done_;     // per batch: produced
+  std::vector<uint8_t> fetched_;  // per batch: its fetch ended (W >= 1)
   std::vector<uint32_t> worker_of_;  // per batch: the worker its index went to
   std::vector<Worker> workers_;
   std::vector<double> step_ends_;
   MainPhase main_ = MainPhase::kNext;
   double main_left_ = 0;
   uint64_t current_ = 0;          // the batch the main loop takes next
+  double next_called_ = 0;        // when the main loop called next() for current_
+  bool deliverable_ = false;      // current_ was fetched then, its worker not fetching
   uint64_t sent_ = 0;             // batch indices sent to workers
   uint64_t epoch_len_ = 0;        // worker_quota's sum; 0 = no epochs
   std::vector<uint64_t> dealt_;   // per worker: indices dealt this epoch

@@ -108,6 +108,10 @@ struct SimResult {
   double wait_s = 0;              // the main loop blocked in next() waiting for a batch, in total
   double compute_s = 0;           // wall time of the steps (stretched by sharing), in total
   double receive_s = 0;           // wall time receiving batches, in total
+  // W >= 1: the wall time of the next() calls that found their batch fetched
+  // and its worker not fetching another (analyze's deliverable batch), from
+  // the call to the batch received, in total: the handoff a profile measures.
+  double handoff_s = 0;
   double job_delay_s = 0;         // runnable-but-waiting thread-seconds of the job (run-queue delay)
   double job_cpu_s = 0;           // thread-seconds the job's threads ran on a core (its busy cores x time)
   double worker_delay_s = 0;      // of which the workers' (what fetch spans record)
