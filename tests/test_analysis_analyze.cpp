@@ -354,10 +354,7 @@ TEST_CASE("Workers of different epochs are not unbalanced against each other, an
 
 TEST_CASE("Workers get busy, CPU, I/O and run-queue shares and the slow one is a straggler") {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Process(202, 100);
-  b.Config(100, 1, "num_workers", 2);
+  AddTwoWorkerProcesses(b);
   b.Config(100, 1, "batch_size", 4);
   LoopSpec spec;
   spec.thread = b.Thread(100, 100);
@@ -909,11 +906,8 @@ namespace {
 // `sampler`: the hook's sampler kind; `dropped`: records one worker's lane lost.
 LoaderAnalysis TwoStreams(const std::string& sampler, uint64_t dropped) {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Process(202, 100);
+  AddTwoWorkerProcesses(b);
   b.Config(100, 1, "batch_size", 32);
-  b.Config(100, 1, "num_workers", 2);
   b.Config(100, 1, "sampler", sampler);
   LoopSpec spec;
   spec.thread = b.Thread(100, 100);

@@ -162,6 +162,15 @@ inline void AddMainProcessLoader(TraceBuilder& b, LoopSpec& spec) {
 // A main process (pid 100) iterating loader 1 with one worker process (pid
 // 201): appends the loop of `spec` (its thread is set here) and returns the
 // worker's thread index for the test's fetch spans.
+// The main process (pid 100) and two worker processes (201, 202) of its
+// loader 1 (num_workers 2); the loop is the caller's.
+inline void AddTwoWorkerProcesses(TraceBuilder& b) {
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Process(202, 100);
+  b.Config(100, 1, "num_workers", 2);
+}
+
 inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   b.Process(100, 1);
   b.Process(201, 100);
