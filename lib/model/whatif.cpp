@@ -318,15 +318,14 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                    FormatSeconds(p.receive_s_per_batch))
                      : "main thread CPU in next(): not recorded (wait spans without CPU time)");
     const double main = MainReceiveSeconds(p);
-    const bool between = main > p.receive_s_per_batch && main < p.handoff_s_per_batch;
-    in.push_back(fmt::format(
-        "the main loop's receive per batch: {} ({})", FormatSeconds(main),
-        between ? "calibrated: the simulation of the profiled configuration shows the measured handoff at this CPU; "
-                  "the rest of the handoff is run-queue delay and the worker sending the batch, which it predicts"
-                : main > p.receive_s_per_batch ? "the handoff as measured: simulated at it, the handoff came out no "
-                                                 "longer"
-                                               : "the main thread's CPU: simulated at it, the handoff came out at "
-                                                 "least as long as measured"));
+    const char* how =
+        p.handoff_s_per_batch <= p.receive_s_per_batch ? "the main thread's CPU: the handoff measured no longer"
+        : main >= p.handoff_s_per_batch ? "the handoff as measured: simulated at it, the handoff came out no longer"
+        : main > p.receive_s_per_batch
+            ? "calibrated: the simulation of the profiled configuration shows the measured handoff at this CPU; the "
+              "rest of the handoff is run-queue delay and the worker sending the batch, which it predicts"
+            : "calibrated to the main thread's CPU: simulated at it, the handoff came out at least as long as measured";
+    in.push_back(fmt::format("the main loop's receive per batch: {} ({})", FormatSeconds(main), how));
   }
   if (p.storage_bytes_per_batch > 0 || p.cpu_s_per_storage_byte.measured)
     in.push_back(Described("worker CPU per MiB read from storage", p.cpu_s_per_storage_byte.value,
