@@ -821,12 +821,34 @@ TEST_CASE("The run's time is split into the loaders' epochs, before, between and
   CHECK(c.between_s == Approx(0.5));
   CHECK(c.after_s == Approx(6.9));
   CHECK(TimeOutsideEpochs(*result) == Approx(7.4));
-  // Ending at 5 s, 2.4 s of 5 are outside: under half, no note.
-  b.trace.footer->end_monotonic_ns = 5000 * kMs;
+  // Ending at 4 s, 1.4 s outside against the epochs' 1.6 s: no note.
+  b.trace.footer->end_monotonic_ns = 4000 * kMs;
   auto shorter = Analyze(b.trace, {});
   REQUIRE(shorter.ok());
-  CHECK(shorter->coverage.after_s == Approx(1.9));
+  CHECK(shorter->coverage.after_s == Approx(0.9));
   CHECK(TimeOutsideEpochs(*shorter) == 0);
+  // Ending at 5 s, 2.4 s outside is more than the epochs' 1.6 s: a note,
+  // although under half of the 5 s run (the first second was before them).
+  b.trace.footer->end_monotonic_ns = 5000 * kMs;
+  auto at5 = Analyze(b.trace, {});
+  REQUIRE(at5.ok());
+  CHECK(TimeOutsideEpochs(*at5) == Approx(2.4));
+}
+
+TEST_CASE("A long interpreter start before the first epoch does not hide the time after the last") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.start = 6000 * kMs;  // torch's import on a slow host: 6 s before the loader's first epoch
+  AddLoop(b, spec);         // one epoch of 20 x 40 ms: 6000-6800 ms
+  b.trace.footer.emplace();
+  b.trace.footer->end_monotonic_ns = 9700 * kMs;  // 2.9 s of replay by itertools.cycle after it
+  auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  CHECK(result->coverage.before_s == Approx(6.0));
+  CHECK(result->coverage.in_epochs_s == Approx(0.8));
+  CHECK(TimeOutsideEpochs(*result) == Approx(2.9));
 }
 
 namespace {

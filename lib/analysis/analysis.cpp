@@ -1632,7 +1632,7 @@ Summary SummarizeSorted(std::span<const double> values) {
 double TimeOutsideEpochs(const TraceAnalysis& analysis) {
   const auto& c = analysis.coverage;
   const double outside = c.between_s + c.after_s;
-  return outside >= 1.0 && outside >= 0.5 * analysis.duration_s ? outside : 0;
+  return outside >= 1.0 && outside >= c.in_epochs_s ? outside : 0;
 }
 
 namespace internal {

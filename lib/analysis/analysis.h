@@ -635,8 +635,11 @@ struct TraceAnalysis {
 };
 
 // Time outside every epoch after the first began (between and after them)
-// worth a note beside the verdicts: half the run or more, and a second or
-// more; else 0.
+// worth a note beside the verdicts: as long as the epochs or longer (half the
+// time from the first epoch's start on), and a second or more; else 0. The
+// time before the first epoch (the interpreter's start, imports: 1 to 5 s for
+// torch, by host) says nothing about what the verdicts miss, so it is not in
+// the comparison.
 double TimeOutsideEpochs(const TraceAnalysis& analysis);
 
 // The whole run's epoch start-up as a share of its wall time, when it is

@@ -31,8 +31,9 @@ std::string VerdictLine(const analysis::LoaderAnalysis& loader);
 // loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.
 std::string CoverageLine(const analysis::TraceAnalysis& trace);
 
-// The note above the verdicts when half the run or more passed outside the
-// loaders' epochs (the verdicts cover the epochs only); empty otherwise.
+// The note above the verdicts when the time outside the loaders' epochs
+// (analysis::TimeOutsideEpochs) is worth one: the verdicts cover the epochs
+// only; empty otherwise.
 std::string OutsideEpochsNote(const analysis::TraceAnalysis& trace);
 
 // The terminal report of `traces` (and of the job when there are several
