@@ -40,8 +40,13 @@ class BackgroundGenerator(threading.Thread):
         self.generator = generator
         self.start()
     def run(self):
+        global put_s, run_s
+        start = time.monotonic()
         for item in self.generator:
-            self.queue.put(item)
+            t = time.monotonic()
+            self.queue.put(item)  # blocks while the loop has not taken the last batch
+            put_s += time.monotonic() - t
+        run_s += time.monotonic() - start
         self.queue.put(None)
     def __iter__(self):
         return self
@@ -70,10 +75,12 @@ if mode == "thread":
     trainer.start()
     trainer.join()
 else:
+    put_s = run_s = 0.0
     train(DataLoaderX(Burn(), batch_size=16))
+    print("the thread waited %.4f of its %.4f s in put()" % (put_s, run_s), flush=True)
 PY
 for step in 0.050 0.005; do
-  $SP run -q -o p$step.pb -- "$PY" prefetch.py prefetch $step >run.log 2>&1 || fail "the run failed: $(tail -3 run.log)"
+  $SP run -q -o p$step.pb -- "$PY" prefetch.py prefetch $step >p$step.log 2>&1 || fail "the run failed: $(tail -3 p$step.log)"
   $SP analyze p$step.pb >p$step.txt || fail "analyze failed"
   $SP analyze p$step.pb --json >p$step.json || fail "analyze --json failed"
   sed -n 1p p$step.txt
@@ -84,16 +91,19 @@ grep -q "compute: the training loop sets the pace" p0.050.txt || fail "the 50 ms
 if grep -q -- "- worker CPU ([0-9]*%)" p0.050.txt; then fail "the 50 ms step is advised more workers: $(grep -A3 advice: p0.050.txt)"; fi
 grep -q "^prefetch.py:[0-9]*: HIGHLY input-bound: up to [0-9]*% of step time waiting for data.*prefetch thread" p0.005.txt ||
   fail "the 5 ms step's headline: $(sed -n 1p p0.005.txt)"
+# Against the thread's own timing of its put() calls (a slow host stretches
+# the 32 ms batches and shortens the wait; the set costs' share is printed).
 "$PY" - p0.050.json p0.005.json <<'PY' || fail "the prefetch thread's waits (above)"
-import json, sys
-for path, expected in zip(sys.argv[1:], (0.36, 0.0)):
+import json, re, sys
+for path, set_share in zip(sys.argv[1:], (0.36, 0.0)):
     l = json.load(open(path))["loaders"][0]
     p = l["prefetch_thread"]
-    print("%s: the thread waited %.0f%% of the steady state for the loop (set costs: %.0f%%), %d hand-offs, %s"
-          % (path, p["steady_blocked_share"] * 100, expected * 100, p["handouts"], l["verdict"]))
+    put, ran = map(float, re.search(r"waited ([0-9.]+) of its ([0-9.]+) s", open(path[:-5] + ".log").read()).groups())
+    print("%s: the thread waited %.0f%% of the steady state for the loop (its own timing: %.0f%%; set costs: %.0f%%), %d hand-offs, %s"
+          % (path, p["steady_blocked_share"] * 100, put / ran * 100, set_share * 100, p["handouts"], l["verdict"]))
     assert p["handouts"] >= 120, p
-    assert abs(p["steady_blocked_share"] - expected) <= 0.1, p
-    assert p["loop_bound"] == (expected > 0), p
+    assert abs(p["steady_blocked_share"] - put / ran) <= 0.06, p
+    assert p["loop_bound"] == (set_share > 0), p
     assert p["hands_on"], p
 PY
 for cmd in whatif recommend; do
