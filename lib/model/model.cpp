@@ -186,6 +186,13 @@ std::vector<BatchCost> SimCosts(const LoaderProfile& p, Draw draw) {
   return out;
 }
 
+// The costs a steady-state simulation with `workers` draws from: the steady
+// fetches, or every fetch where the stream splits unevenly over the workers
+// (the simulation runs it epoch by epoch and takes its steady window inside).
+std::vector<BatchCost> SteadySimCosts(const LoaderProfile& p, uint32_t workers) {
+  return SimCosts(p, StreamQuota(p, workers).empty() ? Draw::kSteady : Draw::kWholeRun);
+}
+
 // `steady` shortened to one epoch of `per_epoch` batches (one epoch of an
 // uneven split, shrunk as the steady simulation's).
 SimConfig OneEpoch(const SimConfig& steady, double per_epoch) {
@@ -406,8 +413,11 @@ double CalibrateMainReceive(const LoaderProfile& p) {
   uncalibrated.main_receive_s = -1;
   const double lo = p.receive_s_per_batch, hi = MainReceiveSeconds(uncalibrated), measured = p.handoff_s_per_batch;
   if (p.workers == 0 || !(hi > lo) || !(p.profiled_cores > 0)) return hi;
-  const auto costs = StreamQuota(p, p.workers).empty() ? SimCosts(p, Draw::kSteady) : SimCosts(p, Draw::kWholeRun);
-  SimConfig c = SimFor(uncalibrated, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(uncalibrated));
+  // The profiled configuration as the uncalibrated profile sees it: its outside
+  // load is fitted from the measured delays with the receive taken whole,
+  // and fitting it again with each receive tried would chase its own tail.
+  SimConfig c = SimFor(uncalibrated, SteadySimCosts(p, p.workers), p.workers, p.profiled_cores, 1, 1, 1,
+                       BackgroundThreads(uncalibrated));
   if (c.worker_quota.empty()) c.batches = kMinSimBatches;
   const auto handoff_at = [&](double receive) {
     c.receive_cpu_s = receive;
@@ -534,11 +544,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
 
   // Steady state: the simulation over the measured per-batch costs.
-  // A stream split unevenly over the workers is simulated epoch by epoch,
-  // its steady window taken inside the simulation: every cost, as for a whole run.
-  const auto all_costs = SimCosts(p, Draw::kWholeRun);
-  const auto costs = StreamQuota(p, workers).empty() ? SimCosts(p, Draw::kSteady) : all_costs;
-  SimConfig config = SimFor(p, costs, workers, cores, s.accel_speedup, cpu_scale, io_scale, background, s.step_threads);
+  SimConfig config = SimFor(p, SteadySimCosts(p, workers), workers, cores, s.accel_speedup, cpu_scale, io_scale, background,
+                            s.step_threads);
   out.step_threads = step.parallel_threads;
   out.step_oversubscribed = HeldUpByOthers(out.step_threads, cores) && out.step_threads + workers + background > cores;
   if (s.prefetch_factor > 0) config.prefetch_factor = static_cast<uint32_t>(s.prefetch_factor);
@@ -600,6 +607,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     const double per_restart = profiled_restarts > 0 ? p.startup_later_s * (epochs - 1) / profiled_restarts : p.startup_first_s;
     startup_later = epochs > 1 ? restarts(persistent) * per_restart * scale / (epochs - 1) : 0;
   }
+  const auto all_costs = SimCosts(p, Draw::kWholeRun);
   SimConfig epoch = OneEpoch(config, per_epoch);
   epoch.costs = all_costs;
   const EpochMean epoch_sim = SimulateRunEpoch(p, epoch, persistent, epochs);

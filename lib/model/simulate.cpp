@@ -284,8 +284,10 @@ class Simulation {
   // The main loop calls next() for batch current_ (SimResult::handoff_s).
   void NextCalled() {
     next_called_ = now_;
+    deliverable_ = false;
+    if (current_ >= sent_ || !fetched_[current_]) return;  // not yet sent to a worker, or its fetch still runs
     const WorkerPhase phase = workers_[worker_of_[current_]].phase;
-    deliverable_ = current_ < sent_ && fetched_[current_] && phase != WorkerPhase::kCpu && phase != WorkerPhase::kIo;
+    deliverable_ = phase != WorkerPhase::kCpu && phase != WorkerPhase::kIo;
   }
 
   // Whether a worker's fetch progresses on CPU now: not while its sending
