@@ -1580,9 +1580,11 @@ TEST_CASE("A handoff says how much of it the main thread spent on CPU receiving"
 
 namespace {
 // FaultingWorker with the first batch's bytes recorded (the hook's batch_bytes).
-LoaderAnalysis FaultingWorkerBatch(uint64_t kernel, int64_t faults_per_batch, uint64_t batch_bytes) {
+LoaderAnalysis FaultingWorkerBatch(uint64_t kernel, int64_t faults_per_batch, uint64_t batch_bytes,
+                                   uint32_t page_bytes = 0) {
   TraceBuilder b;
   b.trace = FaultingWorker(kernel, 20 * faults_per_batch, 900 * kMs, 2000 * kMs);
+  b.trace.header.page_bytes = page_bytes;
   b.Config(100, 1, "batch_bytes", batch_bytes);
   return OnlyLoader(Analyze(b.trace, {}));
 }
@@ -1611,4 +1613,17 @@ TEST_CASE("Workers faulting about their batch's own pages are told to send fewer
   // Fewer faults than most of the batch's pages, or an idle kernel: neither.
   CHECK_FALSE(AnyAdvice(FaultingWorkerBatch(8 * kMs, 300, 3 << 20), "", "send fewer bytes"));
   CHECK_FALSE(AnyAdvice(FaultingWorkerBatch(1 * kMs, 1100, 3 << 20), "", "send fewer bytes"));
+}
+
+TEST_CASE("A batch's pages are counted in the profiled machine's page size") {
+  // 64 KiB pages (arm64 kernels built so): a 3 MiB batch spans 48 pages, and
+  // its collation faults about 60 a batch. Counted in 4 KiB pages (768),
+  // the same faults were too few to be the segment's.
+  const LoaderAnalysis large_pages = FaultingWorkerBatch(8 * kMs, 60, 3 << 20, 65536);
+  CHECK(large_pages.page_bytes == 65536);
+  CHECK(AnyAdvice(large_pages, "prep: ", "the workers fault 60 pages a batch (the batch spans 48)"));
+  // A trace without the page size (before version 1.5) counts 4 KiB pages.
+  const LoaderAnalysis unrecorded = FaultingWorkerBatch(8 * kMs, 60, 3 << 20);
+  CHECK(unrecorded.page_bytes == 4096);
+  CHECK_FALSE(AnyAdvice(unrecorded, "", "send fewer bytes"));
 }

@@ -315,6 +315,26 @@ TEST_CASE("the clock source, TSC rate and drift round trip, and a trace without 
   std::remove(path.c_str());
 }
 
+TEST_CASE("the machine's page size round trips, and a trace without it reads 0") {
+  const std::string path = TempPath("page");
+  auto write = [&](uint32_t page_bytes) {
+    pb::TraceHeader h = TestHeader();
+    if (page_bytes) h.set_page_bytes(page_bytes);
+    auto w = TraceWriter::Create(path, h);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Close().ok());
+  };
+  write(65536);
+  auto loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.page_bytes == 65536);
+  write(0);  // as a launcher before trace version 1.5 wrote it
+  loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.page_bytes == 0);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("numbers of every varint length, 1 to 10 bytes, round trip exactly") {
   // The decoder reads a varint of up to 8 bytes in one step and longer ones
   // byte by byte: each length on both sides of its boundary, in every column.

@@ -846,12 +846,12 @@ std::string KeepFreedMemory(const LoaderConfig& c) {
 // thresholds): 795 faults a batch, 48% of the workers' CPU in the kernel;
 // sent as uint8 and converted in the step, an epoch took 12.7-13.4 s against
 // 25.4-27.1 s (4 alternated pairs).
-constexpr double kSegmentPagesHeavy = 256;  // a 1 MiB batch
+constexpr uint64_t kSegmentBytesHeavy = 1 << 20;
 constexpr double kSegmentFaultsShare = 0.8;
-double BatchPages(const LoaderAnalysis& l) { return static_cast<double>(l.config.batch_bytes) / 4096; }
+double BatchPages(const LoaderAnalysis& l) { return static_cast<double>(l.config.batch_bytes) / l.page_bytes; }
 bool BatchSegmentFaultsHeavy(const LoaderAnalysis& l) {
   const double pages = BatchPages(l);
-  return l.config.num_workers > 0 && pages >= kSegmentPagesHeavy && l.fetch_kernel_share >= kKernelHeavyShare &&
+  return l.config.num_workers > 0 && l.config.batch_bytes >= kSegmentBytesHeavy && l.fetch_kernel_share >= kKernelHeavyShare &&
          l.worker_faults_per_batch >= kSegmentFaultsShare * pages;
 }
 std::string BatchSegmentAdvice(const LoaderAnalysis& l) {
@@ -1594,6 +1594,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   const FetchMeans means = MeansOf(fetches);
   std::tie(loader.fetch_kernel_share, loader.fetch_kernel_s) = KernelShare(fetches);
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
+  if (trace.header.page_bytes > 0) loader.page_bytes = trace.header.page_bytes;
   loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
   loader.main_kernel_share = MainKernelShare(trace, loader);

@@ -426,6 +426,9 @@ struct LoaderAnalysis {
   // Minor page faults of the worker processes per batch they fetched (/proc
   // sampler); -1 without workers or where the trace has no fault counts.
   double worker_faults_per_batch = -1;
+  // The profiled machine's page size (trace header; 4096 where not recorded):
+  // how many pages a batch spans, which its collation faults in.
+  uint32_t page_bytes = 4096;
   // The worker processes' CPU per batch outside their fetch spans (/proc
   // sampler less the fetch spans' CPU): the worker loop's own work (indices,
   // pickling and sending the batch). Seconds; -1 when unknown.

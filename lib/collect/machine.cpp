@@ -135,6 +135,7 @@ pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeo
   char cwd[PATH_MAX] = {};
   if (getcwd(cwd, sizeof(cwd))) h.set_cwd(cwd);
   h.set_page_cache_copy_ns_per_byte(MeasurePageCacheCopyNsPerByte());
+  if (const long page = sysconf(_SC_PAGESIZE); page > 0) h.set_page_bytes(static_cast<uint32_t>(page));
   return h;
 }
 

@@ -229,6 +229,7 @@ Status TraceDecoder::Header(const pb::TraceHeader& h) {
   o.page_cache_copy_ns_per_byte = h.page_cache_copy_ns_per_byte();
   o.clock_source = h.clock_source() == "tsc" ? ClockSource::kTsc : ClockSource::kMonotonic;
   o.tsc_hz = h.tsc_hz();
+  o.page_bytes = h.page_bytes();
   return Status::Ok();
 }
 

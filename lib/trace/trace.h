@@ -107,6 +107,7 @@ struct TraceHeader {
   double page_cache_copy_ns_per_byte = 0;  // CPU a cached read costs per byte, 0 = not measured
   ClockSource clock_source = ClockSource::kMonotonic;
   double tsc_hz = 0;  // kTsc: the calibrated TSC rate
+  uint32_t page_bytes = 0;  // the machine's page size; 0 = not recorded (4096 assumed)
 };
 
 struct ProcessInfo {
