@@ -13,38 +13,49 @@ require_quiet_cpus
 cd "$TMP"
 FLAGS=(--samples 3000 --epochs 2)
 
-$SP run -q -o w2.pb -- "$PY" "$WORKLOADS/fast_loader.py" --workers 2 "${FLAGS[@]}" >/dev/null || fail "run failed"
-$SP recommend w2.pb --json >plan.json || fail "recommend --json failed"
-$SP recommend w2.pb >plan.txt || fail "recommend failed"
-cat plan.txt
-
-# Bare runs, alternated: the last epoch's samples/s.
+# Alternated rounds: a profile with 2 workers and its plan, then the bare runs
+# (the last epoch's samples/s). The host's speed drifts by more than the
+# bound between runs a minute apart: each plan is judged against the bare
+# runs of its own round.
 rate() { "$PY" "$WORKLOADS/fast_loader.py" "$@" "${FLAGS[@]}" | sed -n 's/.*(\([0-9.]*\) samples\/s)$/\1/p' | tail -1; }
 w0=() w2=()
-for _ in 1 2 3; do
+for round in 1 2 3; do
+  $SP run -q -o w2_$round.pb -- "$PY" "$WORKLOADS/fast_loader.py" --workers 2 "${FLAGS[@]}" >/dev/null || fail "run failed"
+  $SP recommend w2_$round.pb --json >plan$round.json || fail "recommend --json failed"
   w0+=("$(rate --workers 0)")
   w2+=("$(rate --workers 2)")
 done
+$SP recommend w2_1.pb >plan.txt || fail "recommend failed"
+cat plan.txt
 echo "bare runs: num_workers=0 ${w0[*]}; num_workers=2 ${w2[*]} samples/s"
 
-"$PY" - plan.json "${w0[*]}" "${w2[*]}" <<'PY' || fail "recommend's plan without workers is off (above)"
+set +e
+"$PY" - "${w0[*]}" "${w2[*]}" <<'PY'
 import json, statistics, sys
-plan = json.load(open(sys.argv[1]))["loaders"][0]
-w0 = statistics.median(float(x) for x in sys.argv[2].split())
-w2 = statistics.median(float(x) for x in sys.argv[3].split())
-print(f"proposed num_workers={plan['num_workers']}, predicted {plan['predicted_samples_per_s']:.0f} samples/s; "
-      f"measured {w0:.0f} without workers, {w2:.0f} with 2")
-assert w0 > 1.5 * w2, "the workload's handoff no longer outweighs its fetch: the case tests nothing"
-assert plan["num_workers"] == 0, plan["num_workers"]
-assert plan["prefetch_factor"] is None
-assert plan["dataloader"] == "DataLoader(..., num_workers=0, pin_memory=torch.cuda.is_available())", plan["dataloader"]
-assert plan["lp_workers"]["num_workers"] >= 1
-error = plan["predicted_samples_per_s"] / w0 - 1
-print(f"error {error:+.1%}")
-assert abs(error) <= 0.20, error
+w0 = [float(x) for x in sys.argv[1].split()]
+w2 = [float(x) for x in sys.argv[2].split()]
+plans = [json.load(open(f"plan{r}.json"))["loaders"][0] for r in (1, 2, 3)]
+for plan, a, b in zip(plans, w0, w2):
+    print(f"proposed num_workers={plan['num_workers']}, predicted {plan['predicted_samples_per_s']:.0f} samples/s; "
+          f"measured {a:.0f} without workers, {b:.0f} with 2 in the same round")
+assert statistics.median(w0) > 1.5 * statistics.median(w2), "the workload's handoff no longer outweighs its fetch: the case tests nothing"
+for plan in plans:
+    assert plan["num_workers"] == 0, plan["num_workers"]
+    assert plan["prefetch_factor"] is None
+    assert plan["dataloader"] == "DataLoader(..., num_workers=0, pin_memory=torch.cuda.is_available())", plan["dataloader"]
+    assert plan["lp_workers"]["num_workers"] >= 1
+errors = sorted(plan["predicted_samples_per_s"] / a - 1 for plan, a in zip(plans, w0))
+error = statistics.median(errors)
+print(f"error {error:+.1%} (median of the rounds' {', '.join(f'{e:+.1%}' for e in errors)})")
+if abs(error) > 0.20:
+    sys.exit(78 if errors[-1] - errors[0] > 0.20 else 1)
 PY
+rc=$?
+set -e
+[ $rc -ne 78 ] || skip "the rounds' errors spread beyond the 20% bound (above): the host's speed moved between runs"
+[ $rc -eq 0 ] || fail "recommend's plan without workers is off (above)"
 # The line must be one torch accepts (torch raises ValueError for prefetch_factor or persistent_workers without workers).
-"$PY" - plan.json <<'PY' || fail "torch rejects the proposed DataLoader line"
+"$PY" - plan1.json <<'PY' || fail "torch rejects the proposed DataLoader line"
 import json, sys, torch
 from torch.utils.data import DataLoader
 line = json.load(open(sys.argv[1]))["loaders"][0]["dataloader"]

@@ -49,13 +49,21 @@ grep -q "^name one " "$TMP/s2" && fail "run two saw run one's events"
 [ "$(sed -n 's/^run_id=//p' "$TMP/s1")" != "$(sed -n 's/^run_id=//p' "$TMP/s2")" ] || fail "run ids equal"
 
 # SIGKILL the launcher mid-run: the trace loads up to its last complete chunk.
+# Killed once its file holds 10 system samples (the sampler's rows reach it
+# at each 1 s flush; a fixed 1.2 s sleep left none where the launcher's
+# start took over 0.2 s on a loaded host), at most 8 s in.
 mkdir "$TMP/tmpdir"
-TMPDIR="$TMP/tmpdir" "$SP" run -q --sample-ms 20 -o "$TMP/killed.pb" -- ./ticker k 3000 &
+TMPDIR="$TMP/tmpdir" "$SP" run -q --sample-ms 20 -o "$TMP/killed.pb" -- ./ticker k 10000 &
 launcher=$!
-sleep 1.2
+for _ in $(seq 80); do
+  sleep 0.1
+  [ "$("$CHECK" "$TMP/killed.pb" 2>/dev/null | sed -n 's/^system_samples=//p')" -ge 10 ] 2>/dev/null && break
+done
+ticker=$(pgrep -P "$launcher" -x ticker || true)
 kill -KILL "$launcher"
 wait "$launcher" 2>/dev/null || true
-# The ticker (now orphaned) finishes on its own within two seconds.
+# The ticker, orphaned, is stopped here (it would tick on for up to 10 s).
+[ -n "$ticker" ] && kill "$ticker" 2>/dev/null || true
 "$CHECK" --names "$TMP/killed.pb" >"$TMP/sk" || fail "the killed run's trace does not load"
 grep -qx "footer=0" "$TMP/sk" || fail "a killed launcher cannot have written a footer"
 grep -q "^name k [0-9]" "$TMP/sk" || { cat "$TMP/sk"; fail "no spans survived the killed launcher"; }
