@@ -183,6 +183,27 @@ TEST_CASE("recommend predicts the profiled configuration too, to compare how bus
   CHECK(CompareBusyCores(r->as_profiled, r->as_profiled) == BusyShift::kAsProfiled);
 }
 
+TEST_CASE("recommend keeps the profiled settings when its best plan predicts under 5% over them") {
+  RecommendOptions o;
+  o.cores = 8;
+  // Compute-bound: the model ingests 50 samples/s (0.2 s a batch of 10) and
+  // the profiled worker makes 100: no setting adds anything.
+  LoaderProfile p = Loader();
+  p.compute_s_per_batch = 0.2;
+  p.measured_samples_per_s = 50;
+  auto kept = Recommend(p, o);
+  REQUIRE(kept.ok());
+  CHECK(kept->profiled_settings_samples_per_s == Approx(50).epsilon(0.02));
+  CHECK(kept->predicted.samples_per_s < 1.05 * kept->profiled_settings_samples_per_s);
+  CHECK_FALSE(kept->worth_changing);
+  // Prep-bound: 1 worker makes 100 samples/s where the model ingests 200.
+  auto changed = Recommend(Loader(), o);
+  REQUIRE(changed.ok());
+  CHECK(changed->profiled_settings_samples_per_s == Approx(100).epsilon(0.02));
+  CHECK(changed->predicted.samples_per_s == Approx(200).epsilon(0.02));
+  CHECK(changed->worth_changing);
+}
+
 TEST_CASE("recommend sizes workers by Little's law when io is latency bound") {
   LoaderProfile p = Loader();
   p.cpu_s_per_batch = 0.01;

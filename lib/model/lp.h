@@ -113,7 +113,19 @@ struct Recommendation {
   LpRow binding;                    // the limiting row (kind kIngest when compute binds)
   std::string advice;               // "one more core adds 12.3 samples/s", ...
   std::vector<std::string> assumptions;  // inputs that were not measured
+  // The profiled DataLoader settings predicted on the plan's machine and load
+  // (0 when they could not be), and whether the plan beats them by more than
+  // kWorthChanging: a smaller gain is within the model's error, and the
+  // settings as profiled are the advice.
+  double profiled_settings_samples_per_s = 0;
+  bool worth_changing = true;
 };
+
+// The least predicted gain over the profiled settings that recommend calls a
+// change: the validation's errors reach 10% (docs/model.md), so a plan that
+// predicts +0.5% is no evidence of a gain (a compute-bound text classifier
+// was proposed num_workers=1 for +0.5% and measured no faster).
+inline constexpr double kWorthChanging = 0.05;
 
 // The best settings for `profile` on a machine of `options.cores` cores and
 // `options.memory_bytes` memory: one LP per cache choice, the best kept.

@@ -334,6 +334,15 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     rec.predicted.step_s = b / rec.lp_samples_per_s;
   }
   if (p.measured_samples_per_s > 0) rec.measured_samples_per_s = p.measured_samples_per_s;
+  // The settings as profiled, on the same machine, load and cache as the
+  // plan's own prediction.
+  Scenario profiled_settings;
+  profiled_settings.machine = chosen.machine;
+  profiled_settings.background_threads = chosen.background_threads;
+  if (auto kept = Predict(p, profiled_settings); kept.ok() && kept->samples_per_s > 0) {
+    rec.profiled_settings_samples_per_s = kept->samples_per_s;
+    rec.worth_changing = rec.predicted.samples_per_s > (1 + kWorthChanging) * kept->samples_per_s;
+  }
   Scenario profiled_run;
   profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores * std::max(1u, p.ranks_on_host) : o.cores;
   profiled_run.background_threads = Scenario::kAsProfiled;

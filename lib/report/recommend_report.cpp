@@ -44,6 +44,13 @@ std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProf
   return out;
 }
 
+// The DataLoader settings of the profiled run, as the line recommend prints.
+std::string ProfiledDataLoaderLine(const model::LoaderProfile& p) {
+  if (p.workers == 0) return "num_workers=0";
+  return fmt::format("num_workers={}, prefetch_factor={}, persistent_workers={}", p.workers, p.prefetch_factor,
+                     p.persistent_workers ? "True" : "False");
+}
+
 }  // namespace
 
 std::string DataLoaderLine(const model::Recommendation& r) {
@@ -81,7 +88,16 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", TerminalSafe(p.name), options.cores,
                                 options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
                                 trace);
-  out += fmt::format("  {}\n", DataLoaderLine(r));
+  if (!r.worth_changing)
+    out += fmt::format("  keep the DataLoader as profiled ({}): the best plan found predicts {:.1f} samples/s against "
+                       "{:.1f} for the profiled settings on this machine ({:+.1f}%), under the {:.0f}% the model can "
+                       "tell from no change\n  the best plan found, not worth a change: ",
+                       ProfiledDataLoaderLine(p), r.predicted.samples_per_s, r.profiled_settings_samples_per_s,
+                       (r.predicted.samples_per_s / r.profiled_settings_samples_per_s - 1) * 100,
+                       model::kWorthChanging * 100);
+  else
+    out += "  ";
+  out += fmt::format("{}\n", DataLoaderLine(r));
   if (r.step_threads > 0)
     out += fmt::format("  torch.set_num_threads({})  # the step's intra-op threads ({} now): fewer hold each other up less "
                        "beside the workers\n",
@@ -186,6 +202,11 @@ std::string RecommendJson(const RecommendReport& report) {
     if (r.workers == 0) w.BeginObject().Field("num_workers", r.lp_workers).Field("predicted_samples_per_s", r.lp_workers_samples_per_s).EndObject();
     else w.Null();
     w.Field("dataloader", DataLoaderLine(r));
+    // false: the plan predicts under kWorthChanging over the profiled
+    // settings (predicted alike), and the text says to keep them.
+    w.Field("worth_changing", r.worth_changing);
+    w.Key("profiled_settings_samples_per_s");
+    if (r.profiled_settings_samples_per_s > 0) w.Number(r.profiled_settings_samples_per_s); else w.Null();
     w.Key("step_threads");
     if (r.step_threads > 0) w.Int(r.step_threads); else w.Null();
     w.Key("cache").BeginObject();
