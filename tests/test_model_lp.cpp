@@ -204,6 +204,30 @@ TEST_CASE("recommend keeps the profiled settings when its best plan predicts und
   CHECK(changed->worth_changing);
 }
 
+TEST_CASE("recommend's persistent workers are worth a change on short epochs, by the whole run alone") {
+  // Compute-bound as above, 4 epochs of 10 batches (0.2 s each), and the
+  // profiled workers start anew each epoch in 1 s: the steady state cannot
+  // gain, the whole run gains the 3 later starts (12.4 s -> 9.4 s, +32%).
+  LoaderProfile p = Loader();
+  p.compute_s_per_batch = 0.2;
+  p.measured_samples_per_s = 50;
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.startup_first_s = p.startup_later_s = 1.0;
+  RecommendOptions o;
+  o.cores = 8;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->predicted.samples_per_s < 1.05 * r->profiled_settings_samples_per_s);
+  CHECK(r->predicted.whole_run_samples_per_s > 1.25 * r->profiled_settings_whole_run_samples_per_s);
+  CHECK(r->worth_changing);
+  // Profiled with persistent workers already: nothing left to gain.
+  p.persistent_workers = true;
+  auto kept = Recommend(p, o);
+  REQUIRE(kept.ok());
+  CHECK_FALSE(kept->worth_changing);
+}
+
 TEST_CASE("recommend sizes workers by Little's law when io is latency bound") {
   LoaderProfile p = Loader();
   p.cpu_s_per_batch = 0.01;

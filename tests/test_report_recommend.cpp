@@ -80,11 +80,12 @@ TEST_CASE("A plan under 5% over the profiled settings is told as keeping them, w
   RecommendedLoader l = Planned();  // profiled with 2 workers
   l.plan.worth_changing = false;
   l.plan.profiled_settings_samples_per_s = 3100;
+  l.plan.profiled_settings_whole_run_samples_per_s = 2850;
   const std::string text = RecommendText(Report({l}));
   CHECK_THAT(text, Catch::Contains(
                        "\n  keep the DataLoader as profiled (num_workers=2, prefetch_factor=2, persistent_workers=False): "
                        "the best plan found predicts 3200.0 samples/s against 3100.0 for the profiled settings on this "
-                       "machine (+3.2%), under the 5% the model can tell from no change\n"
+                       "machine (+3.2%; whole run +1.8%), under the 5% the model can tell from no change\n"
                        "  the best plan found, not worth a change: DataLoader(..., num_workers=4, prefetch_factor=2, "
                        "pin_memory=torch.cuda.is_available(), persistent_workers=True)\n"));
   const auto json = ParseJson(RecommendJson(Report({l})));
@@ -276,7 +277,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
-  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "worth_changing", "profiled_settings_samples_per_s", "step_threads", "cache",
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "worth_changing", "profiled_settings_samples_per_s", "profiled_settings_whole_run_samples_per_s", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s",
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
                                              "startup_predicted", "predicted_loop_work_s_per_epoch", "measured_whole_run_samples_per_s", "dataloader_objects",

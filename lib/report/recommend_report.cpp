@@ -90,10 +90,13 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                                 trace);
   if (!r.worth_changing)
     out += fmt::format("  keep the DataLoader as profiled ({}): the best plan found predicts {:.1f} samples/s against "
-                       "{:.1f} for the profiled settings on this machine ({:+.1f}%), under the {:.0f}% the model can "
-                       "tell from no change\n  the best plan found, not worth a change: ",
+                       "{:.1f} for the profiled settings on this machine ({:+.1f}%; whole run {:+.1f}%), under the "
+                       "{:.0f}% the model can tell from no change\n  the best plan found, not worth a change: ",
                        ProfiledDataLoaderLine(p), r.predicted.samples_per_s, r.profiled_settings_samples_per_s,
                        (r.predicted.samples_per_s / r.profiled_settings_samples_per_s - 1) * 100,
+                       r.profiled_settings_whole_run_samples_per_s > 0
+                           ? (r.predicted.whole_run_samples_per_s / r.profiled_settings_whole_run_samples_per_s - 1) * 100
+                           : 0.0,
                        model::kWorthChanging * 100);
   else
     out += "  ";
@@ -207,6 +210,8 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("worth_changing", r.worth_changing);
     w.Key("profiled_settings_samples_per_s");
     if (r.profiled_settings_samples_per_s > 0) w.Number(r.profiled_settings_samples_per_s); else w.Null();
+    w.Key("profiled_settings_whole_run_samples_per_s");
+    if (r.profiled_settings_whole_run_samples_per_s > 0) w.Number(r.profiled_settings_whole_run_samples_per_s); else w.Null();
     w.Key("step_threads");
     if (r.step_threads > 0) w.Int(r.step_threads); else w.Null();
     w.Key("cache").BeginObject();
