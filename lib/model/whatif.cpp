@@ -458,7 +458,10 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
       for (const auto& m : profile.main_stages)
         if (m.name == name)
           out.inputs.push_back(fmt::format(
-              "--move-to-workers {}: {} a batch ({} CPU) leaves the step for every batch's fetch in the workers", name,
+              "--move-to-workers {}: {} a batch ({} CPU) leaves the step for every batch's fetch in the workers "
+              "(assumed to let the GIL go, as torch and PIL calls do: pure-Python code holds its worker's GIL and "
+              "delays each batch's send, not foreseen; docs/model.md)",
+              name,
               FormatSeconds(m.wall_s_per_batch), FormatSeconds(m.cpu_s_per_batch)));
     profile = std::move(*moved);
   }

@@ -8,6 +8,12 @@
 # 6 ms a batch. Without workers a batch takes 10 ms; with the augmentation in
 # one worker the step's 6 ms paces it (the worker's 4 ms overlap it), 35-40%
 # less time, so predicting "no change" would miss by over twice the bound.
+# The burns are torch ops, which let the GIL go as a real augmentation's
+# torch or PIL calls do. A pure-Python burn holds the worker's GIL, and the
+# worker's sending thread then waits for it: the moved run measured
+# 3011-3797 samples/s against 4267-4650 predicted in 6 of 7 runs on
+# 2026-11-29 (4311-4342 with the worker and the step pinned to a core each),
+# which the profile cannot foresee (docs/model.md "Moving a main-thread stage").
 source "$(dirname "$0")/lib.sh"
 need_torch
 require_quiet_cpus
@@ -18,10 +24,14 @@ from torch.utils.data import DataLoader, TensorDataset, default_collate
 import stallprof
 
 
-def burn(ms):  # CPU time: the same work however the cores are shared
+torch.set_num_threads(1)
+A = torch.randn(48, 48)
+
+
+def burn(ms):  # CPU time (the same work however the cores are shared), in torch ops that let the GIL go
     end = time.thread_time() + ms / 1000
     while time.thread_time() < end:
-        pass
+        torch.mm(A, A)
 
 
 def collate_and_augment(batch):
