@@ -75,6 +75,32 @@ TEST_CASE("With 64 ranks the text gives each loader one headline and one line ov
   CHECK(Count(table, " node ") == 64);  // one row per rank (host column)
 }
 
+TEST_CASE("With 64 ranks the text details the first rank and the straggler, and names the others' data-quality notes") {
+  std::vector<TraceAnalysis> traces;
+  for (int r = 0; r < 64; ++r) {
+    traces.push_back(ProcessTrace(1000 + r, r, r == 17 ? 0.011 : 0.001, 0.030));
+    traces.back().quality.footer_present = true;
+  }
+  traces[5].quality.dropped = 10;
+  traces[5].quality.dropped_share = 0.001;
+  const auto job = AnalyzeJob(traces);
+  REQUIRE(job.ok());
+  const std::string text = AnalysisText(traces, &*job, 5, Colour::kOff);
+  CHECK_THAT(text, Catch::Contains("(the detail below is of rank 0, 17: each loader's first and slowest rank"));
+  CHECK(Count(text, "#### ") == 2);
+  CHECK_THAT(text, Catch::Contains("#### rank0.pb (node)"));
+  CHECK_THAT(text, Catch::Contains("#### rank17.pb (node)"));
+  CHECK(Count(text, "== train (pid ") == 2);
+  CHECK_THAT(text, Catch::Contains("The other ranks' traces (62: stallprof analyze --ranks details them)\n"
+                                   "  rank5.pb: 10 spans dropped (0.1% of records)\n"));
+  CHECK(Count(text, "  rank") == 1);  // the others have nothing to say
+
+  const std::string every = AnalysisText(traces, &*job, 5, Colour::kOff, RankTable::kAlways);
+  CHECK(Count(every, "#### ") == 64);
+  CHECK(Count(every, "== train (pid ") == 64);
+  CHECK(every.find("The other ranks' traces") == std::string::npos);
+}
+
 TEST_CASE("Two ranks 2% apart print one table and no straggler, with the margin") {
   std::vector<TraceAnalysis> traces{ProcessTrace(100, 0, 0.001, 0.030), ProcessTrace(200, 1, 0.001, 0.030 + 0.02 * 0.031)};
   const auto job = AnalyzeJob(traces);

@@ -74,8 +74,10 @@ void RegisterAnalyze(CLI::App& app, Action& action) {
   sub->add_flag_callback("--json", [options] { options->output = Output::kJson; },
                          "print the same facts as JSON (schema in docs/analysis.md)");
   sub->add_flag_callback("--ranks", [options] { options->rank_table = report::RankTable::kAlways; },
-                         "one row per rank for every loader even with many ranks (beyond " +
-                             std::to_string(analysis::kManyRanks) + " the text gives each loader one line: min, median, max, stragglers)");
+                         "one row and the full detail per rank even with many ranks (beyond " +
+                             std::to_string(analysis::kManyRanks) +
+                             " the text gives each loader one line: min, median, max, stragglers; and details only its "
+                             "first and slowest rank and its stragglers)");
   AddWarmup(sub, options->warmup);
   AddWholeNumber(sub, "-j,--jobs", options->jobs,
                  "traces analyzed at once, each on its own thread (default: one per core; memory grows with it)", 1, 4096);

@@ -299,6 +299,25 @@ std::string VerdictLine(const LoaderAnalysis& l) {
                      Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck), whole_run);
 }
 
+namespace {
+
+// A trace's data-quality warnings in one line ("" when none): what the text
+// still says of a trace whose detail it leaves out.
+std::string QualityIssues(const DataQuality& q) {
+  std::vector<std::string> issues;
+  if (q.dropped) issues.push_back(fmt::format("{} spans dropped ({} of records)", q.dropped, Pct1(q.dropped_share)));
+  if (!q.clock_warning.empty()) issues.push_back(q.clock_warning);
+  if (q.truncated) issues.push_back("truncated (analyzed up to its last complete chunk)");
+  if (!q.footer_present) issues.push_back("no footer (the run did not finish cleanly)");
+  else if (q.exit_code != 0) issues.push_back(fmt::format("the profiled command exited with code {}", q.exit_code));
+  if (q.invalid_records) issues.push_back(fmt::format("{} invalid records rejected", q.invalid_records));
+  std::string out;
+  for (const auto& i : issues) out += (out.empty() ? "" : "; ") + i;
+  return TerminalSafe(out);
+}
+
+}  // namespace
+
 std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnalysis* job, uint32_t warmup, Colour colour,
                          RankTable rank_table) {
   Style style{colour};
@@ -315,9 +334,23 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
       out += (traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + note + "\n";
   if (job) out += JobText(*job, rank_table, colour);
 
+  // Many ranks: the detail of a few (DetailedRank); the other ranks' traces
+  // are counted, and named where their data quality needs a word.
+  const bool few_details = rank_headlines && rank_table == RankTable::kAuto;
+  size_t undetailed = 0;
+  std::string undetailed_notes;
   for (const auto& t : traces) {
+    std::vector<const LoaderAnalysis*> detailed;
+    for (const auto& l : t.loaders)
+      if (!few_details || !IsRankProcess(*job, t.path, l.pid) || DetailedRank(*job, t.path, l.pid)) detailed.push_back(&l);
+    if (few_details && detailed.empty()) {
+      ++undetailed;
+      if (const std::string issues = QualityIssues(t.quality); !issues.empty())
+        undetailed_notes += "  " + TerminalSafe(t.path) + ": " + issues + "\n";
+      continue;
+    }
     if (traces.size() > 1) Heading(out, style, "#### " + TerminalSafe(t.path) + " (" + TerminalSafe(t.hostname) + ")");
-    for (const auto& l : t.loaders) LoaderSection(out, style, t, l, warmup);
+    for (const LoaderAnalysis* l : detailed) LoaderSection(out, style, t, *l, warmup);
 
     Heading(out, style, "System");
     if (const std::string coverage = CoverageLine(t); !coverage.empty()) out += "  " + coverage + "\n";
@@ -349,6 +382,10 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     if (!q.footer_present) out += "  no footer: the run did not finish cleanly\n";
     else if (q.exit_code != 0) out += fmt::format("  the profiled command exited with code {}\n", q.exit_code);
     if (q.invalid_records) out += fmt::format("  {} invalid records were rejected by the collector\n", q.invalid_records);
+  }
+  if (undetailed > 0) {
+    Heading(out, style, fmt::format("The other ranks' traces ({}: stallprof analyze --ranks details them)", undetailed));
+    out += undetailed_notes.empty() ? "  no data-quality note in any of them\n" : undetailed_notes;
   }
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/units.h"
 
@@ -95,6 +96,31 @@ bool IsRankProcess(const JobAnalysis& job, const std::string& trace_path, uint32
   return false;
 }
 
+namespace {
+
+// The ranks DetailedRank picks, ascending.
+std::vector<int32_t> DetailedRanks(const JobAnalysis& job) {
+  std::set<int32_t> ranks;
+  for (const auto& l : job.loaders) {
+    if (l.ranks.empty()) continue;
+    ranks.insert(l.ranks.front().rank);
+    if (l.slowest_rank >= 0) ranks.insert(l.slowest_rank);
+    for (const auto& s : l.stragglers) ranks.insert(s.rank);
+  }
+  return {ranks.begin(), ranks.end()};
+}
+
+}  // namespace
+
+bool DetailedRank(const JobAnalysis& job, const std::string& trace_path, uint32_t pid) {
+  const std::vector<int32_t> detailed = DetailedRanks(job);
+  for (const auto& l : job.loaders)
+    for (const auto& r : l.ranks)
+      if (r.pid == pid && r.trace_path == trace_path)
+        return std::binary_search(detailed.begin(), detailed.end(), r.rank);
+  return false;
+}
+
 std::string WhoInJob(const JobAnalysis& job, const std::string& trace_path, const LoaderAnalysis& loader) {
   return IsRankProcess(job, trace_path, loader.pid) ? fmt::format("[rank {}] ", loader.rank) : fmt::format("[pid {}] ", loader.pid);
 }
@@ -130,7 +156,10 @@ std::string JobText(const JobAnalysis& job, RankTable table, Colour colour) {
       StragglerLines(out, colour, l);
       ThroughputLines(out, l);
     }
-    if (many && table == RankTable::kAuto) out += "  (one row per rank: stallprof analyze --ranks; all of it: --json)\n";
+    if (many && table == RankTable::kAuto)
+      out += fmt::format("  (the detail below is of rank {}: each loader's first and slowest rank and its stragglers; "
+                         "one row and the detail per rank: stallprof analyze --ranks; all of it: --json)\n",
+                         RankList(DetailedRanks(job)));
   }
   if (!job.processes.empty()) {
     out += "\n" + Paint(colour, "Processes (no rank identity: shown as themselves, never stragglers of a job)", "1") + "\n";
