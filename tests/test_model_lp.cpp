@@ -195,13 +195,13 @@ TEST_CASE("recommend keeps the profiled settings when its best plan predicts und
   REQUIRE(kept.ok());
   CHECK(kept->profiled_settings_samples_per_s == Approx(50).epsilon(0.02));
   CHECK(kept->predicted.samples_per_s < 1.05 * kept->profiled_settings_samples_per_s);
-  CHECK_FALSE(kept->worth_changing);
+  CHECK_FALSE(kept->WorthChanging());
   // Prep-bound: 1 worker makes 100 samples/s where the model ingests 200.
   auto changed = Recommend(Loader(), o);
   REQUIRE(changed.ok());
   CHECK(changed->profiled_settings_samples_per_s == Approx(100).epsilon(0.02));
   CHECK(changed->predicted.samples_per_s == Approx(200).epsilon(0.02));
-  CHECK(changed->worth_changing);
+  CHECK(changed->WorthChanging());
 }
 
 TEST_CASE("recommend's persistent workers are worth a change on short epochs, by the whole run alone") {
@@ -220,12 +220,12 @@ TEST_CASE("recommend's persistent workers are worth a change on short epochs, by
   REQUIRE(r.ok());
   CHECK(r->predicted.samples_per_s < 1.05 * r->profiled_settings_samples_per_s);
   CHECK(r->predicted.whole_run_samples_per_s > 1.25 * r->profiled_settings_whole_run_samples_per_s);
-  CHECK(r->worth_changing);
+  CHECK(r->WorthChanging());
   // Profiled with persistent workers already: nothing left to gain.
   p.persistent_workers = true;
   auto kept = Recommend(p, o);
   REQUIRE(kept.ok());
-  CHECK_FALSE(kept->worth_changing);
+  CHECK_FALSE(kept->WorthChanging());
 }
 
 TEST_CASE("recommend sizes workers by Little's law when io is latency bound") {

@@ -78,7 +78,6 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
 
 TEST_CASE("A plan under 5% over the profiled settings is told as keeping them, with the plan beside") {
   RecommendedLoader l = Planned();  // profiled with 2 workers
-  l.plan.worth_changing = false;
   l.plan.profiled_settings_samples_per_s = 3100;
   l.plan.profiled_settings_whole_run_samples_per_s = 2850;
   const std::string text = RecommendText(Report({l}));
@@ -94,6 +93,11 @@ TEST_CASE("A plan under 5% over the profiled settings is told as keeping them, w
   CHECK(loader.at("profiled_settings_samples_per_s").get<double>() == Approx(3100));
   // Worth it (the default): the DataLoader line alone.
   CHECK_THAT(RecommendText(Report({Planned()})), !Catch::Contains("keep the DataLoader as profiled"));
+  // The profiled settings' whole run not predicted: no whole-run figure, and
+  // no whole-run gain over an unknown figure.
+  l.plan.profiled_settings_whole_run_samples_per_s = 0;
+  CHECK_FALSE(l.plan.WorthChanging());
+  CHECK_THAT(RecommendText(Report({l})), Catch::Contains("on this machine (+3.2%), under the 5%"));
 }
 
 TEST_CASE("The prefetch line gives Little's depth and the smaller one the simulation predicts as fast") {

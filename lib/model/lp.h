@@ -114,12 +114,14 @@ struct Recommendation {
   std::string advice;               // "one more core adds 12.3 samples/s", ...
   std::vector<std::string> assumptions;  // inputs that were not measured
   // The profiled DataLoader settings predicted on the plan's machine and load
-  // (steady state and whole run; 0 when they could not be), and whether the
-  // plan beats them by more than kWorthChanging in either: a smaller gain is
-  // within the model's error, and the settings as profiled are the advice.
+  // (steady state and whole run; 0 when they could not be).
   double profiled_settings_samples_per_s = 0;
   double profiled_settings_whole_run_samples_per_s = 0;
-  bool worth_changing = true;
+  // Whether the plan beats those settings by more than kWorthChanging in the
+  // steady state or over the whole run (persistent workers on short epochs
+  // gain only there): a smaller gain is within the model's error, and the
+  // settings as profiled are the advice. True when they could not be predicted.
+  bool WorthChanging() const;
 };
 
 // The least predicted gain over the profiled settings that recommend calls a

@@ -145,6 +145,13 @@ std::string Advice(const LpRow& row) {
 }
 }  // namespace
 
+bool Recommendation::WorthChanging() const {
+  if (!(profiled_settings_samples_per_s > 0)) return true;
+  const auto gains = [](double plan, double kept) { return kept > 0 && plan > (1 + kWorthChanging) * kept; };
+  return gains(predicted.samples_per_s, profiled_settings_samples_per_s) ||
+         gains(predicted.whole_run_samples_per_s, profiled_settings_whole_run_samples_per_s);
+}
+
 Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions& o) {
   if (!(o.cores > 0)) return UsageError("--cores must be > 0");
   Scenario as_profiled;
@@ -335,17 +342,13 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   }
   if (p.measured_samples_per_s > 0) rec.measured_samples_per_s = p.measured_samples_per_s;
   // The settings as profiled, on the same machine, load and cache as the
-  // plan's own prediction. The plan is worth it by its steady state or by
-  // its whole run (persistent workers on short epochs gain only there).
+  // plan's own prediction (Recommendation::WorthChanging).
   Scenario profiled_settings;
   profiled_settings.machine = chosen.machine;
   profiled_settings.background_threads = chosen.background_threads;
   if (auto kept = Predict(p, profiled_settings); kept.ok() && kept->samples_per_s > 0) {
     rec.profiled_settings_samples_per_s = kept->samples_per_s;
     rec.profiled_settings_whole_run_samples_per_s = kept->whole_run_samples_per_s;
-    const auto gains = [](double plan, double kept_rate) { return plan > (1 + kWorthChanging) * kept_rate; };
-    rec.worth_changing = gains(rec.predicted.samples_per_s, kept->samples_per_s) ||
-                         gains(rec.predicted.whole_run_samples_per_s, kept->whole_run_samples_per_s);
   }
   Scenario profiled_run;
   profiled_run.machine.cores = p.profiled_cores > 0 ? p.profiled_cores * std::max(1u, p.ranks_on_host) : o.cores;

@@ -88,15 +88,16 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", TerminalSafe(p.name), options.cores,
                                 options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
                                 trace);
-  if (!r.worth_changing)
+  if (!r.WorthChanging())
     out += fmt::format("  keep the DataLoader as profiled ({}): the best plan found predicts {:.1f} samples/s against "
-                       "{:.1f} for the profiled settings on this machine ({:+.1f}%; whole run {:+.1f}%), under the "
+                       "{:.1f} for the profiled settings on this machine ({:+.1f}%{}), under the "
                        "{:.0f}% the model can tell from no change\n  the best plan found, not worth a change: ",
                        ProfiledDataLoaderLine(p), r.predicted.samples_per_s, r.profiled_settings_samples_per_s,
                        (r.predicted.samples_per_s / r.profiled_settings_samples_per_s - 1) * 100,
-                       r.profiled_settings_whole_run_samples_per_s > 0
-                           ? (r.predicted.whole_run_samples_per_s / r.profiled_settings_whole_run_samples_per_s - 1) * 100
-                           : 0.0,
+                       r.profiled_settings_whole_run_samples_per_s > 0 && r.predicted.whole_run_samples_per_s > 0
+                           ? fmt::format("; whole run {:+.1f}%", (r.predicted.whole_run_samples_per_s /
+                                                                   r.profiled_settings_whole_run_samples_per_s - 1) * 100)
+                           : std::string(),
                        model::kWorthChanging * 100);
   else
     out += "  ";
@@ -207,7 +208,7 @@ std::string RecommendJson(const RecommendReport& report) {
     w.Field("dataloader", DataLoaderLine(r));
     // false: the plan predicts under kWorthChanging over the profiled
     // settings (predicted alike), and the text says to keep them.
-    w.Field("worth_changing", r.worth_changing);
+    w.Field("worth_changing", r.WorthChanging());
     w.Key("profiled_settings_samples_per_s");
     if (r.profiled_settings_samples_per_s > 0) w.Number(r.profiled_settings_samples_per_s); else w.Null();
     w.Key("profiled_settings_whole_run_samples_per_s");
