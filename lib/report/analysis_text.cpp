@@ -337,12 +337,14 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
   // Many ranks: the detail of a few (DetailedRank); the other ranks' traces
   // are counted, and named where their data quality needs a word.
   const bool few_details = rank_headlines && rank_table == RankTable::kAuto;
+  const std::vector<int32_t> detailed_ranks = few_details ? DetailedRanks(*job) : std::vector<int32_t>{};
   size_t undetailed = 0;
   std::string undetailed_notes;
   for (const auto& t : traces) {
     std::vector<const LoaderAnalysis*> detailed;
     for (const auto& l : t.loaders)
-      if (!few_details || !IsRankProcess(*job, t.path, l.pid) || DetailedRank(*job, t.path, l.pid)) detailed.push_back(&l);
+      if (!few_details || !IsRankProcess(*job, t.path, l.pid) || DetailedRank(*job, detailed_ranks, t.path, l.pid))
+        detailed.push_back(&l);
     if (few_details && detailed.empty()) {
       ++undetailed;
       if (const std::string issues = QualityIssues(t.quality); !issues.empty())

@@ -96,9 +96,6 @@ bool IsRankProcess(const JobAnalysis& job, const std::string& trace_path, uint32
   return false;
 }
 
-namespace {
-
-// The ranks DetailedRank picks, ascending.
 std::vector<int32_t> DetailedRanks(const JobAnalysis& job) {
   std::set<int32_t> ranks;
   for (const auto& l : job.loaders) {
@@ -110,10 +107,8 @@ std::vector<int32_t> DetailedRanks(const JobAnalysis& job) {
   return {ranks.begin(), ranks.end()};
 }
 
-}  // namespace
-
-bool DetailedRank(const JobAnalysis& job, const std::string& trace_path, uint32_t pid) {
-  const std::vector<int32_t> detailed = DetailedRanks(job);
+bool DetailedRank(const JobAnalysis& job, const std::vector<int32_t>& detailed, const std::string& trace_path,
+                  uint32_t pid) {
   for (const auto& l : job.loaders)
     for (const auto& r : l.ranks)
       if (r.pid == pid && r.trace_path == trace_path)

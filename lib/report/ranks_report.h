@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "analysis/ranks.h"
 #include "analysis_report.h"
@@ -14,10 +15,13 @@ namespace stallprof::report {
 // Whether the process `pid` of the trace at `trace_path` is a rank of `job`.
 bool IsRankProcess(const analysis::JobAnalysis& job, const std::string& trace_path, uint32_t pid);
 
-// With many ranks the text details a few of them (RankTable::kAuto): whether
-// the process `pid` of the trace at `trace_path` is one, the first, the
-// slowest or a straggler of one of the job's loaders.
-bool DetailedRank(const analysis::JobAnalysis& job, const std::string& trace_path, uint32_t pid);
+// With many ranks the text details a few of them (RankTable::kAuto): each
+// loader's first and slowest rank and its stragglers, ascending.
+std::vector<int32_t> DetailedRanks(const analysis::JobAnalysis& job);
+// Whether the process `pid` of the trace at `trace_path` is a rank of `job`
+// among `detailed` (DetailedRanks).
+bool DetailedRank(const analysis::JobAnalysis& job, const std::vector<int32_t>& detailed, const std::string& trace_path,
+                  uint32_t pid);
 
 // "[rank R] " for a loader of a rank of `job`, else "[pid P] ": what tells
 // apart the verdict lines of loaders that share a name.
