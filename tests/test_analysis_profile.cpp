@@ -67,7 +67,7 @@ TEST_CASE("The warm-up option changes which iterations a profile measures") {
   CHECK(profiles->front().batches == 8);
 }
 
-TEST_CASE("Without workers, the handoff timed after the run gives the worker loop and receive CPU") {
+TEST_CASE("Without workers, the handoff timed after the run gives the worker loop and receive CPU, and the receive's wall time") {
   TraceBuilder b;
   LoopSpec spec;
   spec.iterations = 10;
@@ -103,6 +103,16 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(timed.batch_bytes == 786560);
   CHECK(timed.intra_op_threads == 2);
   CHECK_FALSE(timed.startup_timed);
+  // Without its wall time the main loop's receive is its CPU; with it, the
+  // wall time (the waits on the worker's sending as well), as a profile with
+  // workers measures its handoff.
+  CHECK(timed.handoff_s_per_batch == 0);
+  CHECK(model::MainReceiveSeconds(timed) == Approx(0.0009));
+  b.ConfigDouble(100, 1, "ipc_receive_wall_s", 0.0014);
+  const auto walled = measure();
+  CHECK(walled.receive_s_per_batch == Approx(0.0009));  // the CPU: what the cores carry
+  CHECK(walled.handoff_s_per_batch == Approx(0.0014));
+  CHECK(model::MainReceiveSeconds(walled) == Approx(0.0014));
   // The timing's forked worker stands for the loader's start-up when the
   // loader would fork its workers too.
   b.ConfigDouble(100, 1, "ipc_startup_s", 0.031);

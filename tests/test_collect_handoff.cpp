@@ -80,11 +80,19 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
   CHECK(t->touch_cpu_s == Approx(0.0007));
   CHECK(t->batches == 200);
   CHECK(t->startup_s == -1);  // not printed: not timed
+  CHECK(t->receive_wall_s == -1);
   auto with_startup = ParseHandoffTiming(
-      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 batches 200 pace_s 0 "
-      "startup_s 0.031\n");
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s 0.0014 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
+      "batches 200 pace_s 0 startup_s 0.031\n");
   REQUIRE(with_startup.ok());
   CHECK(with_startup->startup_s == Approx(0.031));
+  CHECK(with_startup->receive_wall_s == Approx(0.0014));
+  // Too few calls found their batch made: printed as -1, not timed.
+  auto without_wall = ParseHandoffTiming(
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s -1.000000000 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
+      "batches 200\n");
+  REQUIRE(without_wall.ok());
+  CHECK(without_wall->receive_wall_s == -1);
   CHECK_FALSE(ParseHandoffTiming("Traceback (most recent call last):\nImportError: no torch\n").ok());
   CHECK_FALSE(ParseHandoffTiming("loop_cpu_s 0.001 batches 200\n").ok());
   CHECK_FALSE(ParseHandoffTiming("loop_cpu_s 0.001 receive_cpu_s 0.001 batches 200\n").ok());  // an older calibration

@@ -1081,8 +1081,9 @@ std::string UnevenStreamAdvice(const LoaderAnalysis& l) {
 // own error (a few percent, docs/validation.md) could reverse it.
 constexpr double kPredictedGainWorthIt = 0.05;
 
-// The loader's predictions for workers in [from, to]: the fewest within 0.5%
-// of the best rate (as `whatif --workers auto` picks); null without any.
+// The loader's predictions for workers in [from, to]: the fewest within
+// kAsGoodAsMore of the best rate (as `whatif --workers auto` and recommend
+// pick); null without any.
 const WorkersPrediction* BestPredicted(const LoaderAnalysis& l, uint32_t from,
                                        uint32_t to = std::numeric_limits<uint32_t>::max()) {
   const WorkersPrediction* best = nullptr;
@@ -1090,7 +1091,8 @@ const WorkersPrediction* BestPredicted(const LoaderAnalysis& l, uint32_t from,
     if (p.workers >= from && p.workers <= to && (!best || p.samples_per_s > best->samples_per_s)) best = &p;
   if (!best) return nullptr;
   for (const auto& p : l.worker_predictions)
-    if (p.workers >= from && p.workers <= to && p.samples_per_s >= 0.995 * best->samples_per_s) return &p;
+    if (p.workers >= from && p.workers <= to && p.samples_per_s >= (1 - model::kAsGoodAsMore) * best->samples_per_s)
+      return &p;
   return best;
 }
 
@@ -1124,8 +1126,13 @@ std::string MoreWorkersPredicted(const LoaderAnalysis& l, std::string_view gain,
 // (timed after the run): workers would slow it down (a TensorDataset MLP:
 // 148 us to fetch, 364 us to receive; 38945 samples/s without workers, 24418
 // with 2).
+// The main thread's time to receive a batch from a worker, timed after a run
+// without workers: the wall time where timed (the CPU and the waits on the
+// worker's sending), else the CPU; -1 when not timed.
+double TimedReceiveSeconds(const LoaderConfig& c) { return std::max(c.ipc_receive_wall_s, c.ipc_receive_cpu_s); }
+
 bool WorkersWouldOnlyReceive(const LoaderAnalysis& l) {
-  const double receive = l.config.ipc_receive_cpu_s, produce = MeanProduceSeconds(l);
+  const double receive = TimedReceiveSeconds(l.config), produce = MeanProduceSeconds(l);
   return l.config.num_workers == 0 && receive > 0 && produce > 0 && produce <= receive;
 }
 
@@ -1149,7 +1156,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
   const double produce = MeanProduceSeconds(l);
   switch (cause) {
     case Cause::kPrep: {
-      const double receive = l.config.ipc_receive_cpu_s;
+      const double receive = TimedReceiveSeconds(l.config);
       if (WorkersWouldOnlyReceive(l))
         return fmt::format("worker CPU ({}): workers would not help: the main process would take {} to receive each "
                            "batch from a worker (timed after the run) against {} to make it here; make __getitem__ or "

@@ -315,6 +315,10 @@ struct LoaderConfig {
   // `stallprof run` (collect/handoff.h); -1 = not timed.
   double ipc_loop_cpu_s = -1;
   double ipc_receive_cpu_s = -1;
+  // The wall time of the timing's next() calls that found their batch made:
+  // its CPU and its waits on the worker (each tensor's file descriptor
+  // fetched from a thread in the worker process).
+  double ipc_receive_wall_s = -1;
   double ipc_collate_shm_cpu_s = -1;  // a worker's collate into shared memory beyond the heap's
   double ipc_touch_cpu_s = -1;        // the step's first read of a received batch (its pages faulted in)
   uint32_t ipc_batches = 0;

@@ -134,6 +134,14 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.worker_loop_cpu_s_per_batch = {c.ipc_loop_cpu_s, true, timed};
     p.receive_s_per_batch = c.ipc_receive_cpu_s;
     p.receive_source = timed;
+    // Its wall time for a batch already made is what a profile with workers
+    // measures as its handoff: beyond the CPU, the main thread waits for the
+    // worker process to send each tensor's file descriptor (a thread there
+    // must wake and run). PyTorch's text classification tutorial (3 small
+    // tensors a batch): 1.7-1.9 ms of CPU, 2.5-2.7 ms of wall time; the CPU
+    // alone predicted 1 and 2 workers at +24% to +30%, the wall time at +12%
+    // to +19%, measured +12% and +7.5% (medians; docs/validation.md).
+    if (c.ipc_receive_wall_s >= 0) p.handoff_s_per_batch = c.ipc_receive_wall_s;
     if (c.ipc_collate_shm_cpu_s >= 0) {
       // The timing's heap collate reused warm memory, but the job's own may
       // have faulted its batch in afresh each time (glibc returning large

@@ -32,6 +32,7 @@ struct HandoffRequest {
 struct HandoffTiming {
   double loop_cpu_s = 0;         // the worker process's CPU per batch outside its fetch
   double receive_cpu_s = 0;      // the main thread's CPU per next()
+  double receive_wall_s = -1;    // the wall time of a next() that found its batch made; -1: not printed
   double collate_shm_cpu_s = 0;  // the worker's collate into shared memory beyond the same into its heap
   double touch_cpu_s = 0;        // the main thread's first read of a received batch (faulting in its pages)
   uint32_t batches = 0;
@@ -43,7 +44,8 @@ struct HandoffTiming {
 // and an optional fourth line "pace_s <seconds>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
-// collate_shm_cpu_s Z touch_cpu_s T batches N [pace_s P] [startup_s U]" (keys in any order).
+// collate_shm_cpu_s Z touch_cpu_s T batches N [receive_wall_s W] [pace_s P]
+// [startup_s U]" (keys in any order; W = -1: not timed).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).

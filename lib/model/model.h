@@ -122,7 +122,8 @@ struct LoaderProfile {
   uint32_t ranks_on_host = 1;
   double RankCores(double host_cores) const { return host_cores / std::max(1u, ranks_on_host); }
   double handoff_s_per_batch = 0;        // mean wait in next() while a batch was already ready: the
-                                         // main process's serial cost of receiving a batch (IPC)
+                                         // main process's serial cost of receiving a batch (IPC); without
+                                         // workers, the timing's (stallprof.calibrate_ipc) receive wall time
   double receive_s_per_batch = 0;        // the main thread's CPU in next(), per batch (its delay: predicted)
   // The main loop's receive per batch, calibrated (CalibrateMainReceive) so
   // that the simulation of the profile reproduces its handoff; -1 = not
@@ -255,6 +256,12 @@ double CalibrateMainReceive(const LoaderProfile& profile);
 // received pages. 0 otherwise.
 double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
 double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
+
+// A worker count (or prefetch depth) predicted within this share of a larger
+// one's throughput is as good: recommend and analyze's advice both name the
+// fewest such workers, each costing a process's memory and start-up (they
+// named 1 and 2 workers for one profile, predicted 0.5% apart).
+inline constexpr double kAsGoodAsMore = 0.01;
 
 // A step runnable on at least this many threads, with torch's intra-op
 // threads above one, is parallel over them.

@@ -271,7 +271,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   if (workers > 1) {
     const double full = rate_with(workers, prefetch);
     for (uint32_t w = 1; w < workers; ++w)
-      if (rate_with(w, prefetch) >= 0.99 * full) {
+      if (rate_with(w, prefetch) >= (1 - kAsGoodAsMore) * full) {
         rec.lp_pool_workers = workers;
         rec.lp_pool_samples_per_s = full;
         workers = w;
@@ -287,7 +287,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     // much of that depth pays (a memory-mapped dataset asked for 34).
     const double deepest = rate_with(workers, prefetch);
     for (uint32_t depth = 1; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
-      if (rate_with(workers, depth) >= 0.99 * deepest) {
+      if (rate_with(workers, depth) >= (1 - kAsGoodAsMore) * deepest) {
         prefetch = depth;
         break;
       }

@@ -138,7 +138,7 @@ uint32_t AutoWorkers(const LoaderProfile& profile, const Scenario& scenario) {
     best = std::max(best, rate);
   }
   for (uint32_t w = 1; w <= rates.size(); ++w)
-    if (rates[w - 1] >= best * 0.995) return w;
+    if (rates[w - 1] >= best * (1 - kAsGoodAsMore)) return w;
   return cpu_cap;
 }
 
@@ -298,6 +298,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                        "taken as 0"
                      : fmt::format("main thread CPU to receive a batch from a worker: {} (measured, {})",
                                    FormatSeconds(p.receive_s_per_batch), p.receive_source));
+    if (p.handoff_s_per_batch > p.receive_s_per_batch)
+      in.push_back(fmt::format("the main loop's receive per batch: {}, its wall time for a batch already made (measured, "
+                               "the same timing): the CPU above and its waits for the worker to send each tensor's file "
+                               "descriptor",
+                               FormatSeconds(p.handoff_s_per_batch)));
     in.push_back(p.shm_collate_cpu_s_per_batch.measured
                      ? fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} "
                                    "of worker CPU per batch (measured, {})",

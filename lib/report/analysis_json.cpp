@@ -123,6 +123,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_loop_cpu_s >= 0) w.Number(c.ipc_loop_cpu_s); else w.Null();
   w.Key("ipc_receive_cpu_s");
   if (c.ipc_receive_cpu_s >= 0) w.Number(c.ipc_receive_cpu_s); else w.Null();
+  w.Key("ipc_receive_wall_s");
+  if (c.ipc_receive_wall_s >= 0) w.Number(c.ipc_receive_wall_s); else w.Null();
   w.Key("ipc_collate_shm_cpu_s");
   if (c.ipc_collate_shm_cpu_s >= 0) w.Number(c.ipc_collate_shm_cpu_s); else w.Null();
   w.Key("ipc_pace_s");

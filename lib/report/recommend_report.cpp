@@ -126,9 +126,9 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += "             " + busy + "\n";
   out += WholeRunLine(r, p);
   if (r.lp_pool_workers > 0 && r.workers > 0)
-    out += fmt::format("workers:      {} predicted within 1% of the LP's {} ({:.1f} samples/s): more would only hold "
+    out += fmt::format("workers:      {} predicted within {:g}% of the LP's {} ({:.1f} samples/s): more would only hold "
                        "memory{}\n",
-                       r.workers, r.lp_pool_workers, r.lp_pool_samples_per_s,
+                       r.workers, model::kAsGoodAsMore * 100, r.lp_pool_workers, r.lp_pool_samples_per_s,
                        p.stream_worker_batches.empty() ? "" : " (the stream's split leaves the others without data)");
   if (r.workers == 0)
     out += fmt::format("workers:      none: fetching in the main process is predicted at {:.1f} samples/s, the LP's {} "
@@ -161,9 +161,9 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
                        r.prefetch_concurrency, r.workers, r.littles_prefetch_factor,
                        r.prefetch_factor < r.littles_prefetch_factor
-                           ? fmt::format("; the simulation predicts prefetch_factor={} within 1% of it (fewer buffers in "
-                                         "memory)",
-                                         r.prefetch_factor)
+                           ? fmt::format("; the simulation predicts prefetch_factor={} within {:g}% of it (fewer "
+                                         "buffers in memory)",
+                                         r.prefetch_factor, model::kAsGoodAsMore * 100)
                            : "");
   out += "shadow prices: ";
   bool first = true;

@@ -11,13 +11,13 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 ARGS=(--batches 20 --batch-size 4 --prep-cpu-ms 1 --compute-ms 1 --exit-code 3)
 
-config() {  # config TRACE: the train loader's config as "tensors bytes loop receive shm touch pace startup"
+config() {  # config TRACE: the train loader's config as "tensors bytes loop receive shm touch pace startup receive_wall"
   "$SP" analyze "$1" --json >"$1.json"
   "$PY" - "$1.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
 print(c["batch_tensors"], c["batch_bytes"], c["ipc_loop_cpu_s"], c["ipc_receive_cpu_s"], c["ipc_collate_shm_cpu_s"],
-      c["ipc_touch_cpu_s"], c["ipc_pace_s"], c["ipc_startup_s"])
+      c["ipc_touch_cpu_s"], c["ipc_pace_s"], c["ipc_startup_s"], c["ipc_receive_wall_s"])
 PY
 }
 
@@ -28,10 +28,16 @@ rc=$?
 set -e
 [ "$rc" = 3 ] || fail "exit code $rc, not the job's 3: $(cat "$TMP/w0.err")"
 grep -q "timing how a DataLoader worker would hand over" "$TMP/w0.err" || fail "no progress line: $(cat "$TMP/w0.err")"
-read -r tensors bytes loop receive shm touch pace startup <<<"$(config "$TMP/w0.pb")"
+read -r tensors bytes loop receive shm touch pace startup receive_wall <<<"$(config "$TMP/w0.pb")"
 [ "$tensors $bytes" = "2 288" ] || fail "first batch recorded as $tensors tensors, $bytes bytes; expected 2, 288"
 "$PY" -c "import sys; l, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 1e-5 < l < 0.05 and 1e-5 < r < 0.05 else 1)" \
   "$loop" "$receive" || fail "handoff timed as loop $loop s, receive $receive s per batch: not a plausible CPU time"
+# The receive's wall time for a batch already made: its CPU and the waits on
+# the worker sending the tensors' file descriptors; not more than the job's
+# pace (the batch was made when next() was called).
+"$PY" -c "import sys; c, w, p = map(float, sys.argv[1:]); sys.exit(0 if c <= w < p else 1)" \
+  "$receive" "$receive_wall" "$pace" ||
+  fail "the receive timed at $receive_wall s of wall time for $receive s of CPU a batch, paced at $pace s"
 # 288 bytes: one page in shared memory, created and faulted in (a few us on
 # bare metal, tens on a VM), against none in the heap.
 "$PY" -c "import sys; s, t = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 0 <= s < 0.05 and 0 <= t < 0.05 else 1)" \
@@ -47,6 +53,10 @@ read -r tensors bytes loop receive shm touch pace startup <<<"$(config "$TMP/w0.
 grep -q "worker start-up: .* an epoch (timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed start-up: $(grep start-up "$TMP/w0.whatif")"
 grep -q "worker loop CPU per batch.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed loop CPU: $(grep loop "$TMP/w0.whatif")"
 grep -q "main thread CPU to receive a batch from a worker:.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed receive CPU"
+if "$PY" -c "import sys; sys.exit(0 if float(sys.argv[2]) > float(sys.argv[1]) else 1)" "$receive" "$receive_wall"; then
+  grep -q "the main loop's receive per batch: .*its wall time for a batch already made (measured" "$TMP/w0.whatif" ||
+    fail "whatif does not use the timed receive wall time: $(grep receive "$TMP/w0.whatif")"
+fi
 grep -q "collate into shared memory, beyond.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed shared-memory collate"
 
 # Skipped on request.

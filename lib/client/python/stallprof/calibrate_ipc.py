@@ -7,12 +7,18 @@ after a job whose loaders had no workers, where the profile cannot see it.
 A DataLoader with one persistent worker delivers N batches (after a warm-up)
 whose tensors the worker allocates in shared memory and fills, as torch's
 collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
-collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P startup_s U", in seconds
-per batch (startup_s: once):
+receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P
+startup_s U", in seconds per batch (startup_s: once):
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
                      the tensors' file descriptors, mapping them);
+  receive_wall_s     the wall time of a next() that found its batch made:
+                     the CPU above and the main thread's waits on the worker
+                     (each tensor's file descriptor is fetched from a thread
+                     in the worker process over a socket, which must wake and
+                     run), -1 when fewer than MIN_BATCHES calls found theirs
+                     made;
   collate_shm_cpu_s  what allocating and filling the batch in shared memory
                      costs the worker beyond the same in its own heap (the
                      main thread's collate without workers): a fresh segment
@@ -26,6 +32,7 @@ per batch (startup_s: once):
                      median wall time of a timed next()). It is this process's
                      fork, smaller than a training job's, and no
                      worker_init_fn: a floor for the job's own start-up.
+                     The first batch's pace and making are not start-up.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -34,7 +41,10 @@ the job's loop did: threads that sleep between batches and are woken for
 each cost more than threads kept busy (on this VM the loop and receive CPU
 of a 288-byte batch were 1.6-1.8x higher at a 20 ms pace than back to back
 on a quiet machine, 2.5-3x while other jobs kept the cores busy; docs/model.md,
-input `loop`). The pace is capped at 20 ms.
+input `loop`). The pace is capped at 20 ms. Before each timed next() the
+main thread stays on CPU (as the job's step would, letting the GIL go as
+torch ops do) for as long as the worker took for the previous batch (the
+pace and making it), so that the batch is made when next() is called.
 
 The timing holds the user up after their job, so it is cut by time as well as
 by count: the warm-up ends after --warmup batches or 0.5 s (at least 3), the
@@ -68,6 +78,7 @@ class Batches(Dataset):
         # feeder pickling, the fd sharer) as this batch starts: stamps at batch
         # boundaries, so a timing cut short counts no part-done batch.
         entered_cpu_ns = time.process_time_ns()
+        made_from = time.monotonic()
         start = time.thread_time_ns()
         heap = tuple(torch.empty(size, dtype=torch.uint8).fill_(1) for size in self.sizes)
         heap_ns = time.thread_time_ns() - start
@@ -75,7 +86,8 @@ class Batches(Dataset):
         start = time.thread_time_ns()
         tensors = tuple(torch.empty(size, dtype=torch.uint8).share_memory_().fill_(1) for size in self.sizes)
         shared_ns = time.thread_time_ns() - start
-        return tensors, heap_ns, shared_ns, entered_cpu_ns
+        made = time.monotonic()
+        return tensors, heap_ns, shared_ns, entered_cpu_ns, made - made_from, made
 
 
 def main():
@@ -91,8 +103,9 @@ def main():
                         persistent_workers=True, multiprocessing_context="fork")
     start = time.monotonic()
     it = iter(loader)
-    next(it)
-    first_batch_s = time.monotonic() - start
+    first_making_s = next(it)[4]
+    # Beyond the batch itself (the worker's pace and making it): the fork and the loop's start.
+    first_batch_s = time.monotonic() - start - pace - first_making_s
     start = time.monotonic()
     for done in range(args.warmup):
         if done >= 3 and time.monotonic() - start > WARMUP_S:
@@ -103,13 +116,23 @@ def main():
     batches = 0
     worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
     walls = []
+    ready_walls = []  # next() calls that found their batch made
+    making_s = 0.0    # the worker's wall time to make the previous batch
     timed_from = time.monotonic()
     while batches < args.batches and (batches < MIN_BATCHES or time.monotonic() - timed_from < TIMED_S):
+        # On CPU as a step would be, the GIL let go as torch ops do, until the
+        # worker has made this batch.
+        on_cpu_until = time.monotonic() + pace + making_s
+        while time.monotonic() < on_cpu_until:
+            time.sleep(0)
         wall_start = time.monotonic()
         start = time.thread_time_ns()
-        tensors, heap_ns, shared_ns, entered_cpu_ns = next(it)
+        tensors, heap_ns, shared_ns, entered_cpu_ns, making_s, made = next(it)
         received = time.thread_time_ns()
-        walls.append(time.monotonic() - wall_start)
+        wall = time.monotonic() - wall_start
+        walls.append(wall)
+        if made < wall_start:
+            ready_walls.append(wall)
         for t in tensors:
             t[::4096].sum()  # a byte a page, as the step's first read of the batch
         touched = time.thread_time_ns()
@@ -128,9 +151,12 @@ def main():
     loop = (worker_to - worker_from - fetch) / max(1, batches - 1)  # over the batches between the two stamps
     n = batches * 1e9
     startup = max(0.0, first_batch_s - sorted(walls)[len(walls) // 2]) if walls else 0.0
-    print("loop_cpu_s %.9f receive_cpu_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d pace_s %.6f "
-          "startup_s %.6f" % (max(0, loop) / 1e9, receive / n, max(0, shared_extra) / n, max(0, touch) / n, batches,
-                              pace, startup))
+    # Wall time is not thread CPU: the mean of the calls that found their batch
+    # made, no less than their CPU (clocks of different resolution).
+    receive_wall = max(sum(ready_walls) / len(ready_walls), receive / n) if len(ready_walls) >= MIN_BATCHES else -1
+    print("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
+          "pace_s %.6f startup_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall, max(0, shared_extra) / n,
+                                          max(0, touch) / n, batches, pace, startup))
 
 
 if __name__ == "__main__":
