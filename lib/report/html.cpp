@@ -293,7 +293,7 @@ std::string WorkerChart(const LoaderAnalysis& l) {
   if (l.workers.empty()) return "";
   const int row = 20;
   const int height = kTop + static_cast<int>(l.workers.size()) * row + 10;
-  const int plot_w = kWidth - kLeft - kRight - 60;
+  const int plot_w = kWidth - kLeft - kRight - 90;  // room for "123456 batches *"
   std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", kWidth, height, kWidth, height);
   s += fmt::format(R"(<text x="{}" y="16" class="title">{}: worker time (share of the epochs each worker lived in)</text>)", kLeft,
                    EscapeHtml(l.config.name));
@@ -373,8 +373,8 @@ std::string StageTable(const LoaderAnalysis& l) {
     attributed |= st.cpu_source == CpuSource::kAttributed;
     s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.bottleneck ? st.name + " (bottleneck)" : st.name) + Cell(std::to_string(st.count)) +
          Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : st.cpu_source == CpuSource::kEstimated ? " ~" : "")) +
-         Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}/s", st.per_core_rate)) + Cell(fmt::format("{:.1f}/s", st.parallel_rate)) +
-         Cell(fmt::format("{:.1f}/s", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";
+         Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}", st.per_core_rate)) + Cell(fmt::format("{:.1f}", st.parallel_rate)) +
+         Cell(fmt::format("{:.1f}", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";
   }
   if (!l.stages.empty()) {
     s += "</table><p class=\"note\">Rates in samples/s (Plumber). ";
@@ -480,9 +480,10 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bot
 .verdict{font-size:16px;font-weight:600;padding:10px 12px;border-radius:6px;margin:8px 0}
 .v-high{background:#fbe3e2;color:#8a1f1b} .v-moderate{background:#fdf1dc;color:#7a4d00} .v-not{background:#e3f4e3;color:#1d5e1d}
 .meta,.note{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:6px 0}
-td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:right;white-space:nowrap} th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
+td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:right;white-space:nowrap} th{background:#f6f6f6;white-space:normal} td:first-child,th:first-child{text-align:left}
+td:first-child{white-space:normal;min-width:110px}
 tr.bottleneck td{background:#fdf1dc;font-weight:600}
-table.account td:last-child,table.account th:last-child{white-space:normal;text-align:left;min-width:300px}
+table.account td:last-child,table.account th:last-child{white-space:normal;text-align:left;min-width:260px}
 table{display:block;max-width:100%;overflow-x:auto}
 svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-weight:600;fill:#333} .tick{fill:#555} .unit{fill:#777;font-size:11px}
 .grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
