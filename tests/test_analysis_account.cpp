@@ -764,6 +764,46 @@ TEST_CASE("A step's page faults get the allocator advice when a quarter of the p
   CHECK(AnyAdvice(older, "", "GLIBC_TUNABLES"));
 }
 
+namespace {
+// A main-process loop (no workers) of 20 steps: next() fetches for 5 ms, all
+// on CPU with `fetch_kernel` of it in the kernel, then a 10 ms step with
+// `step_kernel` in the kernel; the process (glibc's dynamic thresholds) is
+// sampled over the loop, faulting 300 pages a step.
+LoaderAnalysis FetchingInMain(uint64_t fetch_kernel, uint64_t step_kernel) {
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.wait = 5 * kMs;
+  spec.compute = 10 * kMs;
+  AddMainProcessLoader(b, spec);
+  b.Config(100, 1, "allocator", "glibc");
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t start = spec.start + i * 15 * kMs;
+    AddFetch(b, spec.thread, start, 5 * kMs, i, 5 * kMs, -1);
+    b.Span(spec.thread, names::kSystemCpu, start, 5 * kMs, 1, fetch_kernel);
+  }
+  const uint64_t steps = 20;
+  ProcessSeries main = SampledProcess(100, spec.start, spec.start + steps * 15 * kMs, 0, steps * 300);
+  main.cpu_ns = {0, steps * 15 * kMs};
+  main.system_cpu_ns = {0, steps * (fetch_kernel + step_kernel)};
+  b.trace.process_series.push_back(main);
+  return OnlyLoader(Analyze(b.trace, {}));
+}
+}  // namespace
+
+TEST_CASE("Without workers the allocator advice weighs the steps' own kernel share, their fetches' taken out") {
+  // 3 ms of each 10 ms step in the kernel, none of the fetches': 20% of the
+  // process's CPU, 30% of the steps' (the text classification tutorial).
+  const LoaderAnalysis diluted = FetchingInMain(0, 3 * kMs);
+  CHECK(diluted.main_kernel_share == Approx(0.20));
+  CHECK(diluted.step_kernel_share == Approx(0.30));
+  CHECK(AnyAdvice(diluted, "", "(the steps alone: 30% of their CPU in the kernel): the allocator returns freed buffers"));
+  // The same 3 ms in the fetches (collating into fresh memory): the steps' own is 0.
+  const LoaderAnalysis fetches = FetchingInMain(3 * kMs, 0);
+  CHECK(fetches.main_kernel_share == Approx(0.20));
+  CHECK(fetches.step_kernel_share == Approx(0));
+  CHECK_FALSE(AnyAdvice(fetches, "compute:", "GLIBC_TUNABLES"));
+}
+
 TEST_CASE("Under glibc's dynamic thresholds a step's few hundred faults with a busy kernel get the advice") {
   // 720 faults and 33% kernel a step: a text classifier 2.1x faster with the thresholds fixed.
   const LoaderAnalysis dynamic = StepFaulting(33, "glibc", 720);

@@ -443,6 +443,10 @@ struct LoaderAnalysis {
   // The kernel's share of that process's CPU over the same steps (page
   // faults, syscalls); -1 where the trace has no kernel CPU (before 2026-11-27).
   double main_kernel_share = -1;
+  // The kernel's share of the steps' own CPU: without workers, the process's
+  // less its fetches' (their spans' CPU and kernel CPU); with workers, the
+  // process's. -1 where not measured.
+  double step_kernel_share = -1;
   // The workers' own reads from the storage device over the steady
   // iterations: bytes/s (0 = none) and the reads in flight on average (their
   // fetches' off-CPU time over the same time). More than one in flight: the

@@ -79,6 +79,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (l.main_faults_per_batch >= 0) w.Number(l.main_faults_per_batch); else w.Null();
   w.Key("main_kernel_share");
   if (l.main_kernel_share >= 0) w.Number(l.main_kernel_share); else w.Null();
+  w.Key("step_kernel_share");
+  if (l.step_kernel_share >= 0) w.Number(l.step_kernel_share); else w.Null();
   w.Key("main_step");  // totals over the steps measured (LoaderAnalysis::main_step_*)
   if (l.main_step_compute_s > 0) {
     w.BeginObject();
