@@ -362,19 +362,28 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
   return m;
 }
 
-// The fetching threads' CPU in the kernel as a share of their CPU, and per
-// fetch in seconds, over the fetches that recorded both; -1 each when none did.
-std::pair<double, double> KernelShare(const FetchFactList& fetches) {
-  double cpu = 0, kernel = 0;
-  uint64_t counted = 0;
+// The CPU and kernel CPU (ns) of the fetches that recorded both, summed, and how many did.
+struct FetchKernelCpu {
+  double cpu_ns = 0, kernel_ns = 0;
+  uint64_t fetches = 0;
+};
+FetchKernelCpu KernelCpuOf(const FetchFactList& fetches) {
+  FetchKernelCpu sums;
   for (const auto& f : fetches)
     if (f.has_cpu && f.system_ns >= 0) {
-      cpu += static_cast<double>(f.cpu_ns);
-      kernel += static_cast<double>(f.system_ns);
-      ++counted;
+      sums.cpu_ns += static_cast<double>(f.cpu_ns);
+      sums.kernel_ns += static_cast<double>(f.system_ns);
+      ++sums.fetches;
     }
-  if (cpu <= 0) return {-1, -1};
-  return {std::min(1.0, kernel / cpu), std::min(kernel, cpu) / static_cast<double>(counted) * kNs};
+  return sums;
+}
+
+// The fetching threads' CPU in the kernel as a share of their CPU, and per
+// fetch in seconds, over the fetches that recorded both; -1 each when none did.
+std::pair<double, double> KernelShare(const FetchKernelCpu& sums) {
+  if (sums.cpu_ns <= 0) return {-1, -1};
+  return {std::min(1.0, sums.kernel_ns / sums.cpu_ns),
+          std::min(sums.kernel_ns, sums.cpu_ns) / static_cast<double>(sums.fetches) * kNs};
 }
 
 // A sampled counter of the worker processes per batch they fetched, summed
@@ -507,41 +516,29 @@ double MainFaultsPerBatch(const Trace& trace, const LoaderAnalysis& loader) {
   return faults.steps >= 2 ? faults.rise / static_cast<double>(faults.steps) : -1;
 }
 
-// The kernel's share of the loader's own process's CPU over the same steps;
-// -1 without kernel CPU in the samples (older traces) or without CPU.
-double MainKernelShare(const Trace& trace, const LoaderAnalysis& loader) {
+// The kernel's share of the loader's own process's CPU over the same steps
+// (LoaderAnalysis::main_kernel_share), and of the steps' own CPU
+// (step_kernel_share, for the allocator advice); -1 each without kernel CPU
+// in the samples (older traces) or without CPU. Without workers the process's
+// CPU over the steps holds its fetches too, often Python with little kernel
+// time, which dilutes the share (PyTorch's text classification tutorial,
+// tokenizing in collate_fn: 20% for the process, 30% for its steps, 344
+// faults a step; 1.3-1.5x faster with fixed malloc thresholds): the steps'
+// share takes out the fetch spans' CPU and kernel CPU at their mean per fetch
+// (`fetch_cpu`), -1 where no fetch recorded both. With workers it is the
+// process's.
+std::pair<double, double> MainKernelShares(const Trace& trace, const LoaderAnalysis& loader,
+                                           const FetchKernelCpu& fetch_cpu) {
   const MainRise kernel = MainCounterRise(trace, loader, &ProcessSeries::system_cpu_ns);
   const MainRise cpu = MainCounterRise(trace, loader, &ProcessSeries::cpu_ns);
-  return kernel.steps >= 2 && cpu.rise > 0 ? std::min(1.0, kernel.rise / cpu.rise) : -1;
-}
-
-// The kernel's share of the steps' own CPU, for the allocator advice. Without
-// workers the process's CPU over the steps holds its fetches too, often Python
-// with little kernel time, which dilutes the share (PyTorch's text
-// classification tutorial, tokenizing in collate_fn: 20% for the process, 30%
-// for its steps, 344 faults a step; 1.3-1.5x faster with fixed malloc
-// thresholds): the fetch spans' CPU and kernel CPU, at their mean per fetch
-// where measured, are taken out. With workers, the process's share; -1
-// where not measured.
-double StepKernelShare(const Trace& trace, const LoaderAnalysis& loader, const FetchFactList& fetches) {
-  const MainRise kernel = MainCounterRise(trace, loader, &ProcessSeries::system_cpu_ns);
-  const MainRise cpu = MainCounterRise(trace, loader, &ProcessSeries::cpu_ns);
-  if (kernel.steps < 2 || !(cpu.rise > 0)) return -1;
-  double step_kernel = kernel.rise, step_cpu = cpu.rise;
-  if (loader.config.num_workers == 0) {
-    double fetch_cpu = 0, fetch_kernel = 0;
-    uint64_t counted = 0;
-    for (const auto& f : fetches)
-      if (f.has_cpu && f.system_ns >= 0) {
-        fetch_cpu += static_cast<double>(f.cpu_ns);
-        fetch_kernel += static_cast<double>(f.system_ns);
-        ++counted;
-      }
-    if (counted == 0) return -1;
-    step_kernel -= fetch_kernel / static_cast<double>(counted) * static_cast<double>(kernel.steps);
-    step_cpu -= fetch_cpu / static_cast<double>(counted) * static_cast<double>(cpu.steps);
-  }
-  return step_cpu > 0 ? std::clamp(step_kernel / step_cpu, 0.0, 1.0) : -1;
+  if (kernel.steps < 2 || !(cpu.rise > 0)) return {-1, -1};
+  const double process = std::min(1.0, kernel.rise / cpu.rise);
+  if (loader.config.num_workers > 0) return {process, process};
+  if (fetch_cpu.fetches == 0) return {process, -1};
+  const double per_fetch = 1 / static_cast<double>(fetch_cpu.fetches);
+  const double step_kernel = kernel.rise - fetch_cpu.kernel_ns * per_fetch * static_cast<double>(kernel.steps);
+  const double step_cpu = cpu.rise - fetch_cpu.cpu_ns * per_fetch * static_cast<double>(cpu.steps);
+  return {process, step_cpu > 0 ? std::clamp(step_kernel / step_cpu, 0.0, 1.0) : -1};
 }
 
 std::string Ms(double ns) { return fmt::format("{:.1f} ms", ns * 1e-6); }
@@ -1641,13 +1638,13 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
 
   const uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
   const FetchMeans means = MeansOf(fetches);
-  std::tie(loader.fetch_kernel_share, loader.fetch_kernel_s) = KernelShare(fetches);
+  const FetchKernelCpu fetch_kernel_cpu = KernelCpuOf(fetches);
+  std::tie(loader.fetch_kernel_share, loader.fetch_kernel_s) = KernelShare(fetch_kernel_cpu);
   loader.worker_faults_per_batch = WorkerFaultsPerBatch(trace, fetches, loader.pid);
   if (trace.header.page_bytes > 0) loader.page_bytes = trace.header.page_bytes;
   loader.worker_cpu_outside_fetch_s = WorkerCpuOutsideFetchPerBatch(trace, fetches, loader.pid);
   loader.main_faults_per_batch = MainFaultsPerBatch(trace, loader);
-  loader.main_kernel_share = MainKernelShare(trace, loader);
-  loader.step_kernel_share = StepKernelShare(trace, loader, fetches);
+  std::tie(loader.main_kernel_share, loader.step_kernel_share) = MainKernelShares(trace, loader, fetch_kernel_cpu);
   loader.stream_worker_batches = StreamWorkerBatches(loader);
   loader.startup_split = {};
   for (size_t e = 0; e < epochs.size() && loader.config.num_workers > 0; ++e) {
