@@ -594,6 +594,49 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   CHECK(in_memory->front().dataset_bytes == 0);
 }
 
+TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever the device read") {
+  // The memmap's 400 MiB file as the worker (pid 201, a child of the loader's
+  // process) recorded it; its fetches found every page cached (0 bytes from
+  // the device), so the device reads would size it at nothing.
+  auto build = [](uint32_t recorder) {
+    TraceBuilder b;
+    b.Config(100, 1, "batch_size", 4);
+    b.Config(100, 1, "dataset_len", 400);
+    LoopSpec spec;
+    spec.iterations = 100;
+    spec.wait = 2 * kMs;
+    spec.compute = 20 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    b.Process(300, 1);  // another job's process, with a loader of the same scope number
+    b.Config(recorder, 1, "mapped_files", 1);
+    b.Config(recorder, 1, "mapped_bytes", 400ull << 20);
+    for (uint32_t i = 0; i < spec.iterations; ++i) {
+      const uint64_t start = spec.start + i * 22 * kMs;
+      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
+      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 0);
+      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 150);
+    }
+    return b;
+  };
+  TraceBuilder worker = build(201);
+  const auto profiles = MeasureProfiles(worker.trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  CHECK(p.dataset_bytes == (400ull << 20));
+  CHECK_FALSE(p.dataset_bytes_estimated);
+  CHECK(p.bytes_per_sample.value == Approx(1 << 20));
+  CHECK(p.bytes_per_sample.measured);
+  CHECK_THAT(p.bytes_per_sample.source, Catch::Contains("memory-maps"));
+  const auto hit = model::CacheHitRatio(p, 400ull << 20, model::CachePolicy::kLru, false);
+  REQUIRE(hit.ok());
+  CHECK(*hit == 1.0);
+  // A process outside the loader's tree says nothing of its dataset.
+  TraceBuilder other = build(300);
+  const auto unrelated = MeasureProfiles(other.trace, {});
+  REQUIRE(unrelated.ok());
+  CHECK(unrelated->front().dataset_bytes == 0);
+}
+
 TEST_CASE("A loader whose epochs all end within the warm-up has no steady state to compare the model with") {
   // 3 batches an epoch against a warm-up of 5: each epoch's first batch (its
   // workers starting) is in every mean, which the steady simulation leaves out.

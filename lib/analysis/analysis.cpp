@@ -71,14 +71,30 @@ struct ThreadReads {
   std::vector<uint32_t> storage, calls, system;  // span indices, in start order
 };
 
+// Whether process `pid` is `ancestor` or one of its descendants (a
+// DataLoader worker, forked or spawned, of the process that iterates).
+bool DescendsFrom(const Trace& trace, uint32_t pid, uint32_t ancestor) {
+  for (int depth = 0; depth < 16 && pid != 0; ++depth) {
+    if (pid == ancestor) return true;
+    const ProcessInfo* process = trace.FindProcess(pid);
+    if (!process || process->ppid == pid) return false;
+    pid = process->ppid;
+  }
+  return false;
+}
+
 // The configuration of a loader's DataLoader objects (`scopes`, in creation
-// order): a later object's setting overrides an earlier one's.
+// order): a later object's setting overrides an earlier one's. Its workers
+// record what only the fetching process sees (the "mapped_" keys); the rest
+// comes from the loader's own process (a worker's own nested loader may
+// reuse a scope number).
 LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16_t> scopes) {
   LoaderConfig config;
   config.name = "loader" + std::to_string(scopes.front());
   for (const uint16_t scope : scopes)
   for (const auto& c : trace.configs) {
-    if (c.pid != pid || c.scope != scope) continue;
+    if (c.scope != scope) continue;
+    if (c.pid != pid && !(c.key.starts_with("mapped_") && DescendsFrom(trace, c.pid, pid))) continue;
     auto number = [&]() -> double {
       switch (c.type) {
         case ConfigValue::Type::kU64: return static_cast<double>(c.u64);
@@ -106,6 +122,8 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "dataset_len") config.dataset_len = static_cast<uint64_t>(number());
     else if (c.key == "sampler_len") config.sampler_len = static_cast<uint64_t>(number());
     else if (c.key == "dataset_bytes") config.dataset_bytes = static_cast<uint64_t>(number());
+    else if (c.key == "mapped_bytes") config.mapped_bytes = static_cast<uint64_t>(number());
+    else if (c.key == "mapped_files") config.mapped_files = static_cast<uint32_t>(number());
     else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
     else if (c.key == "sharing_strategy") config.sharing_strategy = text();
     else if (c.key == "allocator") config.allocator = text();
@@ -1404,7 +1422,7 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
   SystemStats out;
   const auto& sys = trace.system;
   out.memory_bytes = static_cast<double>(trace.header.memory_bytes);
-  for (const auto& l : loaders) out.dataset_bytes = std::max(out.dataset_bytes, l.config.dataset_bytes);
+  for (const auto& l : loaders) out.dataset_bytes = std::max(out.dataset_bytes, l.config.DatasetBytes());
   size_t n = sys.t_ns.size();
   if (n >= 2 && sys.t_ns.back() > sys.t_ns.front()) {
     out.available = true;

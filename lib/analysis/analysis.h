@@ -299,6 +299,14 @@ struct LoaderConfig {
   // The samples an epoch holds: the sampler's, else the dataset's; 0 = unknown.
   uint64_t SamplesPerEpoch() const { return sampler_len > 0 ? sampler_len : dataset_len; }
   uint64_t dataset_bytes = 0;
+  // The files of the numpy memmaps its dataset held after a fetch, recorded
+  // by the process that fetched (a worker, for a dataset that opens its
+  // array lazily): a memory-mapped dataset's size, whether or not the page
+  // cache held it. 0 = none.
+  uint64_t mapped_bytes = 0;
+  uint32_t mapped_files = 0;
+  // The dataset's size: its listed files', else its memory-mapped files'; 0 = unknown.
+  uint64_t DatasetBytes() const { return dataset_bytes > 0 ? dataset_bytes : mapped_bytes; }
   std::string multiprocessing_context;
   // torch.multiprocessing's sharing strategy at iterator creation:
   // "file_descriptor" (Linux's default), "file_system"; empty = not recorded.

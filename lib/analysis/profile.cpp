@@ -333,6 +333,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.dataset_items = loader.config.dataset_len;
   if (p.dataset_bytes > 0 && p.dataset_items > 0) {
     p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true, "dataset_bytes / dataset_len"};
+  } else if (loader.config.mapped_bytes > 0 && p.dataset_items > 0) {
+    p.dataset_bytes = loader.config.mapped_bytes;
+    p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true,
+                          fmt::format("the size of the {} the dataset memory-maps (numpy memmap) / dataset_len",
+                                      loader.config.mapped_files == 1 ? std::string("file")
+                                                                      : fmt::format("{} files", loader.config.mapped_files))};
   } else {
     // A dataset that opens its files by index lists none: its size is
     // estimated from what its fetches read through read syscalls (the hook's

@@ -72,7 +72,9 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                      c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
                      c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
-                                                 c.dataset_bytes ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")" : "")
+                                                 c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"
+                                                 : c.mapped_bytes ? " (" + FormatBytes(static_cast<double>(c.mapped_bytes)) + " memory-mapped)"
+                                                                  : "")
                                    : "");
   if (l.scopes.size() > 1)
     out += fmt::format("  {} DataLoader objects created one after another under this name (the settings above are the "

@@ -75,7 +75,9 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
 // "dataset_len", "sampler_len" (the indices the sampler yields an epoch), "dataset_bytes",
-// "dataset_files", "multiprocessing_context", "client",
+// "dataset_files", "multiprocessing_context", "client", "mapped_files" and
+// "mapped_bytes" (the numpy memmaps the dataset held after a fetch: written
+// by the process that fetched, a worker of the loader's process too),
 // "intra_op_threads" (torch.get_num_threads() at iterator creation).
 }  // namespace names
 

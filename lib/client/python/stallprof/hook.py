@@ -377,6 +377,59 @@ def _dataset_files(dataset, depth=0):
     return None
 
 
+def _memory_maps(obj, files, seen, depth=0):
+    """The files of the numpy memmaps (np.load(mmap_mode=...), np.memmap)
+    reachable from `obj` through attributes, short lists, tuples and dicts,
+    and arrays' bases: a memory-mapped dataset's files, which its fetches
+    read through page faults (no read calls, and no device reads when the
+    page cache holds them)."""
+    if depth > 4 or id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
+        return
+    seen.add(id(obj))
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        base = obj
+        for _ in range(4):  # views of a memmap: np.asarray(m), m[i]
+            if isinstance(base, np.memmap):
+                name = getattr(base, "filename", None)
+                if name:
+                    files.add(os.fspath(name))
+                return
+            base = getattr(base, "base", None)
+            if base is None or not isinstance(base, np.ndarray):
+                return
+        return
+    if isinstance(obj, (list, tuple)):
+        items = obj if len(obj) <= 64 else ()
+    elif isinstance(obj, dict):
+        items = list(obj.values()) if len(obj) <= 64 else ()
+    else:
+        try:
+            items = list(vars(obj).values())
+        except TypeError:
+            return
+    for item in items:
+        _memory_maps(item, files, seen, depth + 1)
+
+
+def _record_memory_maps(dataset, scope):
+    """Config "mapped_files" and "mapped_bytes" for the loader `scope`: the
+    numpy memmaps its dataset holds after a fetch (in the process that
+    fetches: a dataset opening its array lazily has it in its workers only),
+    sized from their files. Nothing when there are none."""
+    files = set()
+    _memory_maps(dataset, files, set())
+    total = 0
+    for name in files:
+        try:
+            total += os.stat(name).st_size
+        except OSError:
+            pass
+    if total > 0:
+        _ext.config(scope, "mapped_files", len(files))
+        _ext.config(scope, "mapped_bytes", total)
+
+
 def _allocator():
     """A preloaded caching malloc by its library's name, else "glibc fixed
     thresholds" where the environment fixes glibc's mmap threshold at its
@@ -574,6 +627,7 @@ def _watch_first_batch(fetcher, scope):
         times.append(time.monotonic())
         try:
             if len(times) == 1:
+                _record_memory_maps(fetcher.dataset, scope)
                 sizes = _tensor_bytes(batch, [])
                 _ext.config(scope, "batch_tensors", len(sizes))
                 _ext.config(scope, "batch_bytes", sum(sizes))
@@ -969,16 +1023,26 @@ _original_worker_loop = None
 class _IndexQueue:
     """A worker's index queue: each get() that hands out a batch, (idx,
     indices), tells the C fetch the index of the batch it fetches next, the
-    same whatever order the batches arrive in."""
-    __slots__ = ("_queue", "_announce")
+    same whatever order the batches arrive in. The second such get() comes
+    after the worker's first fetch: its dataset's memory maps are recorded
+    then (_record_memory_maps)."""
+    __slots__ = ("_queue", "_announce", "_dataset", "_batches")
 
-    def __init__(self, queue, announce):
+    def __init__(self, queue, announce, dataset):
         self._queue = queue
         self._announce = announce
+        self._dataset = dataset
+        self._batches = 0
 
     def get(self, *args, **kwargs):
         item = self._queue.get(*args, **kwargs)
         if type(item) is tuple and item and type(item[0]) is int:
+            self._batches += 1
+            if self._batches == 2:
+                try:
+                    _record_memory_maps(self._dataset, _worker_scope)
+                except Exception:
+                    pass  # optional: the dataset's size is then estimated from its reads
             self._announce(item[0])
         return item
 
@@ -995,13 +1059,20 @@ def _worker_loop(*args, **kwargs):
         original = worker._worker_loop
     announce = getattr(_ext, "set_batch_index", None)
     if announce is not None and original is not _worker_loop:
+        import inspect
+        names = list(inspect.signature(original).parameters)
+
+        def argument(name):
+            if name in kwargs:
+                return kwargs[name]
+            position = names.index(name) if name in names else len(args)
+            return args[position] if position < len(args) else None
+
         if "index_queue" in kwargs:
-            kwargs["index_queue"] = _IndexQueue(kwargs["index_queue"], announce)
-        else:
-            import inspect
-            position = list(inspect.signature(original).parameters).index("index_queue")
-            if position < len(args):
-                args = args[:position] + (_IndexQueue(args[position], announce),) + args[position + 1:]
+            kwargs["index_queue"] = _IndexQueue(kwargs["index_queue"], announce, argument("dataset"))
+        elif "index_queue" in names and names.index("index_queue") < len(args):
+            position = names.index("index_queue")
+            args = args[:position] + (_IndexQueue(args[position], announce, argument("dataset")),) + args[position + 1:]
     return original(*args, **kwargs)
 
 
