@@ -993,3 +993,22 @@ TEST_CASE("An IterableDataset's samples are its getitem spans where its workers'
     CHECK(other.samples == Approx(256));
   }
 }
+
+TEST_CASE("The dataset's memory note promises fewer fetch stalls only where storage cost a loader time") {
+  TraceAnalysis analysis;
+  CHECK(DatasetMemoryNote(analysis).empty());  // no dataset size
+  analysis.system.dataset_bytes = 16ull << 20;
+  analysis.system.dataset_fits_in_memory = true;
+  LoaderAnalysis loader;
+  loader.account_all.available = true;
+  loader.account_all.wall_s = 100;
+  for (int cause = 0; cause <= static_cast<int>(Cause::kStallprof); ++cause)
+    loader.account_all.lines.push_back({static_cast<Cause>(cause), 0, 0, "", false});
+  loader.account_all.lines[static_cast<size_t>(Cause::kStorage)].seconds = 0.5;  // 0.5% of the wall time
+  analysis.loaders.push_back(loader);
+  CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("16.0 MiB") && Catch::Contains("memory served it"));
+  analysis.loaders.front().account_all.lines[static_cast<size_t>(Cause::kStorage)].seconds = 5;
+  CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("caching it would remove fetch stalls"));
+  analysis.system.dataset_fits_in_memory = false;
+  CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("does not fit"));
+}

@@ -481,6 +481,48 @@ TEST_CASE("A dataset that lists no files gets its size estimated from what its f
   CHECK(*half == Approx(0.5));
 }
 
+TEST_CASE("A fresh worker's first fetch, importing modules, does not size the dataset") {
+  // Non-persistent workers making two batches each (fresh processes every
+  // epoch): each worker's first fetch reads 400 KiB of .pyc files (PIL's
+  // image plugins) through read calls, its second `later` bytes; an LMDB
+  // dataset reads none (page faults).
+  auto build = [](uint64_t later) {
+    TraceBuilder b;
+    b.Config(100, 1, "batch_size", 4);
+    b.Config(100, 1, "dataset_len", 400);
+    LoopSpec spec;
+    spec.iterations = 100;
+    spec.wait = 2 * kMs;
+    spec.compute = 20 * kMs;
+    AddOneWorkerLoader(b, spec);
+    std::vector<uint32_t> workers;
+    for (uint32_t t = 0; t < 50; ++t) {
+      b.Process(300 + t, 100);
+      workers.push_back(b.Thread(300 + t, 300 + t));
+    }
+    for (uint32_t i = 0; i < spec.iterations; ++i) {
+      const uint32_t w = workers[i / 2];
+      const uint64_t start = spec.start + i * 22 * kMs;
+      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
+      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 0);
+      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, i % 2 == 0 ? 400ull << 10 : later);
+    }
+    return b;
+  };
+  TraceBuilder lmdb = build(150);
+  const auto unsized = MeasureProfiles(lmdb.trace, {});
+  REQUIRE(unsized.ok());
+  CHECK(unsized->front().dataset_bytes == 0);
+  // A dataset opening a 64 KiB file a sample: sized from the later fetches alone.
+  TraceBuilder files = build(256ull << 10);
+  const auto sized = MeasureProfiles(files.trace, {});
+  REQUIRE(sized.ok());
+  CHECK(sized->front().bytes_per_sample.value == Approx(64 << 10));
+  CHECK(sized->front().dataset_bytes == (400ull * (64 << 10)));
+  CHECK_THAT(sized->front().bytes_per_sample.source, Catch::Contains("the median over 50 fetches") &&
+                                                       Catch::Contains("each thread's first left out"));
+}
+
 TEST_CASE("The step's own CPU is the main process's CPU over the steps less its CPU in next()") {
   // 20 iterations: next() waits 10 ms using 2 ms of CPU (1 ms run-queue delay),
   // then the step computes 30 ms using 15 ms of CPU (3 ms delay). The sampler

@@ -760,6 +760,11 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
     if (after == loader.epochs.begin() || t > std::prev(after)->end_ns) return nullptr;
     return &epochs[static_cast<size_t>(std::prev(after) - loader.epochs.begin())];
   };
+  std::unordered_map<uint32_t, uint64_t> first_start;  // per thread, its first fetch's start
+  for (uint32_t f : fetches) {
+    auto [it, added] = first_start.try_emplace(s.thread[f], s.start_ns[f]);
+    if (!added) it->second = std::min(it->second, s.start_ns[f]);
+  }
   for (uint32_t f : fetches) {
     if (!s.has_cpu[f]) continue;
     auto found = reads_of_thread.find(s.thread[f]);
@@ -770,7 +775,8 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
     const int64_t system = ContainingSpan(s, found->second.system, f);
     loader.fetch_reads.push_back({static_cast<double>(s.cpu_ns[f]) * kNs, static_cast<double>(s.arg[storage]),
                                   static_cast<double>(s.arg[calls]),
-                                  system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs});
+                                  system < 0 ? -1.0 : static_cast<double>(s.arg[system]) * kNs,
+                                  s.start_ns[f] == first_start[s.thread[f]]});
     if (EpochReads* epoch = epoch_of(s.start_ns[f] + s.duration_ns[f])) {
       const auto bytes = static_cast<double>(s.arg[storage]);
       epoch->measured++;
@@ -1652,6 +1658,19 @@ double TimeOutsideEpochs(const TraceAnalysis& analysis) {
   const auto& c = analysis.coverage;
   const double outside = c.between_s + c.after_s;
   return outside >= 1.0 && outside >= c.in_epochs_s ? outside : 0;
+}
+
+std::string DatasetMemoryNote(const TraceAnalysis& analysis) {
+  const auto& s = analysis.system;
+  if (s.dataset_bytes == 0) return "";
+  const std::string size = FormatBytes(static_cast<double>(s.dataset_bytes));
+  if (!s.dataset_fits_in_memory) return fmt::format("the dataset ({}) does not fit in the memory available for caching", size);
+  const bool stalled = std::any_of(analysis.loaders.begin(), analysis.loaders.end(), [](const LoaderAnalysis& l) {
+    const Account& a = l.account_all;
+    return a.available && a.wall_s > 0 && a.Seconds(Cause::kStorage) >= 0.01 * a.wall_s;
+  });
+  return stalled ? fmt::format("the dataset ({}) fits in memory: caching it would remove fetch stalls", size)
+                 : fmt::format("the dataset ({}) fits in memory, and storage cost no loader 1% of its time: memory served it", size);
 }
 
 namespace internal {

@@ -661,6 +661,12 @@ struct TraceAnalysis {
 // the comparison.
 double TimeOutsideEpochs(const TraceAnalysis& analysis);
 
+// The System section's line on the dataset's size beside the memory
+// ("fits in memory: caching it would remove fetch stalls"), or "" without a
+// dataset size. A dataset that fits and cost no loader 1% of its time in
+// storage is said to be served from memory already: no stall to remove.
+std::string DatasetMemoryNote(const TraceAnalysis& analysis);
+
 // The whole run's epoch start-up as a share of its wall time, when it is
 // worth telling beside the steady verdict (>= 5%, the loader has a steady
 // state and start-up is not already its bottleneck); else 0.

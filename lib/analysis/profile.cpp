@@ -336,7 +336,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   } else if (loader.config.mapped_bytes > 0 && p.dataset_items > 0) {
     p.dataset_bytes = loader.config.mapped_bytes;
     p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true,
-                          fmt::format("the size of the {} the dataset memory-maps (numpy memmap) / dataset_len",
+                          fmt::format("the size of the {} the dataset memory-maps (numpy memmap, LMDB) / dataset_len",
                                       loader.config.mapped_files == 1 ? std::string("file")
                                                                       : fmt::format("{} files", loader.config.mapped_files))};
   } else {
@@ -345,18 +345,28 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     // read_calls spans count the fetching thread alone, during the fetch).
     // Worker-process rchar is not used: it counts the index queue's pipe reads too.
     // The hook's own /proc reads add ~150 bytes a fetch: below kMinReadBytes
-    // a fetch read no files. The median, so that a few fetches importing
-    // modules (reading .pyc files) do not make a dataset of files.
+    // a fetch read no files. Each thread's first fetch is left out where
+    // there are later ones: a fresh worker imports modules on first use
+    // (PIL's image plugins: 400 KiB of .pyc files), and with non-persistent
+    // workers making two batches an epoch those were half the fetches. The
+    // median, so that a few later fetches importing modules do not make a
+    // dataset of files either.
     constexpr double kMinReadBytes = 4096;
+    const bool later_fetches = std::any_of(loader.fetch_reads.begin(), loader.fetch_reads.end(),
+                                           [](const model::ReadSample& r) { return !r.first_of_thread; });
     std::vector<double> call_bytes;
-    for (const auto& r : loader.fetch_reads) call_bytes.push_back(r.call_bytes);
+    for (const auto& r : loader.fetch_reads)
+      if (!later_fetches || !r.first_of_thread) call_bytes.push_back(r.call_bytes);
     std::sort(call_bytes.begin(), call_bytes.end());
     const double per_fetch = Quantile(call_bytes, 0.5);
     const double per_sample = per_fetch / p.batch_size;
     if (per_fetch >= kMinReadBytes && p.dataset_items > 0) {
       p.bytes_per_sample = {per_sample, false,
                             "estimated: the bytes each fetch read through read syscalls (the hook's read spans) per "
-                            "sample, the median over " + std::to_string(loader.fetch_reads.size()) + " fetches"};
+                            "sample, the median over " + std::to_string(call_bytes.size()) + " fetches" +
+                                (later_fetches && call_bytes.size() < loader.fetch_reads.size()
+                                     ? " (each thread's first left out: a fresh worker imports modules)"
+                                     : "")};
       p.dataset_bytes = static_cast<uint64_t>(per_sample * static_cast<double>(p.dataset_items));
       p.dataset_bytes_estimated = true;
     } else if (const double per_sample_read = loader.complete_epoch_device_bytes_per_sample;

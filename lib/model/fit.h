@@ -31,6 +31,9 @@ struct ReadSample {
   double storage_bytes = 0;  // from the storage device (page-cache misses)
   double call_bytes = 0;     // through read syscalls (hits and misses)
   double system_s = -1;      // the thread's system CPU time, -1 = not recorded
+  // Its thread's first fetch of the loader: a fresh worker's first items
+  // import modules on first use, whose files it reads too.
+  bool first_of_thread = false;
 };
 
 struct ReadCostFit {

@@ -369,10 +369,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     } else {
       out += "  no sampler series in the trace (fewer than two /proc ticks)\n";
     }
-    if (s.dataset_bytes > 0)
-      out += s.dataset_fits_in_memory
-                 ? fmt::format("  the dataset ({}) fits in memory: caching it would remove fetch stalls\n", FormatBytes(static_cast<double>(s.dataset_bytes)))
-                 : fmt::format("  the dataset ({}) does not fit in the memory available for caching\n", FormatBytes(static_cast<double>(s.dataset_bytes)));
+    if (const std::string note = DatasetMemoryNote(t); !note.empty()) out += "  " + note + "\n";
 
     Heading(out, style, "Data quality");
     const auto& q = t.quality;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 
@@ -641,9 +642,10 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
                      s.job_cpu_cores, Pct(s.job_cpu_fraction), a.usable_cores, Pct(s.machine_cpu_fraction), EscapeHtml(FormatBytes(s.disk_read_bytes)),
                      EscapeHtml(FormatBytes(s.disk_read_bytes_per_s)), EscapeHtml(FormatBytes(s.page_cache_start)), EscapeHtml(FormatBytes(s.page_cache_end)),
                      EscapeHtml(FormatBytes(s.mem_available_min)), EscapeHtml(FormatBytes(s.memory_bytes)));
-  if (s.dataset_fits_in_memory)
-    h += fmt::format("<p class=\"note\">The dataset ({}) fits in memory: caching it would remove fetch stalls.</p>",
-                     EscapeHtml(FormatBytes(static_cast<double>(s.dataset_bytes))));
+  if (std::string note = DatasetMemoryNote(a); !note.empty()) {
+    note[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(note[0])));
+    h += fmt::format("<p class=\"note\">{}.</p>", EscapeHtml(note));
+  }
 
   h += "<h2>Data quality</h2>";
   const auto& q = a.quality;

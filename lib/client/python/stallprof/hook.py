@@ -379,13 +379,22 @@ def _dataset_files(dataset, depth=0):
 
 def _memory_maps(obj, files, seen, depth=0):
     """The files of the numpy memmaps (np.load(mmap_mode=...), np.memmap)
-    reachable from `obj` through attributes, short lists, tuples and dicts,
-    and arrays' bases: a memory-mapped dataset's files, which its fetches
-    read through page faults (no read calls, and no device reads when the
-    page cache holds them)."""
+    and LMDB environments (lmdb.open) reachable from `obj` through
+    attributes, short lists, tuples and dicts, and arrays' bases: a
+    memory-mapped dataset's files, which its fetches read through page
+    faults (no read calls, and no device reads when the page cache holds
+    them)."""
     if depth > 4 or id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
         return
     seen.add(id(obj))
+    lmdb = sys.modules.get("lmdb")
+    if lmdb is not None and isinstance(obj, getattr(lmdb, "Environment", ())):
+        try:
+            path = obj.path()
+            files.add(os.path.join(path, "data.mdb") if obj.flags().get("subdir") else path)
+        except Exception:
+            pass  # a closed environment
+        return
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
         base = obj
@@ -414,7 +423,7 @@ def _memory_maps(obj, files, seen, depth=0):
 
 def _record_memory_maps(dataset, scope):
     """Config "mapped_files" and "mapped_bytes" for the loader `scope`: the
-    numpy memmaps its dataset holds after a fetch (in the process that
+    numpy memmaps and LMDB environments its dataset holds after a fetch (in the process that
     fetches: a dataset opening its array lazily has it in its workers only),
     sized from their files. Nothing when there are none."""
     files = set()
