@@ -1655,6 +1655,30 @@ TEST_CASE("Workers faulting about their batch's own pages are told to send fewer
   CHECK_FALSE(AnyAdvice(FaultingWorkerBatch(1 * kMs, 1100, 3 << 20), "", "send fewer bytes"));
 }
 
+TEST_CASE("Workers faulting in their batch's pages beside a step that never waits on them are not told to send fewer bytes") {
+  // The same workers (3 MiB batches, 1100 faults a batch, 8 of 19 ms of CPU
+  // in the kernel) making each batch during the step before it: a 100 ms
+  // step that finds every batch ready. The faults cost the step nothing.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = 100 * kUs;
+  spec.compute = 100 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  const uint64_t period = spec.wait + spec.compute;
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t start = spec.start + i * period - 30 * kMs;
+    AddFetch(b, w, start, 20 * kMs, i, 19 * kMs, 0);
+    b.Span(w, names::kSystemCpu, start, 20 * kMs + kUs, 1, 8 * kMs);
+  }
+  b.trace.process_series.push_back(SampledProcess(201, 900 * kMs, 3100 * kMs, 1000, 1000 + 20 * 1100));
+  b.Config(100, 1, "batch_bytes", 3 << 20);
+  const LoaderAnalysis l = OnlyLoader(Analyze(b.trace, {}));
+  REQUIRE(l.bottleneck == Cause::kCompute);
+  CHECK(l.worker_faults_per_batch == Approx(1100));
+  CHECK_FALSE(AnyAdvice(l, "", "send fewer bytes"));
+}
+
 TEST_CASE("A batch's pages are counted in the profiled machine's page size") {
   // 64 KiB pages (arm64 kernels built so): a 3 MiB batch spans 48 pages, and
   // its collation faults about 60 a batch. Counted in 4 KiB pages (768),
