@@ -343,23 +343,29 @@ TEST_CASE("Run-queue delay on a machine nothing else used is the job's own, and 
   REQUIRE(kept.ok());
   CHECK(kept->samples_per_s == Approx(run->samples_per_s));
   CHECK(run->samples_per_s == Approx(10 / (0.04 * 1.15 / 2)).epsilon(0.03));  // 2 workers at 46 ms a batch
-  // Other processes busy by /proc/stat, /proc/stat not sampled, or a delay
-  // worth more than a thread on a quiet machine (another tenant): taken away.
+  // Other processes busy by /proc/stat, or /proc/stat not sampled: taken away.
   p.outside_busy_cores = 0.6;
   CHECK(OwnDelayThreads(p) == 0);
   p.outside_busy_cores = 0.1;
   p.outside_busy_measured = false;
   CHECK(OwnDelayThreads(p) == 0);
+  // A delay worth more than a thread on a quiet machine (partly another
+  // tenant's): one thread kept, and no jump at the threshold.
   p.outside_busy_measured = true;
   p.delay_s_per_batch = 0.03;  // L = 1.5
   CHECK(BackgroundThreads(p) == Approx(1.5).epsilon(0.02));
-  CHECK(OwnDelayThreads(p) == 0);
+  CHECK(OwnDelayThreads(p) == Approx(1.0));
+  p.delay_s_per_batch = 0.0195;  // L = 0.975
+  const double below = OwnDelayThreads(p);
+  p.delay_s_per_batch = 0.0205;  // L = 1.025
+  CHECK(OwnDelayThreads(p) == Approx(below).epsilon(0.05));
 }
 
 TEST_CASE("The workers of loaders iterated with this one are the job's own load, kept whatever is taken away") {
-  // The delay of the test above at L = 1.5 (more than a thread: taken away as
-  // another tenant's), of which a zipped loader's worker measured 0.9 busy
-  // threads: the 0.6 beyond it is the job's own delay, and the 0.9 stays.
+  // The delay of the test above at L = 1.5 (more than a thread: one kept,
+  // the rest taken as another tenant's), of which a zipped loader's worker
+  // measured 0.9 busy threads: the 0.6 beyond it is the job's own delay, and
+  // the 0.9 stays.
   LoaderProfile p = BaseProfile();
   p.profiled_cores = 2;
   p.compute_s_per_batch = 0.001;
@@ -367,7 +373,7 @@ TEST_CASE("The workers of loaders iterated with this one are the job's own load,
   p.delay_s_per_batch = 0.03;
   p.outside_busy_cores = 0.1;
   p.outside_busy_measured = true;
-  REQUIRE(OwnDelayThreads(p) == 0);
+  REQUIRE(OwnDelayThreads(p) == Approx(1.0));
   p.sibling_busy_threads = 0.9;
   CHECK(BackgroundThreads(p) == Approx(1.5).epsilon(0.02));
   CHECK(OwnDelayThreads(p) == Approx(1.5).epsilon(0.02));

@@ -448,7 +448,7 @@ double OwnDelayThreads(const LoaderProfile& p) {
   const double siblings = p.sibling_busy_threads;
   if (!p.outside_busy_measured || p.outside_busy_cores >= kOutsideCoresSeen) return siblings;
   const double excess = std::max(0.0, BackgroundFromDelay(p) - siblings);
-  return siblings + (excess <= kOwnDelayThreadsMost ? excess : 0);
+  return siblings + std::min(excess, kOwnDelayThreadsMost);
 }
 
 double ScenarioBackground(const LoaderProfile& p, double requested) {
