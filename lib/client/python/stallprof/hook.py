@@ -423,9 +423,9 @@ def _memory_maps(obj, files, seen, depth=0):
 
 def _record_memory_maps(dataset, scope):
     """Config "mapped_files" and "mapped_bytes" for the loader `scope`: the
-    numpy memmaps and LMDB environments its dataset holds after a fetch (in the process that
-    fetches: a dataset opening its array lazily has it in its workers only),
-    sized from their files. Nothing when there are none."""
+    numpy memmaps and LMDB environments its dataset holds after a fetch (in
+    the process that fetches: a dataset opening them lazily has them in its
+    workers only), sized from their files. Nothing when there are none."""
     files = set()
     _memory_maps(dataset, files, set())
     total = 0
@@ -636,7 +636,6 @@ def _watch_first_batch(fetcher, scope):
         times.append(time.monotonic())
         try:
             if len(times) == 1:
-                _record_memory_maps(fetcher.dataset, scope)
                 sizes = _tensor_bytes(batch, [])
                 _ext.config(scope, "batch_tensors", len(sizes))
                 _ext.config(scope, "batch_bytes", sum(sizes))
@@ -654,6 +653,11 @@ def _watch_first_batch(fetcher, scope):
         finally:
             if len(times) >= _PACE_BATCHES or not request.get("path"):
                 fetcher.collate_fn = original
+        if len(times) == 1:
+            try:
+                _record_memory_maps(fetcher.dataset, scope)
+            except Exception:
+                pass  # optional: the dataset's size is then estimated from its reads
         return batch
 
     fetcher.collate_fn = watched
