@@ -377,6 +377,17 @@ def _dataset_files(dataset, depth=0):
     return None
 
 
+def _files_bytes(paths):
+    """The summed sizes of the files at `paths` (one gone meanwhile counts 0)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total
+
+
 def _memory_maps(obj, files, seen, depth=0):
     """The files of the numpy memmaps (np.load(mmap_mode=...), np.memmap)
     and LMDB environments (lmdb.open) reachable from `obj` through
@@ -428,12 +439,7 @@ def _record_memory_maps(dataset, scope):
     workers only), sized from their files. Nothing when there are none."""
     files = set()
     _memory_maps(dataset, files, set())
-    total = 0
-    for name in files:
-        try:
-            total += os.stat(name).st_size
-        except OSError:
-            pass
+    total = _files_bytes(files)
     if total > 0:
         _ext.config(scope, "mapped_files", len(files))
         _ext.config(scope, "mapped_bytes", total)
@@ -524,14 +530,8 @@ def _record_config(loader, scope, name):
             pass
     paths = _dataset_files(dataset)
     if paths:
-        total = 0
-        for p in paths:
-            try:
-                total += os.stat(p).st_size
-            except OSError:
-                pass
         cfg(scope, "dataset_files", len(paths))
-        cfg(scope, "dataset_bytes", total)
+        cfg(scope, "dataset_bytes", _files_bytes(paths))
 
 
 def _tensor_bytes(batch, out, depth=0):
