@@ -481,32 +481,46 @@ TEST_CASE("A dataset that lists no files gets its size estimated from what its f
   CHECK(*half == Approx(0.5));
 }
 
+namespace {
+// One worker's loader (AddOneWorkerLoader: worker pid 201, returned in
+// `worker`) delivering `batches` batches of 4 over a dataset of 400, a
+// 20 ms step after each 2 ms wait.
+TraceBuilder FourSampleBatches(uint32_t batches, uint32_t& worker) {
+  TraceBuilder b;
+  b.Config(100, 1, "batch_size", 4);
+  b.Config(100, 1, "dataset_len", 400);
+  LoopSpec spec;
+  spec.iterations = batches;
+  spec.wait = 2 * kMs;
+  spec.compute = 20 * kMs;
+  worker = AddOneWorkerLoader(b, spec);
+  return b;
+}
+
+// Batch i's fetch on `thread` (15 ms, 5 ms on CPU) inside read spans of
+// `device` bytes from the device and `calls` through read calls.
+void AddReadingFetch(TraceBuilder& b, uint32_t thread, uint32_t i, uint64_t device, uint64_t calls) {
+  const uint64_t start = LoopSpec{}.start + i * 22 * kMs;
+  b.Span(thread, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
+  b.Span(thread, names::kReadStorage, start, 15 * kMs + 20, 1, device);
+  b.Span(thread, names::kReadCalls, start, 15 * kMs + 20, 1, calls);
+}
+}  // namespace
+
 TEST_CASE("A fresh worker's first fetch, importing modules, does not size the dataset") {
   // Non-persistent workers making two batches each (fresh processes every
   // epoch): each worker's first fetch reads 400 KiB of .pyc files (PIL's
   // image plugins) through read calls, its second `later` bytes; an LMDB
   // dataset reads none (page faults).
   auto build = [](uint64_t later) {
-    TraceBuilder b;
-    b.Config(100, 1, "batch_size", 4);
-    b.Config(100, 1, "dataset_len", 400);
-    LoopSpec spec;
-    spec.iterations = 100;
-    spec.wait = 2 * kMs;
-    spec.compute = 20 * kMs;
-    AddOneWorkerLoader(b, spec);
+    uint32_t loader_worker = 0;
+    TraceBuilder b = FourSampleBatches(100, loader_worker);
     std::vector<uint32_t> workers;
     for (uint32_t t = 0; t < 50; ++t) {
       b.Process(300 + t, 100);
       workers.push_back(b.Thread(300 + t, 300 + t));
     }
-    for (uint32_t i = 0; i < spec.iterations; ++i) {
-      const uint32_t w = workers[i / 2];
-      const uint64_t start = spec.start + i * 22 * kMs;
-      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
-      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 0);
-      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, i % 2 == 0 ? 400ull << 10 : later);
-    }
+    for (uint32_t i = 0; i < 100; ++i) AddReadingFetch(b, workers[i / 2], i, 0, i % 2 == 0 ? 400ull << 10 : later);
     return b;
   };
   TraceBuilder lmdb = build(150);
@@ -593,20 +607,9 @@ TEST_CASE("A memory-mapped dataset gets its size estimated from a complete epoch
   // the device and reading 150 bytes through read calls (the hook's own /proc
   // reads): no files, 1 MiB a sample.
   auto build = [](uint32_t batches, uint64_t (*device_bytes)(uint32_t)) {
-    TraceBuilder b;
-    b.Config(100, 1, "batch_size", 4);
-    b.Config(100, 1, "dataset_len", 400);
-    LoopSpec spec;
-    spec.iterations = batches;
-    spec.wait = 2 * kMs;
-    spec.compute = 20 * kMs;
-    const uint32_t w = AddOneWorkerLoader(b, spec);
-    for (uint32_t i = 0; i < batches; ++i) {
-      const uint64_t start = spec.start + i * 22 * kMs;
-      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
-      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, device_bytes(i));
-      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 150);
-    }
+    uint32_t w = 0;
+    TraceBuilder b = FourSampleBatches(batches, w);
+    for (uint32_t i = 0; i < batches; ++i) AddReadingFetch(b, w, i, device_bytes(i), 150);
     return b;
   };
   auto four_mib = [](uint32_t) -> uint64_t { return 4ull << 20; };
@@ -641,23 +644,12 @@ TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever 
   // process) recorded it; its fetches found every page cached (0 bytes from
   // the device), so the device reads would size it at nothing.
   auto build = [](uint32_t recorder) {
-    TraceBuilder b;
-    b.Config(100, 1, "batch_size", 4);
-    b.Config(100, 1, "dataset_len", 400);
-    LoopSpec spec;
-    spec.iterations = 100;
-    spec.wait = 2 * kMs;
-    spec.compute = 20 * kMs;
-    const uint32_t w = AddOneWorkerLoader(b, spec);
+    uint32_t w = 0;
+    TraceBuilder b = FourSampleBatches(100, w);
     b.Process(300, 1);  // another job's process, with a loader of the same scope number
     b.Config(recorder, 1, "mapped_files", 1);
     b.Config(recorder, 1, "mapped_bytes", 400ull << 20);
-    for (uint32_t i = 0; i < spec.iterations; ++i) {
-      const uint64_t start = spec.start + i * 22 * kMs;
-      b.Span(w, names::kFetch, start + 10, 15 * kMs, 1, i, 5 * kMs, 0);
-      b.Span(w, names::kReadStorage, start, 15 * kMs + 20, 1, 0);
-      b.Span(w, names::kReadCalls, start, 15 * kMs + 20, 1, 150);
-    }
+    for (uint32_t i = 0; i < 100; ++i) AddReadingFetch(b, w, i, 0, 150);
     return b;
   };
   TraceBuilder worker = build(201);
