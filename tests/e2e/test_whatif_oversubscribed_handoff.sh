@@ -5,7 +5,11 @@
 # the core they share. Taken as receive CPU whole (the larger of handoff and
 # receive), the delay was paid twice and the profile's own baseline predicted
 # -10% to -18% (-14.5% in this test); calibrated, -0.3% to -6.7%. The bound is
-# 10%, and the text must name the receive calibrated.
+# 10%, and the text must name the receive calibrated. On a slower host (a CI
+# run at 833 samples/s against 1330 here) the simulation with the receive
+# taken whole came out no longer than the measured handoff, so there was no
+# double count to calibrate away: the baseline still held (-0.5%), and the
+# test reports a skip, since the calibration went unexercised.
 source "$(dirname "$0")/lib.sh"
 need_torch
 taskset -c 0 true 2>/dev/null || skip "taskset cannot pin to core 0"
@@ -25,5 +29,9 @@ print(f"baseline predicted {base['samples_per_s']:.0f}, measured {l['measured_sa
       f"the main loop's receive {base['handoff_s'] * 1e3:.2f} ms a batch")
 assert abs(error) <= 0.10, error
 PY
-grep -q "calibrated" w.txt || fail "the receive was not calibrated: $(grep 'receive per batch' w.txt)"
+if ! grep -q "calibrated" w.txt; then
+  grep -q "handoff came out no longer" w.txt &&
+    skip "the baseline held, but this run's handoff needed no calibration (the receive taken whole simulated no longer than measured): the calibration went untested"
+  fail "the receive was not calibrated: $(grep 'receive per batch' w.txt)"
+fi
 echo PASS
