@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config libcli11-dev libfmt-dev libspdlog-dev libeigen3-dev
-  libglpk-dev libprotobuf-dev protobuf-compiler zlib1g-dev libdeflate-dev catch2 nlohmann-json3-dev libbenchmark-dev python3-dev util-linux-extra python3-torch python3-numpy python3-torchvision python3-pil python3-lmdb libtcmalloc-minimal4
+  libglpk-dev libprotobuf-dev protobuf-compiler zlib1g-dev libdeflate-dev catch2 nlohmann-json3-dev libbenchmark-dev python3-dev util-linux-extra python3-torch python3-numpy python3-torchvision python3-pil python3-lmdb python3-h5py libtcmalloc-minimal4
   util-linux procps)
 # Optional extras for the HTML report screenshot test.
 if [ "${STALLPROF_WITH_BROWSER:-1}" = 1 ]; then PACKAGES+=(chromium); fi

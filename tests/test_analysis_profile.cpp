@@ -647,8 +647,9 @@ TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever 
     uint32_t w = 0;
     TraceBuilder b = FourSampleBatches(100, w);
     b.Process(300, 1);  // another job's process, with a loader of the same scope number
-    b.Config(recorder, 1, "mapped_files", 1);
-    b.Config(recorder, 1, "mapped_bytes", 400ull << 20);
+    b.Config(recorder, 1, "held_files", 1);
+    b.Config(recorder, 1, "held_bytes", 400ull << 20);
+    b.Config(recorder, 1, "held_kinds", std::string("numpy memmap"));
     for (uint32_t i = 0; i < 100; ++i) AddReadingFetch(b, w, i, 0, 150);
     return b;
   };
@@ -660,7 +661,7 @@ TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever 
   CHECK_FALSE(p.dataset_bytes_estimated);
   CHECK(p.bytes_per_sample.value == Approx(1 << 20));
   CHECK(p.bytes_per_sample.measured);
-  CHECK_THAT(p.bytes_per_sample.source, Catch::Contains("memory-maps"));
+  CHECK_THAT(p.bytes_per_sample.source, Catch::Contains("reads from (numpy memmap"));
   const auto hit = model::CacheHitRatio(p, 400ull << 20, model::CachePolicy::kLru, false);
   REQUIRE(hit.ok());
   CHECK(*hit == 1.0);
@@ -669,6 +670,40 @@ TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever 
   const auto unrelated = MeasureProfiles(other.trace, {});
   REQUIRE(unrelated.ok());
   CHECK(unrelated->front().dataset_bytes == 0);
+}
+
+TEST_CASE("A container file the dataset reads from sizes it, not the read calls that re-read its metadata") {
+  // An HDF5 file of 51 MiB opened in each __getitem__: every fetch's read
+  // calls re-read its superblock and B-tree nodes, 2 MiB a batch of 4, so
+  // the read-call estimate would be 100 x 2 MiB / 4 x 4 = 200 MiB.
+  auto build = [](uint64_t held_bytes, const char* key_prefix) {
+    uint32_t w = 0;
+    TraceBuilder b = FourSampleBatches(100, w);
+    b.Config(201, 1, std::string(key_prefix) + "files", 1);
+    b.Config(201, 1, std::string(key_prefix) + "bytes", held_bytes);
+    for (uint32_t i = 0; i < 100; ++i) AddReadingFetch(b, w, i, 0, 2ull << 20);
+    return b;
+  };
+  TraceBuilder hdf5 = build(51ull << 20, "held_");
+  hdf5.Config(201, 1, "held_kinds", std::string("HDF5"));
+  const auto sized = MeasureProfiles(hdf5.trace, {});
+  REQUIRE(sized.ok());
+  CHECK(sized->front().dataset_bytes == (51ull << 20));
+  CHECK_FALSE(sized->front().dataset_bytes_estimated);
+  CHECK_THAT(sized->front().bytes_per_sample.source, Catch::Contains("(HDF5: found by the hook"));
+  // A labels file of 10 KiB it names beside the 2 MiB each fetch reads is
+  // not the dataset: the read calls size it.
+  TraceBuilder labels = build(10 << 10, "held_");
+  const auto estimated = MeasureProfiles(labels.trace, {});
+  REQUIRE(estimated.ok());
+  CHECK(estimated->front().dataset_bytes == (200ull << 20));
+  CHECK(estimated->front().dataset_bytes_estimated);
+  // A trace from before the held_ keys (mapped_, numpy memmaps and LMDB) reads the same.
+  TraceBuilder legacy = build(51ull << 20, "mapped_");
+  const auto old = MeasureProfiles(legacy.trace, {});
+  REQUIRE(old.ok());
+  CHECK(old->front().dataset_bytes == (51ull << 20));
+  CHECK_THAT(old->front().bytes_per_sample.source, Catch::Contains("(memory-mapped: found by the hook"));
 }
 
 TEST_CASE("A loader whose epochs all end within the warm-up has no steady state to compare the model with") {

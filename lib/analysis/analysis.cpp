@@ -85,7 +85,8 @@ bool DescendsFrom(const Trace& trace, uint32_t pid, uint32_t ancestor) {
 
 // The configuration of a loader's DataLoader objects (`scopes`, in creation
 // order): a later object's setting overrides an earlier one's. Its workers
-// record what only the fetching process sees (the "mapped_" keys); the rest
+// record what only the fetching process sees (the "held_" keys, "mapped_"
+// in traces before 2026-11-29 evening); the rest
 // comes from the loader's own process (a worker's own nested loader may
 // reuse a scope number).
 LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16_t> scopes) {
@@ -94,7 +95,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
   for (const uint16_t scope : scopes)
   for (const auto& c : trace.configs) {
     if (c.scope != scope) continue;
-    if (c.pid != pid && !(c.key.starts_with("mapped_") && DescendsFrom(trace, c.pid, pid))) continue;
+    if (c.pid != pid && !((c.key.starts_with("held_") || c.key.starts_with("mapped_")) && DescendsFrom(trace, c.pid, pid))) continue;
     auto number = [&]() -> double {
       switch (c.type) {
         case ConfigValue::Type::kU64: return static_cast<double>(c.u64);
@@ -122,8 +123,10 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "dataset_len") config.dataset_len = static_cast<uint64_t>(number());
     else if (c.key == "sampler_len") config.sampler_len = static_cast<uint64_t>(number());
     else if (c.key == "dataset_bytes") config.dataset_bytes = static_cast<uint64_t>(number());
-    else if (c.key == "mapped_bytes") config.mapped_bytes = static_cast<uint64_t>(number());
-    else if (c.key == "mapped_files") config.mapped_files = static_cast<uint32_t>(number());
+    else if (c.key == "held_bytes" || c.key == "mapped_bytes") config.held_bytes = static_cast<uint64_t>(number());
+    else if (c.key == "held_files" || c.key == "mapped_files") config.held_files = static_cast<uint32_t>(number());
+    else if (c.key == "held_kinds") config.held_kinds = text();
+    if (c.key.starts_with("mapped_") && config.held_kinds.empty()) config.held_kinds = "memory-mapped";
     else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
     else if (c.key == "sharing_strategy") config.sharing_strategy = text();
     else if (c.key == "allocator") config.allocator = text();

@@ -299,14 +299,17 @@ struct LoaderConfig {
   // The samples an epoch holds: the sampler's, else the dataset's; 0 = unknown.
   uint64_t SamplesPerEpoch() const { return sampler_len > 0 ? sampler_len : dataset_len; }
   uint64_t dataset_bytes = 0;
-  // The files of the numpy memmaps its dataset held after a fetch, recorded
-  // by the process that fetched (a worker, for a dataset that opens its
-  // array lazily): a memory-mapped dataset's size, whether or not the page
-  // cache held it. 0 = none.
-  uint64_t mapped_bytes = 0;
-  uint32_t mapped_files = 0;
-  // The dataset's size: its listed files', else its memory-mapped files'; 0 = unknown.
-  uint64_t DatasetBytes() const { return dataset_bytes > 0 ? dataset_bytes : mapped_bytes; }
+  // The files its dataset reads from, found by the hook in its attributes
+  // after a fetch, in the process that fetched (a worker, for a dataset that
+  // opens them lazily): numpy memmaps, LMDB environments, h5py objects and
+  // paths to single-file containers (HDF5, numpy, zip). Their size, whether
+  // or not the page cache held them; 0 = none. held_kinds names the kinds
+  // ("HDF5", "numpy memmap", ...).
+  uint64_t held_bytes = 0;
+  uint32_t held_files = 0;
+  std::string held_kinds;
+  // The dataset's size: its listed files', else the files it reads from; 0 = unknown.
+  uint64_t DatasetBytes() const { return dataset_bytes > 0 ? dataset_bytes : held_bytes; }
   std::string multiprocessing_context;
   // torch.multiprocessing's sharing strategy at iterator creation:
   // "file_descriptor" (Linux's default), "file_system"; empty = not recorded.

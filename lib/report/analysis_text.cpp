@@ -73,7 +73,9 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                      c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"
-                                                 : c.mapped_bytes ? " (" + FormatBytes(static_cast<double>(c.mapped_bytes)) + " memory-mapped)"
+                                                 : c.held_bytes   ? fmt::format(" ({} in the {} {} it reads)", FormatBytes(static_cast<double>(c.held_bytes)),
+                                                                               TerminalSafe(c.held_kinds),
+                                                                               c.held_files == 1 ? "file" : "files")
                                                                   : "")
                                    : "");
   if (l.scopes.size() > 1)

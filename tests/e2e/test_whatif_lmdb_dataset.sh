@@ -46,7 +46,7 @@ for layout in file dir; do
   $SP run -q -o $layout.pb -- "$PY" records.py db.$layout read || fail "run ($layout) failed"
   $SP whatif $layout.pb --cache 1G >$layout.txt 2>err.txt || fail "whatif --cache 1G ($layout LMDB) failed: $(cat err.txt)"
   grep "bytes read per sample\|^  dataset:" $layout.txt
-  grep -q "bytes read per sample: .*(measured, the size of the file the dataset memory-maps" $layout.txt ||
+  grep -q "bytes read per sample: .*(measured, the size of the file the dataset reads from (LMDB" $layout.txt ||
     fail "the $layout LMDB was not sized from its file: $(grep 'bytes read per sample' $layout.txt)"
   got=$(sed -n 's/^  dataset: \([0-9.]*\) MiB in 96 items.*/\1/p' $layout.txt)
   [ -n "$got" ] && awk -v g="$got" -v m="$mib" 'BEGIN{exit !(g > 0.99 * m && g < 1.01 * m)}' ||

@@ -62,7 +62,7 @@ for workers in 1 0; do
   $SP run -q -o warm$workers.pb -- "$PY" rows.py rows.npy read memmap $workers || fail "run ($workers workers) failed"
   lines=$(dataset_lines warm$workers.pb)
   echo "$workers workers, warm: $lines"
-  grep -q "measured, the size of the file the dataset memory-maps" <<<"$lines" ||
+  grep -q "measured, the size of the file the dataset reads from (numpy memmap" <<<"$lines" ||
     fail "with $workers workers the memmap's file did not size the dataset: $lines"
   grep -q "^dataset: $FILE_MIB MiB" <<<"$lines" || fail "with $workers workers the dataset is not the file's $FILE_MIB MiB: $lines"
 done
