@@ -706,6 +706,43 @@ TEST_CASE("A container file the dataset reads from sizes it, not the read calls 
   CHECK_THAT(old->front().bytes_per_sample.source, Catch::Contains("(memory-mapped: found by the hook"));
 }
 
+TEST_CASE("An IterableDataset's items are an epoch's samples to StopIteration, read in its own order") {
+  // A stream of tar shards without a len: 2 epochs of 25 batches of 4, each
+  // fetch reading 256 KiB through read calls; then the shards the hook found.
+  auto build = [](bool shards_found) {
+    TraceBuilder b;
+    b.Config(100, 1, "batch_size", 4);
+    b.Config(100, 1, "sampler", std::string("_InfiniteConstantSampler"));
+    if (shards_found) {
+      b.Config(201, 1, "held_files", 8);
+      b.Config(201, 1, "held_bytes", 32ull << 20);
+      b.Config(201, 1, "held_kinds", std::string("tar"));
+    }
+    LoopSpec spec;
+    spec.epochs = 2;
+    spec.iterations = 25;
+    spec.wait = 2 * kMs;
+    spec.compute = 20 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    for (uint32_t i = 0; i < 50; ++i) AddReadingFetch(b, w, i, 0, 256 << 10);
+    return b;
+  };
+  TraceBuilder stream = build(false);
+  const auto estimated = MeasureProfiles(stream.trace, {});
+  REQUIRE(estimated.ok());
+  const auto& p = estimated->front();
+  CHECK(p.dataset_items == 100);
+  CHECK(p.dataset_items_counted);
+  CHECK(p.order == model::AccessOrder::kSequential);
+  CHECK(p.dataset_bytes == 100ull * (64 << 10));
+  CHECK(p.dataset_bytes_estimated);
+  TraceBuilder shards = build(true);
+  const auto sized = MeasureProfiles(shards.trace, {});
+  REQUIRE(sized.ok());
+  CHECK(sized->front().dataset_bytes == (32ull << 20));
+  CHECK_FALSE(sized->front().dataset_bytes_estimated);
+}
+
 TEST_CASE("A loader whose epochs all end within the warm-up has no steady state to compare the model with") {
   // 3 batches an epoch against a warm-up of 5: each epoch's first batch (its
   // workers starting) is in every mean, which the steady simulation leaves out.

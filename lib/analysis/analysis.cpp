@@ -788,7 +788,8 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
       epoch->most = std::max(epoch->most, bytes);
     }
   }
-  // Complete: to StopIteration, over the dataset (a sampler of fewer samples,
+  // Complete: to StopIteration, over the dataset (an IterableDataset, without
+  // a len, over what it streams; a sampler of fewer samples,
   // or one with replacement, reads part of it however cold). And read by many
   // fetches, none holding half of it: what one fetch reads once (232 KiB in
   // one of 50 fetches of an in-memory dataset, on a fresh machine: modules,
@@ -799,7 +800,7 @@ void FillFetchReads(const Trace& trace, std::span<const uint32_t> fetches,
   for (size_t e = 0; e < epochs.size(); ++e) {
     const EpochStats& epoch = loader.epochs[e];
     if (!epoch.has_end_call || epochs[e].reading < kMinReadingFetches || epochs[e].most >= 0.5 * epochs[e].device_bytes ||
-        dataset <= 0 || epoch.samples < dataset - loader.config.batch_size)
+        (dataset > 0 && epoch.samples < dataset - loader.config.batch_size))
       continue;
     // The measured fetches' bytes alone, a lower bound: the budget skips
     // fetches that follow quick ones (it frees up after slow spans), which

@@ -331,6 +331,15 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   double samples = batches > 0 ? batches * loader.config.batch_size : loader.samples;
   p.dataset_bytes = loader.config.dataset_bytes;
   p.dataset_items = loader.config.dataset_len;
+  if (p.dataset_items == 0) {
+    // An IterableDataset has no len: its items are the samples an epoch run
+    // to StopIteration delivered (a tar-shard stream: 512 of them).
+    double most = 0;
+    for (const auto& e : loader.epochs)
+      if (e.has_end_call && !e.ended_by_deletion && e.unstepped == 0) most = std::max(most, e.samples);
+    p.dataset_items = static_cast<uint64_t>(std::llround(most));
+    p.dataset_items_counted = p.dataset_items > 0;
+  }
   if (p.dataset_bytes > 0 && p.dataset_items > 0) {
     p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true, "dataset_bytes / dataset_len"};
   } else {
@@ -363,11 +372,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       p.dataset_bytes = loader.config.held_bytes;
       p.bytes_per_sample = {static_cast<double>(p.dataset_bytes) / p.dataset_items, true,
                             fmt::format("the size of the {} the dataset reads from ({}: found by the hook in its "
-                                        "attributes) / dataset_len",
+                                        "attributes) / {}",
                                         loader.config.held_files == 1
                                             ? std::string("file")
                                             : fmt::format("{} files", loader.config.held_files),
-                                        loader.config.held_kinds)};
+                                        loader.config.held_kinds,
+                                        p.dataset_items_counted ? "the samples of an epoch" : "dataset_len")};
     } else if (per_fetch >= kMinReadBytes && p.dataset_items > 0) {
       p.bytes_per_sample = {per_sample, false,
                             "estimated: the bytes each fetch read through read syscalls (the hook's read spans) per "
@@ -432,7 +442,11 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // ("SequentialSampler" from a C client or an older hook).
   std::string sampler = loader.config.sampler;
   std::transform(sampler.begin(), sampler.end(), sampler.begin(), [](unsigned char c) { return std::tolower(c); });
-  p.order = sampler.find("sequential") != std::string::npos ? model::AccessOrder::kSequential : model::AccessOrder::kRandom;
+  // An IterableDataset streams in its own order, taken as the same each
+  // epoch (files read one after another): an LRU cache smaller than the
+  // stream keeps none of it. A stream that shuffles its shards fares better.
+  p.order = sampler.find("sequential") != std::string::npos || loader.config.Iterable() ? model::AccessOrder::kSequential
+                                                                                        : model::AccessOrder::kRandom;
 
   // Share of the bytes the loader needed that came from the page cache; only
   // known for file-backed datasets (otherwise 0: io is taken as storage misses).

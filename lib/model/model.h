@@ -91,6 +91,8 @@ struct LoaderProfile {
   uint64_t dataset_bytes = 0;
   bool dataset_bytes_estimated = false;  // from the fetches' reads (bytes_per_sample's source), not the files' sizes
   uint64_t dataset_items = 0;
+  // An IterableDataset has no len: dataset_items counted from an epoch run to StopIteration.
+  bool dataset_items_counted = false;
   AccessOrder order = AccessOrder::kRandom;
   std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
   double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run

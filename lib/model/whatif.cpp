@@ -347,11 +347,14 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                          p.storage_bandwidth.value > 0 ? FormatBytes(p.storage_bandwidth.value) + "/s" : "no limit",
                          p.storage_bandwidth.measured, p.storage_bandwidth.source));
   in.push_back(p.dataset_bytes > 0
-                   ? fmt::format("dataset: {} in {} items, {} order ({})",
+                   ? fmt::format("dataset: {} in {} items, {} order ({}{})",
                                  FormatBytes(static_cast<double>(p.dataset_bytes)), p.dataset_items,
                                  p.order == AccessOrder::kRandom ? "random" : "sequential",
                                  p.dataset_bytes_estimated ? "estimated: bytes read per sample x dataset length"
-                                                           : "measured, loader config")
+                                                           : "measured, loader config",
+                                 p.dataset_items_counted
+                                     ? "; the items: an epoch's samples to StopIteration, the dataset has no len"
+                                     : "")
                    : "dataset size: unknown (the dataset lists no files and its fetches read none): --cache cannot be predicted");
   in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, {} vs bytes needed)",
                            p.cold_hit_ratio * 100,

@@ -388,11 +388,12 @@ def _files_bytes(paths):
     return total
 
 
-# The first bytes of the single-file containers a dataset names by path and
+# The signatures of the single-file containers a dataset names by path and
 # reads its samples from (a path to anything else, a label file, names no
-# dataset): HDF5's superblock signature, a .npy header, a zip (.npz,
-# torch.save).
-_CONTAINER_MAGIC = ((b"\x89HDF\r\n\x1a\n", "HDF5"), (b"\x93NUMPY", "numpy"), (b"PK\x03\x04", "zip"))
+# dataset), by offset: HDF5's superblock, a .npy header, a zip (.npz,
+# torch.save), a POSIX tar (WebDataset-style shards).
+_CONTAINER_MAGIC = ((0, b"\x89HDF\r\n\x1a\n", "HDF5"), (0, b"\x93NUMPY", "numpy"), (0, b"PK\x03\x04", "zip"),
+                    (257, b"ustar", "tar"))
 
 
 def _container_kind(path):
@@ -401,13 +402,17 @@ def _container_kind(path):
         if len(path) > 4096 or not os.path.isfile(path):
             return None
         with open(path, "rb") as f:
-            head = f.read(8)
+            head = f.read(262)
     except (OSError, ValueError, TypeError):
         return None
-    for magic, kind in _CONTAINER_MAGIC:
-        if head.startswith(magic):
+    for offset, magic, kind in _CONTAINER_MAGIC:
+        if head[offset:offset + len(magic)] == magic:
             return kind
     return None
+
+
+# The most paths of a long list of containers (shards) the walk sizes.
+_MOST_SHARDS = 100000
 
 
 def _held_files(obj, found, seen, depth=0):
@@ -416,7 +421,7 @@ def _held_files(obj, found, seen, depth=0):
     bases: numpy memmaps (np.load(mmap_mode=...), np.memmap) and LMDB
     environments (lmdb.open), read through page faults (no read calls, and no
     device reads when the page cache holds them); h5py files, groups and
-    datasets; and paths to single-file containers (HDF5, numpy, zip) that a
+    datasets; and paths to single-file containers (HDF5, numpy, zip, tar) that a
     dataset opening its file in each __getitem__ holds as a string, whose
     read calls re-read the container's metadata each time (an HDF5 file of
     51 MiB was estimated at 786 MiB from them). `found` maps a kind to a set
@@ -463,6 +468,15 @@ def _held_files(obj, found, seen, depth=0):
         return
     if isinstance(obj, (list, tuple)):
         items = obj if len(obj) <= 64 else ()
+        if not items and len(obj) <= _MOST_SHARDS and isinstance(obj[0], (str, os.PathLike)):
+            # A long list of paths: shards when its first is a container,
+            # all of one kind (a list of a sample's files each is the
+            # listed-files case, _dataset_files).
+            kind = _container_kind(os.fspath(obj[0]))
+            if kind:
+                found.setdefault(kind, set()).update(
+                    os.path.realpath(item) for item in obj if isinstance(item, (str, os.PathLike)))
+            return
     elif isinstance(obj, dict):
         items = list(obj.values()) if len(obj) <= 64 else ()
     else:
