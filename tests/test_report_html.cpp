@@ -72,6 +72,28 @@ TEST_CASE("The page lists main-thread stages in a table of their own") {
   CHECK_THAT(page, Catch::Contains("<td>augment</td><td>20</td>"));
 }
 
+TEST_CASE("The page calls the slowest stage the bottleneck only when the loader's bottleneck is in its stages") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  AddLoop(b, spec);
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  auto& l = analysis->loaders.at(0);
+  analysis::StageStats getitem;
+  getitem.name = "getitem";
+  getitem.count = 20;
+  getitem.wall_s = getitem.cpu_s = 0.020;
+  getitem.bottleneck = true;
+  l.stages = {getitem};
+  l.bottleneck = analysis::Cause::kCompute;
+  const std::string compute_bound = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(compute_bound, Catch::Contains("<tr><td>getitem (slowest stage)</td>"));
+  l.bottleneck = analysis::Cause::kStorage;
+  CHECK_THAT(ReportHtml(b.trace, *analysis), Catch::Contains("<tr class=\"bottleneck\"><td>getitem (bottleneck)</td>"));
+}
+
 TEST_CASE("A trace with several ranks gets a ranks section that marks the straggler, one rank none") {
   TraceBuilder b;
   for (auto [pid, rank, wait] : {std::tuple{100u, 0, 1 * kMs}, std::tuple{200u, 1, 40 * kMs}}) {

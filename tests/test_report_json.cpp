@@ -202,6 +202,29 @@ TEST_CASE("Main-thread stages are shown apart from the pipeline's in the text an
   CHECK(stages.at(0).at("wall_s").get<double>() == Approx(0.090));
 }
 
+TEST_CASE("The slowest stage is called the bottleneck in the text and the HTML only when the stages are") {
+  // An HDF5 trainer's getitem, 1% utilized under a 75 ms step, was marked
+  // "<- bottleneck" beside a verdict of "bottleneck: compute".
+  auto a = Analyzed();
+  auto& l = a.loaders.at(0);
+  analysis::StageStats getitem;
+  getitem.name = "dataloader.getitem";
+  getitem.count = 60;
+  getitem.wall_s = getitem.cpu_s = 0.030;
+  getitem.parallelism = 1;
+  getitem.per_core_rate = getitem.parallel_rate = 2000;
+  getitem.bottleneck = true;
+  l.stages = {getitem};
+  l.bottleneck = analysis::Cause::kCompute;
+  const std::string compute_bound = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  CHECK_THAT(compute_bound, Catch::Contains("<- slowest stage (the loader's bottleneck is elsewhere)"));
+  CHECK(compute_bound.find("<- bottleneck") == std::string::npos);
+  l.bottleneck = analysis::Cause::kPrep;
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), Catch::Contains("<- bottleneck"));
+  // The JSON keeps the pipeline's slowest stage either way.
+  CHECK(ParseJson(AnalysisJson({a}, nullptr, 5)).at("loaders").at(0).at("stages").at(0).at("bottleneck").get<bool>());
+}
+
 TEST_CASE("The text names a loader's start method and prefetch depth only where it has workers") {
   auto a = Analyzed();
   auto& c = a.loaders.at(0).config;

@@ -409,6 +409,13 @@ struct LoaderAnalysis {
   Verdict verdict = Verdict::kNotInputBound;
   // The largest non-compute cause of the steady account when input-bound, else compute.
   Cause bottleneck = Cause::kCompute;
+  // The bottleneck is the workers' stages (their CPU, its contention,
+  // storage, other blocking): the slowest stage is the loader's bottleneck,
+  // not merely the pipeline's slowest part.
+  bool StagesBound() const {
+    return bottleneck == Cause::kPrep || bottleneck == Cause::kContention || bottleneck == Cause::kStorage ||
+           bottleneck == Cause::kOtherBlocking;
+  }
   Account account_all;             // whole run: every epoch from __iter__ to the StopIteration next()
   Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
   // What persistent_workers=True would save (non-persistent loaders with

@@ -220,7 +220,9 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                                                     : st.cpu_source == CpuSource::kEstimated ? "~"
                                                                                              : ""),
                          st.parallelism, st.per_core_rate, st.parallel_rate, st.observed_rate, Pct(st.utilization),
-                         st.bottleneck ? style.Paint("<- bottleneck", "1;33") : "");
+                         !st.bottleneck     ? ""
+                         : l.StagesBound() ? style.Paint("<- bottleneck", "1;33")
+                                           : "<- slowest stage (the loader's bottleneck is elsewhere)");
     }
     if (estimated_cpu) out += "    ~ CPU estimated: the spans' sampled CPU per wall second times their wall time (counter budget)\n";
     if (attributed) out += "    * CPU attributed from the wall time with the fetch spans' CPU/wall ratio (the span has no CPU of its own)\n";

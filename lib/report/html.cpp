@@ -372,7 +372,7 @@ std::string StageTable(const LoaderAnalysis& l) {
   bool attributed = false;
   for (const auto& st : l.stages) {
     attributed |= st.cpu_source == CpuSource::kAttributed;
-    s += std::string(st.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(st.bottleneck ? st.name + " (bottleneck)" : st.name) + Cell(std::to_string(st.count)) +
+    s += std::string(st.bottleneck && l.StagesBound() ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(!st.bottleneck ? st.name : st.name + (l.StagesBound() ? " (bottleneck)" : " (slowest stage)")) + Cell(std::to_string(st.count)) +
          Cell(FormatSeconds(st.wall_s)) + Cell(FormatSeconds(st.cpu_s) + (st.cpu_source == CpuSource::kAttributed ? " *" : st.cpu_source == CpuSource::kEstimated ? " ~" : "")) +
          Cell(std::to_string(st.parallelism)) + Cell(fmt::format("{:.1f}", st.per_core_rate)) + Cell(fmt::format("{:.1f}", st.parallel_rate)) +
          Cell(fmt::format("{:.1f}", st.observed_rate)) + Cell(Pct(st.utilization)) + "</tr>";

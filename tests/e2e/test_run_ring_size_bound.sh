@@ -18,5 +18,6 @@ for size in "$twice_mem" 1000000T 100000000T; do
 done
 # A sane size still works, and --help says what the ring costs.
 "$SP" run -q -o "$TMP/t.pb" --ring-size 8M -- true || fail "--ring-size 8M was rejected"
-"$SP" run --help | tr -s ' \n' ' ' | grep -q "half of the machine's memory" || fail "--help does not bound the ring"
+help=$("$SP" run --help | tr -s ' \n' ' ')
+grep -q "half of the machine's memory" <<<"$help" || fail "--help does not bound the ring"
 echo PASS
