@@ -908,6 +908,55 @@ TEST_CASE("Other processes' busy cores are the machine's busy time less the job'
   CHECK(outside(1) == Approx(1).margin(1e-6));
 }
 
+TEST_CASE("A later epoch's kernel CPU beyond the steady rate in its first steps is the fork's copy-on-write refault") {
+  // Forked, non-persistent workers: 3 epochs of 10 batches (10 ms wait, 30
+  // ms compute); each later epoch's first compute takes 130 ms, 80 ms of it
+  // in the kernel beyond the process's steady 3 ms per 30 ms compute.
+  auto build = [](const char* context, bool persistent) {
+    TraceBuilder b;
+    b.Config(100, 1, "batch_size", 4);
+    if (*context) b.Config(100, 1, "multiprocessing_context", std::string(context));
+    if (persistent) b.Config(100, 1, "persistent_workers", 1);
+    LoopSpec spec;
+    spec.epochs = 3;
+    spec.iterations = 10;
+    spec.later_epoch_start_compute = 130 * kMs;
+    AddOneWorkerLoader(b, spec);
+    // The refault windows: each later epoch's first compute.
+    std::vector<std::pair<uint64_t, uint64_t>> refault;
+    uint64_t t = spec.start;
+    for (uint32_t e = 0; e < spec.epochs; ++e)
+      for (uint32_t i = 0; i < spec.iterations; ++i) {
+        t += spec.wait;
+        const uint64_t compute = e > 0 && i == 0 ? spec.later_epoch_start_compute : spec.compute;
+        if (e > 0 && i == 0) refault.push_back({t, t + compute});
+        t += compute;
+      }
+    ProcessSeries main;
+    main.pid = 100;
+    double kernel = 0;
+    for (uint64_t at = spec.start - 10 * kMs; at <= t + 10 * kMs; at += 5 * kMs) {
+      main.t_ns.push_back(at);
+      main.cpu_ns.push_back(at);
+      main.system_cpu_ns.push_back(static_cast<uint64_t>(kernel));
+      bool in_refault = false;
+      for (auto [from, to] : refault) in_refault |= at >= from && at < to;
+      kernel += 5 * kMs * (0.1 + (in_refault ? 80.0 / 130 : 0));
+    }
+    b.trace.process_series = {main};
+    auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front();
+  };
+  const auto forked = build("", false);
+  CHECK(forked.warmup_extra_later_s == Approx(0.100).epsilon(0.01));
+  CHECK(forked.fork_refault_later_s == Approx(0.080).epsilon(0.05));
+  CHECK(build("fork", false).fork_refault_later_s == Approx(0.080).epsilon(0.05));
+  // Spawned workers share no pages; persistent ones are forked once.
+  CHECK(build("spawn", false).fork_refault_later_s == 0);
+  CHECK(build("", true).fork_refault_later_s == 0);
+}
+
 TEST_CASE("The loop's own work at an epoch's start is its warm-up compute beyond the steady mean") {
   // 3 epochs of 10 batches, 30 ms of compute each, but 530 ms after the
   // first batch of the run and 230 ms after that of each later epoch.

@@ -470,9 +470,13 @@ namespace {
 // beyond its steady steps (the step sharing the cores with workers filling
 // their queues): work no DataLoader setting changes, so every scenario's
 // whole run carries it as measured.
-double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs, double per_epoch) {
+// `refork`: the scenario's later epochs that fork workers against the
+// profile's (LoaderProfile::fork_refault_later_s is paid that much).
+double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs, double per_epoch,
+                       double refork) {
   if (!(p.warmup_extra_first_s > 0) && !(p.warmup_extra_later_s > 0)) return 0;
-  if (costs.empty() || !(p.profiled_cores > 0)) return p.warmup_extra_first_s + (epochs - 1) * p.warmup_extra_later_s;
+  const double later = std::max(0.0, p.warmup_extra_later_s - p.fork_refault_later_s * std::max(0.0, 1 - refork));
+  if (costs.empty() || !(p.profiled_cores > 0)) return p.warmup_extra_first_s + (epochs - 1) * later;
   // The profiled configuration, steady and from an empty pipeline.
   const SimConfig steady = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(p));
   const SimConfig epoch = OneEpoch(steady, per_epoch);
@@ -481,8 +485,7 @@ double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& cos
   // SimFor runs at least kMinSimBatches.
   const double simulated = std::max(
       0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s / static_cast<double>(steady.batches));
-  return std::max(0.0, p.warmup_extra_first_s - simulated) +
-         (epochs - 1) * std::max(0.0, p.warmup_extra_later_s - simulated);
+  return std::max(0.0, p.warmup_extra_first_s - simulated) + (epochs - 1) * std::max(0.0, later - simulated);
 }
 }  // namespace
 
@@ -623,7 +626,12 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (workers > 0) {
     shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
   }
-  const double loop_work = LoopWorkSeconds(p, all_costs, epochs, per_epoch);
+  // Later epochs that fork workers, the scenario's against the profile's.
+  const double profiled_reforks = static_cast<double>(StartingEpochs(p, p.persistent_workers, epochs)) - 1;
+  const double refork = !(profiled_reforks > 0) ? 1
+                        : workers == 0          ? 0
+                                                : (static_cast<double>(StartingEpochs(p, persistent, epochs)) - 1) / profiled_reforks;
+  const double loop_work = LoopWorkSeconds(p, all_costs, epochs, per_epoch, refork);
   // The sampler's first draw of each epoch: main-thread work before any batch, whatever the workers.
   const double sampler = epochs * p.sampler_s_per_epoch;
   const double total = epochs * epoch_s + startup_first + (epochs - 1) * startup_later + shutdowns + sampler + loop_work;

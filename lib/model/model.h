@@ -195,6 +195,12 @@ struct LoaderProfile {
   // whole-run prediction carries it into every scenario, net of what the
   // simulation itself puts there (model.cpp LoopWorkSeconds).
   double warmup_extra_first_s = 0, warmup_extra_later_s = 0;
+  // Of warmup_extra_later_s, what each later epoch's fork of its workers
+  // cost the training process: its kernel CPU in those steps beyond its
+  // steady rate (copy-on-write faults of the pages it writes). A scenario
+  // pays it per later epoch that forks workers (none with persistent
+  // workers or without workers); 0 = not measured or not forked.
+  double fork_refault_later_s = 0;
   // An IterableDataset's uneven split over the workers: the batches each
   // worker made an epoch, most first (analysis::LoaderAnalysis); empty when
   // even. The last part of each epoch then runs on fewer workers (3 shards

@@ -256,8 +256,15 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
     in.push_back(fmt::format("the loop's own work at an epoch's start beyond its steady step: {} in the first epoch, {} "
                              "in each later one (measured: the warm-up iterations' compute beyond the steady mean; the "
                              "whole run carries it into every scenario, less the workers' contention the simulation "
-                             "already puts there)",
-                             FormatSeconds(p.warmup_extra_first_s), FormatSeconds(p.warmup_extra_later_s)));
+                             "already puts there){}",
+                             FormatSeconds(p.warmup_extra_first_s), FormatSeconds(p.warmup_extra_later_s),
+                             p.fork_refault_later_s > 0
+                                 ? fmt::format("; of the later, {} is the fork of each epoch's workers (measured: the "
+                                               "training process's kernel CPU in those steps beyond its steady rate, "
+                                               "copy-on-write faults of the pages it writes), paid only by epochs that "
+                                               "fork workers (none later with persistent workers)",
+                                               FormatSeconds(p.fork_refault_later_s))
+                                 : ""));
   if (!p.stream_worker_batches.empty()) {
     const uint64_t part = StreamPartBatches(p);
     in.push_back(fmt::format("the IterableDataset's stream over the workers: {:.1f} batches an epoch (measured: its own "
