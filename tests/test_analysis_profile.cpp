@@ -946,6 +946,12 @@ TEST_CASE("A later epoch's kernel CPU beyond the steady rate in its first steps 
     b.trace.process_series = {main};
     auto profiles = MeasureProfiles(b.trace, {});
     REQUIRE(profiles.ok());
+    // analyze's persistent_workers saving counts each later epoch's refault too.
+    auto analysis = Analyze(b.trace, {});
+    REQUIRE(analysis.ok());
+    const auto& loader = analysis->loaders.at(0);
+    CHECK(loader.fork_refault_s_per_epoch == Approx(profiles->front().fork_refault_later_s));
+    if (!persistent) CHECK(loader.persistent_saving_s >= 2 * loader.fork_refault_s_per_epoch);
     return profiles->front();
   };
   const auto forked = build("", false);

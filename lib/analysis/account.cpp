@@ -1342,8 +1342,13 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       if (std::string sampler = SamplerStartupAdvice(l, share, line.seconds); !sampler.empty()) return sampler;
       // What persistent_saving_s counts.
       const auto saved = [&](std::string_view each) {
-        return fmt::format("worker start-up{} and shutdown of every {}",
-                           l.worker_setup.by_fetch.empty() ? "" : ", the first batch's wait for a worker's set-up,", each);
+        return fmt::format("worker start-up{} and shutdown of every {}{}",
+                           l.worker_setup.by_fetch.empty() ? "" : ", the first batch's wait for a worker's set-up,", each,
+                           l.fork_refault_s_per_epoch > 0
+                               ? fmt::format(", and the {} a later epoch's steps spent refaulting the training "
+                                             "process's pages after its workers' fork (copy-on-write)",
+                                             FormatSeconds(l.fork_refault_s_per_epoch))
+                               : "");
       };
       if (std::string per_step = IteratorPerStepAdvice(l); !per_step.empty())
         return fmt::format("epoch start-up ({}): {}{}", share, per_step,
@@ -1550,6 +1555,53 @@ void WriteAdvice(LoaderAnalysis& loader, uint32_t cores) {
   }
 }
 
+namespace {
+// The training process's kernel CPU in later epochs' warm-up steps beyond its
+// rate in the steady steps, per later epoch (LoaderProfile::
+// fork_refault_later_s, LoaderAnalysis::fork_refault_s_per_epoch): where each epoch forks its workers anew, the parent's
+// pages are shared copy-on-write and its first steps fault in every page they
+// write (parameters, optimizer state: 41.8k faults in the first step of a
+// 2048-wide MLP's epochs, 6 with persistent workers). 0 where the workers
+// persist, are spawned (no shared pages) or the samples carry no kernel CPU.
+double ForkRefaultLaterSeconds(const Trace& trace, const LoaderAnalysis& loader) {
+  constexpr double kNs = 1e-9;
+  const std::string& context = loader.config.multiprocessing_context;
+  if (loader.config.num_workers == 0 || loader.config.persistent_workers || loader.epochs.size() < 2 ||
+      !(context.empty() || context == "fork") || loader.steady_fallback)
+    return 0;
+  const ProcessSeries* series = nullptr;
+  for (const auto& s : trace.process_series)
+    if (s.pid == loader.pid && s.t_ns.size() >= 2 && s.system_cpu_ns.size() == s.t_ns.size()) series = &s;
+  if (!series) return 0;
+  const auto kernel_s = [&](const Iteration& it) {
+    const uint64_t from = it.return_ns, to = it.compute_end_ns;
+    return (SeriesAt(series->t_ns, series->system_cpu_ns, to) - SeriesAt(series->t_ns, series->system_cpu_ns, from)) * kNs;
+  };
+  const auto inside = [&](const Iteration& it) {
+    return !it.compute_unknown && it.compute_end_ns > it.return_ns && it.return_ns >= series->t_ns.front() &&
+           it.compute_end_ns <= series->t_ns.back();
+  };
+  double steady_kernel = 0, steady_s = 0;
+  std::vector<double> warm_kernel(loader.epochs.size(), 0), warm_s(loader.epochs.size(), 0);
+  for (const Iteration& it : loader.iterations) {
+    if (!inside(it) || it.epoch >= loader.epochs.size()) continue;
+    const double seconds = (it.compute_end_ns - it.return_ns) * kNs;
+    if (it.steady) {
+      steady_kernel += kernel_s(it);
+      steady_s += seconds;
+    } else if (it.epoch > 0) {  // warm-up and drain, as warmup_extra_* counts them
+      warm_kernel[it.epoch] += kernel_s(it);
+      warm_s[it.epoch] += seconds;
+    }
+  }
+  if (!(steady_s > 0)) return 0;
+  const double rate = steady_kernel / steady_s;
+  double excess = 0;
+  for (size_t e = 1; e < loader.epochs.size(); ++e) excess += std::max(0.0, warm_kernel[e] - rate * warm_s[e]);
+  return excess / static_cast<double>(loader.epochs.size() - 1);
+}
+}  // namespace
+
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
   FillWorkersReady(fetches, loader);
   FillStorageRate(fetches, loader);
@@ -1627,8 +1679,11 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   }
 
   // What persistent_workers=True would save: each later epoch's wait for its
-  // workers to start (epoch start to the last one's first fetch) and every shutdown.
+  // workers to start (epoch start to the last one's first fetch), every
+  // shutdown, and each later fork's copy-on-write refault in the steps.
   loader.persistent_saving_s = 0;
+  loader.fork_refault_s_per_epoch = ForkRefaultLaterSeconds(trace, loader);
+  if (loader.epochs.size() > 1) loader.persistent_saving_s += loader.fork_refault_s_per_epoch * (loader.epochs.size() - 1);
   if (loader.config.num_workers > 0 && !loader.config.persistent_workers) {
     std::vector<uint64_t> first_return(loader.epochs.size(), 0);  // each epoch's first batch
     for (const Iteration& it : loader.iterations)

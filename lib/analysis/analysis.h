@@ -420,11 +420,16 @@ struct LoaderAnalysis {
   Account account_steady;          // iterations past the warm-up (the whole run when steady_fallback)
   // What persistent_workers=True would save (non-persistent loaders with
   // workers), 0 otherwise: a floor. It counts the waits the trace shows
-  // (start-up, the first batch's set-up, shutdown), not the step running
-  // faster beside warm workers than beside workers forked anew, which a
-  // non-persistent profile cannot separate from the step's own cost (an
-  // ImageFolder trainer: 1.1 s counted, a median 3.5 s measured).
+  // (start-up, the first batch's set-up, shutdown) and each later epoch's
+  // copy-on-write refault after its workers' fork (fork_refault_s_per_epoch),
+  // not the rest of the step running faster beside warm workers (an
+  // ImageFolder trainer: 1.1 s counted, a median 3.5 s measured, before the
+  // refault was counted).
   double persistent_saving_s = 0;
+  // The training process's kernel CPU in a later epoch's warm-up steps beyond
+  // its steady rate, per later epoch, where each epoch forked its workers
+  // anew (copy-on-write faults of the pages the step writes); 0 otherwise.
+  double fork_refault_s_per_epoch = 0;
   // An IterableDataset's stream, which its own code splits over the workers
   // (shards by worker id): the batches each worker made an epoch, most first,
   // when the split was uneven (max > 1.1 x min, a worker without any

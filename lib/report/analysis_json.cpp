@@ -52,6 +52,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   WriteAccount(w, "steady", l.account_steady);
   w.EndObject();
   w.Field("persistent_saving_s", l.persistent_saving_s);
+  w.Field("fork_refault_s_per_epoch", l.fork_refault_s_per_epoch);
   w.Key("stream_worker_batches").BeginArray();
   for (double b : l.stream_worker_batches) w.Number(b);
   w.EndArray();
