@@ -670,6 +670,15 @@ TEST_CASE("A memory-mapped dataset its worker found sizes the dataset, whatever 
   const auto unrelated = MeasureProfiles(other.trace, {});
   REQUIRE(unrelated.ok());
   CHECK(unrelated->front().dataset_bytes == 0);
+  // A worker gone before the launcher read its /proc entry (not in the
+  // process table) counts by the parent it recorded, and only by that.
+  for (const uint64_t parent : {100ull, 300ull}) {
+    TraceBuilder gone = build(401);
+    gone.Config(401, 1, "held_parent", parent);
+    const auto profiles = MeasureProfiles(gone.trace, {});
+    REQUIRE(profiles.ok());
+    CHECK(profiles->front().dataset_bytes == (parent == 100 ? (400ull << 20) : 0));
+  }
 }
 
 TEST_CASE("A container file the dataset reads from sizes it, not the read calls that re-read its metadata") {

@@ -90,12 +90,22 @@ bool DescendsFrom(const Trace& trace, uint32_t pid, uint32_t ancestor) {
 // comes from the loader's own process (a worker's own nested loader may
 // reuse a scope number).
 LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16_t> scopes) {
+  // A worker records its parent beside the held_ keys: one that exited
+  // before the launcher read its /proc entry has no parent in the trace (a
+  // CI run under load lost both workers' records of a memmap dataset).
+  const auto child_of = [&](uint32_t worker, uint16_t scope) {
+    for (const auto& c : trace.configs)
+      if (c.pid == worker && c.scope == scope && c.key == "held_parent" && c.type == ConfigValue::Type::kU64 &&
+          c.u64 == pid)
+        return true;
+    return DescendsFrom(trace, worker, pid);
+  };
   LoaderConfig config;
   config.name = "loader" + std::to_string(scopes.front());
   for (const uint16_t scope : scopes)
   for (const auto& c : trace.configs) {
     if (c.scope != scope) continue;
-    if (c.pid != pid && !((c.key.starts_with("held_") || c.key.starts_with("mapped_")) && DescendsFrom(trace, c.pid, pid))) continue;
+    if (c.pid != pid && !((c.key.starts_with("held_") || c.key.starts_with("mapped_")) && child_of(c.pid, scope))) continue;
     auto number = [&]() -> double {
       switch (c.type) {
         case ConfigValue::Type::kU64: return static_cast<double>(c.u64);

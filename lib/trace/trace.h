@@ -76,10 +76,11 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
 // "dataset_len", "sampler_len" (the indices the sampler yields an epoch), "dataset_bytes",
 // "dataset_files", "multiprocessing_context", "client", "held_files",
-// "held_bytes" and "held_kinds" (the files the dataset reads from as the hook
+// "held_bytes", "held_kinds" and "held_parent" (the files the dataset reads from as the hook
 // found them in its attributes after a fetch: numpy memmaps, LMDB, h5py
 // objects, paths to HDF5, numpy or zip files; written by the process that
-// fetched, a worker of the loader's process too; "mapped_files" and
+// fetched, a worker of the loader's process too, with its parent's pid for
+// a worker gone before the launcher read its /proc entry; "mapped_files" and
 // "mapped_bytes" before 2026-11-29 evening, numpy memmaps and LMDB only),
 // "intra_op_threads" (torch.get_num_threads() at iterator creation).
 }  // namespace names

@@ -498,6 +498,9 @@ def _record_held_files(dataset, scope):
     files = set().union(*found.values()) if found else set()
     total = _files_bytes(files)
     if total > 0:
+        # The fetching process's parent: a worker that exits before the
+        # launcher reads its /proc entry leaves the trace without it.
+        _ext.config(scope, "held_parent", os.getppid())
         _ext.config(scope, "held_files", len(files))
         _ext.config(scope, "held_bytes", total)
         _ext.config(scope, "held_kinds", ", ".join(sorted(found)))
