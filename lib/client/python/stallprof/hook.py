@@ -415,6 +415,11 @@ def _container_kind(path):
 _MOST_SHARDS = 100000
 
 
+def _add_held(found, kind, path):
+    """Adds the file at `path` to `found[kind]` by its real path."""
+    found.setdefault(kind, set()).add(os.path.realpath(path))
+
+
 def _held_files(obj, found, seen, depth=0):
     """The files a dataset reads its samples from, by kind, reachable from
     `obj` through attributes, short lists, tuples and dicts, and arrays'
@@ -425,14 +430,15 @@ def _held_files(obj, found, seen, depth=0):
     dataset opening its file in each __getitem__ holds as a string, whose
     read calls re-read the container's metadata each time (an HDF5 file of
     51 MiB was estimated at 786 MiB from them). `found` maps a kind to a set
-    of paths."""
+    of real paths (one file reached two ways, a path and a memmap of it,
+    counts once)."""
     if depth > 4 or obj is None or isinstance(obj, (bytes, int, float, bool, type)):
         return
     if isinstance(obj, (str, os.PathLike)):
         path = os.fspath(obj)
         kind = _container_kind(path) if isinstance(path, str) else None
         if kind:
-            found.setdefault(kind, set()).add(os.path.realpath(path))
+            _add_held(found, kind, path)
         return
     if id(obj) in seen:
         return
@@ -441,15 +447,14 @@ def _held_files(obj, found, seen, depth=0):
     if lmdb is not None and isinstance(obj, getattr(lmdb, "Environment", ())):
         try:
             path = obj.path()
-            found.setdefault("LMDB", set()).add(
-                os.path.join(path, "data.mdb") if obj.flags().get("subdir") else path)
+            _add_held(found, "LMDB", os.path.join(path, "data.mdb") if obj.flags().get("subdir") else path)
         except Exception:
             pass  # a closed environment
         return
     h5py = sys.modules.get("h5py")
     if h5py is not None and isinstance(obj, (getattr(h5py, "Group", ()), getattr(h5py, "Dataset", ()))):
         try:
-            found.setdefault("HDF5", set()).add(os.path.realpath(obj.file.filename))
+            _add_held(found, "HDF5", obj.file.filename)
         except Exception:
             pass  # a closed file
         return
@@ -460,7 +465,7 @@ def _held_files(obj, found, seen, depth=0):
             if isinstance(base, np.memmap):
                 name = getattr(base, "filename", None)
                 if name:
-                    found.setdefault("numpy memmap", set()).add(os.fspath(name))
+                    _add_held(found, "numpy memmap", os.fspath(name))
                 return
             base = getattr(base, "base", None)
             if base is None or not isinstance(base, np.ndarray):
@@ -474,8 +479,9 @@ def _held_files(obj, found, seen, depth=0):
             # listed-files case, _dataset_files).
             kind = _container_kind(os.fspath(obj[0]))
             if kind:
-                found.setdefault(kind, set()).update(
-                    os.path.realpath(item) for item in obj if isinstance(item, (str, os.PathLike)))
+                for item in obj:
+                    if isinstance(item, (str, os.PathLike)):
+                        _add_held(found, kind, item)
             return
     elif isinstance(obj, dict):
         items = list(obj.values()) if len(obj) <= 64 else ()
