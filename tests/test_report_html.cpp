@@ -53,45 +53,51 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK_THAT(page, Catch::Contains("<ul class=\"advice\"><li>"));
 }
 
-TEST_CASE("The page lists main-thread stages in a table of their own") {
+namespace {
+// One loader's default loop in a main process, analyzed.
+struct OneLoop {
   TraceBuilder b;
-  b.Process(100, 1);
-  LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
-  auto analysis = analysis::Analyze(b.trace, {});
-  REQUIRE(analysis.ok());
-  CHECK(ReportHtml(b.trace, *analysis).find("main-thread stage") == std::string::npos);
-  analysis::StageStats augment;
-  augment.name = "augment";
-  augment.count = 20;
-  augment.wall_s = augment.cpu_s = 0.120;
-  analysis->loaders.at(0).main_stages = {augment};
-  const std::string page = ReportHtml(b.trace, *analysis);
+  analysis::TraceAnalysis analysis;
+  OneLoop() {
+    b.Process(100, 1);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    AddLoop(b, spec);
+    auto analyzed = analysis::Analyze(b.trace, {});
+    REQUIRE(analyzed.ok());
+    analysis = std::move(*analyzed);
+  }
+};
+
+analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {
+  analysis::StageStats stage;
+  stage.name = std::move(name);
+  stage.count = count;
+  stage.wall_s = stage.cpu_s = seconds;
+  return stage;
+}
+}  // namespace
+
+TEST_CASE("The page lists main-thread stages in a table of their own") {
+  OneLoop one;
+  CHECK(ReportHtml(one.b.trace, one.analysis).find("main-thread stage") == std::string::npos);
+  one.analysis.loaders.at(0).main_stages = {Stage("augment", 20, 0.120)};
+  const std::string page = ReportHtml(one.b.trace, one.analysis);
   CHECK_THAT(page, Catch::Contains("<th>main-thread stage</th>"));
   CHECK_THAT(page, Catch::Contains("<td>augment</td><td>20</td>"));
 }
 
 TEST_CASE("The page calls the slowest stage the bottleneck only when the loader's bottleneck is in its stages") {
-  TraceBuilder b;
-  b.Process(100, 1);
-  LoopSpec spec;
-  spec.thread = b.Thread(100, 100);
-  AddLoop(b, spec);
-  auto analysis = analysis::Analyze(b.trace, {});
-  REQUIRE(analysis.ok());
-  auto& l = analysis->loaders.at(0);
-  analysis::StageStats getitem;
-  getitem.name = "getitem";
-  getitem.count = 20;
-  getitem.wall_s = getitem.cpu_s = 0.020;
+  OneLoop one;
+  auto& l = one.analysis.loaders.at(0);
+  analysis::StageStats getitem = Stage("getitem", 20, 0.020);
   getitem.bottleneck = true;
   l.stages = {getitem};
   l.bottleneck = analysis::Cause::kCompute;
-  const std::string compute_bound = ReportHtml(b.trace, *analysis);
+  const std::string compute_bound = ReportHtml(one.b.trace, one.analysis);
   CHECK_THAT(compute_bound, Catch::Contains("<tr><td>getitem (slowest stage)</td>"));
   l.bottleneck = analysis::Cause::kStorage;
-  CHECK_THAT(ReportHtml(b.trace, *analysis), Catch::Contains("<tr class=\"bottleneck\"><td>getitem (bottleneck)</td>"));
+  CHECK_THAT(ReportHtml(one.b.trace, one.analysis), Catch::Contains("<tr class=\"bottleneck\"><td>getitem (bottleneck)</td>"));
 }
 
 TEST_CASE("A trace with several ranks gets a ranks section that marks the straggler, one rank none") {

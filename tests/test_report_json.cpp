@@ -51,6 +51,14 @@ TEST_CASE("The tests' JSON parser accepts the writer's output and rejects what s
 }
 
 namespace {
+analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {
+  analysis::StageStats stage;
+  stage.name = std::move(name);
+  stage.count = count;
+  stage.wall_s = stage.cpu_s = seconds;
+  return stage;
+}
+
 analysis::TraceAnalysis Analyzed() {
   TraceBuilder b;
   b.Process(100, 1);
@@ -185,12 +193,7 @@ TEST_CASE("The text report starts with the verdict and uses colour only when ask
 
 TEST_CASE("Main-thread stages are shown apart from the pipeline's in the text and the JSON") {
   auto a = Analyzed();
-  auto& l = a.loaders.at(0);
-  analysis::StageStats augment;
-  augment.name = "augment";
-  augment.count = 15;
-  augment.wall_s = augment.cpu_s = 0.090;
-  l.main_stages = {augment};
+  a.loaders.at(0).main_stages = {Stage("augment", 15, 0.090)};
   const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
   const size_t at = text.find("Main-thread stages (yours, between next() calls");
   REQUIRE(at != std::string::npos);
@@ -207,10 +210,7 @@ TEST_CASE("The slowest stage is called the bottleneck in the text and the HTML o
   // "<- bottleneck" beside a verdict of "bottleneck: compute".
   auto a = Analyzed();
   auto& l = a.loaders.at(0);
-  analysis::StageStats getitem;
-  getitem.name = "dataloader.getitem";
-  getitem.count = 60;
-  getitem.wall_s = getitem.cpu_s = 0.030;
+  analysis::StageStats getitem = Stage("dataloader.getitem", 60, 0.030);
   getitem.parallelism = 1;
   getitem.per_core_rate = getitem.parallel_rate = 2000;
   getitem.bottleneck = true;
