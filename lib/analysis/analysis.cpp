@@ -507,7 +507,9 @@ void TakeOutNestedLoaders(const Trace& trace, const std::vector<LoaderSpans>& sp
 // (the first waits for the workers to start), less what its main thread spent in
 // next() (wait spans with CPU). The sampler's cumulative series are
 // interpolated at the step boundaries; steps tile the epoch, so their sum is
-// the series' change over the epoch less the first step.
+// the series' change over the epoch less the first step. Where every epoch
+// has one step (an evaluation loader of one batch), the first steps' compute
+// alone is measured instead, from next()'s return to the following call.
 void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const CounterEstimator& wait_counters,
                      LoaderAnalysis& loader) {
   const ProcessSeries* series = nullptr;
@@ -518,21 +520,29 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
   if (!series) return;
   // Iterations were built from the waits in start order, one each.
   if (waits.size() != loader.iterations.size()) return;
+  const bool with_io = series->read_bytes.size() == series->t_ns.size() && series->rchar.size() == series->t_ns.size();
   double cpu = 0, delay = 0, compute = 0, read = 0, read_calls = 0;
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const Iteration& it = loader.iterations[i];
-    if (it.index_in_epoch == 0 || it.compute_unknown || it.nested_s > 0 || it.wait_start_ns < series->t_ns.front() ||
-        it.compute_end_ns > series->t_ns.back())
-      continue;
-    const SpanCounters c = wait_counters.At(waits[i]);
-    if (!c.known) return;  // the wait's own CPU is unknown: cannot take it out
-    cpu += SeriesDelta(series->t_ns, series->cpu_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.cpu_ns * kNs;
-    delay += SeriesDelta(series->t_ns, series->delay_ns, it.wait_start_ns, it.compute_end_ns) * kNs - c.delay_ns * kNs;
-    if (series->read_bytes.size() == series->t_ns.size() && series->rchar.size() == series->t_ns.size()) {
-      read += SeriesDelta(series->t_ns, series->read_bytes, it.wait_start_ns, it.compute_end_ns);
-      read_calls += SeriesDelta(series->t_ns, series->rchar, it.wait_start_ns, it.compute_end_ns);
+  for (const bool firsts : {false, true}) {
+    for (size_t i = 0; i < waits.size(); ++i) {
+      const Iteration& it = loader.iterations[i];
+      const uint64_t from = firsts ? it.return_ns : it.wait_start_ns;
+      if ((it.index_in_epoch == 0) != firsts || it.compute_unknown || it.nested_s > 0 || from < series->t_ns.front() ||
+          it.compute_end_ns > series->t_ns.back())
+        continue;
+      SpanCounters in_next;  // zero: a first step's interval leaves next() out
+      if (!firsts) {
+        in_next = wait_counters.At(waits[i]);
+        if (!in_next.known) return;  // the wait's own CPU is unknown: cannot take it out
+      }
+      cpu += SeriesDelta(series->t_ns, series->cpu_ns, from, it.compute_end_ns) * kNs - in_next.cpu_ns * kNs;
+      delay += SeriesDelta(series->t_ns, series->delay_ns, from, it.compute_end_ns) * kNs - in_next.delay_ns * kNs;
+      if (with_io) {
+        read += SeriesDelta(series->t_ns, series->read_bytes, from, it.compute_end_ns);
+        read_calls += SeriesDelta(series->t_ns, series->rchar, from, it.compute_end_ns);
+      }
+      compute += it.compute_s;
     }
-    compute += it.compute_s;
+    if (compute > 0) break;
   }
   if (compute <= 0) return;
   loader.main_step_cpu_s = std::max(0.0, cpu);
