@@ -255,9 +255,8 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
                                                      wait - inside - queued);
       return;
     }
-    // The awaited batch: the first fetch of its index at or after the epoch start.
-    const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-    const int64_t found = c.worker_fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, epoch_start);
+    // The awaited batch: the first fetch of its index since its iterator was made.
+    const int64_t found = c.worker_fetch_of_batch.FirstAtOrAfter(it.batch_index, loader.epochs[it.epoch].iterator_start_ns);
     const FetchFact* fetch = found >= 0 ? &c.fetches[found] : nullptr;
     Weights w{};
     l.Add(Cause::kStallprof, inside);
@@ -1082,7 +1081,11 @@ std::string FirstBatchAdvice(const LoaderAnalysis& l, double startup_s, uint32_t
   const uint32_t workers = l.config.num_workers;
   if (workers == 0 || l.epochs.empty() || l.produce.count == 0) return {};
   const double epochs = static_cast<double>(l.epochs.size());
-  const double rest = (startup_s - l.persistent_saving_s) / epochs;
+  // Per epoch: what persistent workers would leave, or (persistent) a later epoch's.
+  const auto& split = l.startup_split;
+  const double rest = l.config.persistent_workers
+                          ? (split.later_epochs > 0 ? split.later_s / split.later_epochs : 0)
+                          : (startup_s - l.persistent_saving_s) / epochs;
   const double batch_s = l.produce.mean;
   if (rest < 0.5 * startup_s / epochs || batch_s < 0.5 * rest) return {};
   std::string advice = fmt::format("; the rest, {} an epoch, is the wait for its first batch, which a worker makes in {} "

@@ -56,6 +56,7 @@ struct LoaderSpans {
   std::vector<uint16_t> scopes;  // this and the DataLoader objects merged into it (MergeRecreatedLoaders)
   SpanIndices waits;
   SpanIndices epochs;      // dataloader.epoch spans (or instants)
+  SpanIndices kept_epochs; // dataloader.kept_epoch spans: epochs of an iterator made before
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
   SpanIndices shutdowns;   // dataloader.shutdown spans: workers shut down, in or out of an epoch_end
   SpanIndices sampler_firsts;  // dataloader.sampler_first spans: the sampler's first draw of an epoch
@@ -136,7 +137,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "held_bytes" || c.key == "mapped_bytes") config.held_bytes = static_cast<uint64_t>(number());
     else if (c.key == "held_files" || c.key == "mapped_files") config.held_files = static_cast<uint32_t>(number());
     else if (c.key == "held_kinds") config.held_kinds = text();
-    if (c.key.starts_with("mapped_") && config.held_kinds.empty()) config.held_kinds = "memory-mapped";
+    else if (c.key == "iterator_kept_by") config.iterator_kept_by = text();
     else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
     else if (c.key == "sharing_strategy") config.sharing_strategy = text();
     else if (c.key == "allocator") config.allocator = text();
@@ -151,7 +152,9 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "ipc_pace_s" && number() >= 0) config.ipc_pace_s = number();
     else if (c.key == "ipc_startup_s" && number() >= 0) config.ipc_startup_s = number();
     else if (c.key == "intra_op_threads" && number() >= 0) config.intra_op_threads = static_cast<uint32_t>(number());
+    if (c.key.starts_with("mapped_") && config.held_kinds.empty()) config.held_kinds = "memory-mapped";
   }
+  if (!config.iterator_kept_by.empty()) config.persistent_workers = true;
   return config;
 }
 
@@ -192,6 +195,7 @@ std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& wa
 struct EpochMark {
   uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
   uint32_t number = 0;
+  bool kept = false;              // a kept_epoch: no iterator made (EpochStats::kept_iterator)
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
@@ -245,6 +249,7 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
       LoaderSpans& target = loaders[into];
       LoaderSpans& source = loaders[from];
       for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
+                           std::pair{&target.kept_epochs, &source.kept_epochs},
                            std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns},
                            std::pair{&target.handouts, &source.handouts}, std::pair{&target.sampler_firsts, &source.sampler_firsts}})
         to->insert(to->end(), v->begin(), v->end());
@@ -280,7 +285,11 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   const auto& s = trace.spans;
   std::vector<EpochMark> epochs;
   for (uint32_t e : spans.epochs) epochs.push_back({s.start_ns[e], s.start_ns[e] + s.duration_ns[e], static_cast<uint32_t>(s.arg[e])});
-  std::sort(epochs.begin(), epochs.end());
+  for (uint32_t e : spans.kept_epochs) epochs.push_back({s.start_ns[e], s.start_ns[e], static_cast<uint32_t>(s.arg[e]), true});
+  std::stable_sort(epochs.begin(), epochs.end());
+  // An iterator made in the DataLoader's constructor (InfiniteDataLoader's)
+  // makes an epoch mark of its own before the loop's first kept one: it
+  // holds no batch and goes below, and the loop's epochs keep their numbers.
   // Each DataLoader object counts its epochs from 0: a loader re-created
   // under its name numbers them in order instead.
   if (spans.scopes.size() > 1)
@@ -304,6 +313,8 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     all_epochs[e].start_ns = epochs[e].start;
     all_epochs[e].iterator_ready_ns = epochs[e].ready;
     all_epochs[e].end_ns = epochs[e].ready;
+    all_epochs[e].kept_iterator = epochs[e].kept;
+    all_epochs[e].iterator_start_ns = epochs[e].kept && e > 0 ? all_epochs[e - 1].iterator_start_ns : epochs[e].start;
   }
   // The sampler's first draw of each epoch: in the epoch it follows the start of.
   for (uint32_t i : spans.sampler_firsts) {
@@ -328,6 +339,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     Iteration it;
     it.epoch = static_cast<uint32_t>(epoch);
     it.index_in_epoch = index_in_epoch++;
+    it.batch_index = all_epochs[epoch].kept_iterator ? static_cast<uint32_t>(s.arg[w]) : it.index_in_epoch;
     it.wait_start_ns = start;
     it.return_ns = start + s.duration_ns[w];
     it.compute_end_ns = it.return_ns;
@@ -423,7 +435,9 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   // sent, its lag taken at the epoch's first batch; slower as workers run
   // out of work). They are not the steady state: a 9-batch epoch of one
   // worker read 1045 samples/s in its tail where the job ran at 790-850.
-  loader.drain_iterations = loader.config.num_workers * loader.config.prefetch_factor;
+  // A kept iterator's sampler repeats: its epochs end with the queue full.
+  const bool kept = !loader.config.iterator_kept_by.empty();
+  loader.drain_iterations = kept ? 0 : loader.config.num_workers * loader.config.prefetch_factor;
   for (auto& it : loader.iterations)
     if (it.index_in_epoch + loader.drain_iterations >= loader.epochs[it.epoch].iterations) it.steady = false;
 }
@@ -1112,8 +1126,7 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     return it != iv.begin() && std::prev(it)->second > t;
   };
   auto deliverable = [&](const Iteration& it) {
-    const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
-    const int64_t best = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, epoch_start);
+    const int64_t best = fetch_of_batch.FirstAtOrAfter(it.batch_index, loader.epochs[it.epoch].iterator_start_ns);
     if (best == internal::FetchesByBatch::kNoBatch) return it.ready_batches > 0;  // batch indices unknown: occupancy alone
     if (best < 0) return false;
     const uint64_t end = s.start_ns[best] + s.duration_ns[best];
@@ -1128,11 +1141,11 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   for (auto& it : loader.iterations) {
     int64_t ready = 0;
     if (in_workers) {
-      const uint64_t epoch_start = loader.epochs[it.epoch].start_ns;
+      const uint64_t iterator_start = loader.epochs[it.epoch].iterator_start_ns;
       while (ended_by_wait < ends.size() && ends[ended_by_wait] <= it.wait_start_ns) ++ended_by_wait;
-      while (ended_before_epoch < ends.size() && ends[ended_before_epoch] < epoch_start) ++ended_before_epoch;
+      while (ended_before_epoch < ends.size() && ends[ended_before_epoch] < iterator_start) ++ended_before_epoch;
       const auto produced = static_cast<int64_t>(ended_by_wait) - static_cast<int64_t>(ended_before_epoch);
-      ready = std::max<int64_t>(0, produced - it.index_in_epoch);
+      ready = std::max<int64_t>(0, produced - it.batch_index);
     }
     it.ready_batches = static_cast<int32_t>(std::min<int64_t>(ready, std::numeric_limits<int32_t>::max()));
     it.batch_deliverable = in_workers && deliverable(it);
@@ -1152,16 +1165,21 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   const uint64_t in_flight = loader.prefetch.capacity;
   if (!in_workers || in_flight == 0) return;
   std::vector<double> gaps;
-  std::vector<size_t> first_of_epoch(loader.epochs.size(), SIZE_MAX);
-  for (size_t i = loader.iterations.size(); i-- > 0;) first_of_epoch[loader.iterations[i].epoch] = i;
-  for (const auto& it : loader.iterations) {
-    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, loader.epochs[it.epoch].start_ns);
+  for (size_t i = 0; i < loader.iterations.size(); ++i) {
+    const Iteration& it = loader.iterations[i];
+    const uint64_t iterator_start = loader.epochs[it.epoch].iterator_start_ns;
+    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.batch_index, iterator_start);
     if (f < 0) continue;
-    uint64_t sent = loader.epochs[it.epoch].start_ns;
-    if (it.index_in_epoch >= in_flight) {
-      const size_t taker = first_of_epoch[it.epoch] + (it.index_in_epoch - in_flight);
-      if (taker >= loader.iterations.size() || loader.iterations[taker].epoch != it.epoch) continue;
-      sent = loader.iterations[taker].return_ns;
+    uint64_t sent = iterator_start;
+    if (it.batch_index >= in_flight) {
+      // The batch's index went out as the loop took the one in_flight before
+      // it, of the same iterator (a kept iterator's: maybe an epoch before).
+      if (i < in_flight) continue;
+      const Iteration& taker = loader.iterations[i - in_flight];
+      if (taker.batch_index + in_flight != it.batch_index ||
+          loader.epochs[taker.epoch].iterator_start_ns != iterator_start)
+        continue;
+      sent = taker.return_ns;
     }
     const auto& iv = busy_of_thread[s.thread[f]];
     auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(s.start_ns[f], uint64_t{0}));
@@ -1181,8 +1199,8 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   // a 10 ms fetch of pure Python alike, not at Python's 5 ms switch interval).
   constexpr uint64_t kTellNs = 500'000;
   for (const auto& it : loader.iterations) {
-    if (it.index_in_epoch == 0) continue;
-    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.index_in_epoch, loader.epochs[it.epoch].start_ns);
+    if (it.batch_index == 0) continue;
+    const int64_t f = fetch_of_batch.FirstAtOrAfter(it.batch_index, loader.epochs[it.epoch].iterator_start_ns);
     if (f < 0) continue;
     const uint64_t end = s.start_ns[f] + s.duration_ns[f];
     if (it.wait_start_ns <= end) continue;  // the main thread was waiting for the fetch itself
@@ -1734,6 +1752,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const auto& s = trace.spans;
   const uint32_t wait_name = NameId(trace, names::kWait);
   const uint32_t epoch_name = NameId(trace, names::kEpoch);
+  const uint32_t kept_epoch_name = NameId(trace, names::kKeptEpoch);
   const uint32_t fetch_name = NameId(trace, names::kFetch);
   const uint32_t getitem_name = NameId(trace, names::kGetitem);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
@@ -1809,6 +1828,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (name == epoch_name) {
       loader_for(trace.threads[thread].pid, s.scope[i]).epochs.push_back(static_cast<uint32_t>(i));
       placer.Wait(thread, s.scope[i], place);  // a span or (older hooks) an instant: a next() call either way
+      continue;
+    }
+    if (name == kept_epoch_name && kind == SpanKind::kSpan) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).kept_epochs.push_back(static_cast<uint32_t>(i));
       continue;
     }
     if (name == shutdown_name && kind == SpanKind::kSpan) {

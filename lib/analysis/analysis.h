@@ -50,6 +50,10 @@ double Quantile(std::span<const double> sorted, double q);
 struct Iteration {
   uint32_t epoch = 0;            // index into LoaderAnalysis::epochs
   uint32_t index_in_epoch = 0;   // 0 = first batch of the epoch
+  // The batch's index in its iterator, as its fetch span records it: the
+  // index in the epoch, except in an epoch of a kept iterator
+  // (EpochStats::kept_iterator), where it goes on from the epoch before.
+  uint32_t batch_index = 0;
   uint64_t wait_start_ns = 0;    // next() called
   uint64_t return_ns = 0;        // next() returned
   uint64_t compute_end_ns = 0;   // the following next() called; = return_ns when unknown
@@ -82,6 +86,12 @@ struct EpochStats {
   // created); end: the StopIteration next() returned, else the last return.
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t iterator_ready_ns = 0;  // __iter__ returned (= start_ns for an epoch instant)
+  // The epoch drew from an iterator made before it (names::kKeptEpoch:
+  // InfiniteDataLoader), made at iterator_start_ns; otherwise its own,
+  // iterator_start_ns = start_ns. Its batches' fetches carry the iterator's
+  // running batch index (Iteration::batch_index).
+  bool kept_iterator = false;
+  uint64_t iterator_start_ns = 0;
   // The last of the workers that started in this epoch began its first fetch
   // (every worker up); 0 when none started in it (persistent, or no workers).
   // Workers start one after another (spawn: each waits for the one before to
@@ -289,6 +299,12 @@ struct LoaderConfig {
   uint32_t prefetch_factor = 2;
   bool pin_memory = false;
   bool persistent_workers = false;
+  // The DataLoader subclass whose own __iter__ draws every epoch from one
+  // iterator made once (the hook's "iterator_kept_by": YOLOv5's
+  // InfiniteDataLoader, timm's MultiEpochsDataLoader); empty otherwise. Its
+  // workers outlive the epochs as persistent ones do: persistent_workers is
+  // set with it, and the text says which.
+  std::string iterator_kept_by;
   // The sampler's kind (hook.py _sampler_kind): "_InfiniteConstantSampler" for an IterableDataset.
   std::string sampler;
   bool Iterable() const { return sampler == "_InfiniteConstantSampler"; }

@@ -69,7 +69,12 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                         c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
                         c.prefetch_factor);
   out += fmt::format("  batch {}, {}, pin_memory {}, {}{}{}\n", BatchSizeText(c), workers,
-                     c.pin_memory ? "on" : "off", c.persistent_workers ? "persistent workers, " : "",
+                     c.pin_memory ? "on" : "off",
+                     !c.iterator_kept_by.empty()
+                         ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ",
+                                       TerminalSafe(c.iterator_kept_by))
+                     : c.persistent_workers ? "persistent workers, "
+                                            : "",
                      c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"

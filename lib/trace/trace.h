@@ -21,6 +21,13 @@ inline constexpr const char* kWait = "dataloader.wait";          // main: blocke
 // main, span: DataLoader.__iter__ called to iterator created (worker start-up); arg = epoch index.
 // Older traces: an instant when the iterator was created.
 inline constexpr const char* kEpoch = "dataloader.epoch";
+// main, zero-length span: an epoch of a DataLoader subclass whose own __iter__
+// draws from one iterator made once (YOLOv5's InfiniteDataLoader, timm's
+// MultiEpochsDataLoader): no iterator is made, its workers run on, and the
+// batch indices (waits' and fetches' args) go on from the last epoch's.
+// arg = the loop's epoch number. Its end is an epoch_end span (or a shutdown
+// span where the loop left early).
+inline constexpr const char* kKeptEpoch = "dataloader.kept_epoch";
 // main, span: the next() that raised StopIteration (worker shutdown); arg = iterations.
 // Older traces: an instant at the raise (read as a zero-length span).
 inline constexpr const char* kEpochEnd = "dataloader.epoch_end";

@@ -77,6 +77,7 @@ import weakref
 
 WAIT = "dataloader.wait"
 EPOCH = "dataloader.epoch"
+KEPT_EPOCH = "dataloader.kept_epoch"
 EPOCH_END = "dataloader.epoch_end"
 SHUTDOWN = "dataloader.shutdown"
 SAMPLER_FIRST = "dataloader.sampler_first"
@@ -204,11 +205,12 @@ def _warn(message):
 
 # ---- main process: loaders and iterators -----------------------------------
 
-def _loader_name(loader):
+def _loader_name(loader, fallback=True):
     """The variable that refers to the loader in the calling frames:
     train_loader -> "train"; generic names (dl, loader, ...) fall back to
     where the DataLoader was created ("train.py:42"), else "loader<n>", n
-    counting the loaders this process first iterated."""
+    counting the loaders this process first iterated (None without
+    `fallback`)."""
     frames = []
     frame = sys._getframe(2)
     while frame is not None and len(frames) < 6:
@@ -235,6 +237,8 @@ def _loader_name(loader):
     for var, value in list(getattr(main, "__dict__", {}).items()):
         if value is loader and var.lower() not in _GENERIC_NAMES:
             return _readable(var)
+    if not fallback:
+        return None
     site = loader.__dict__.get("_stallprof_site")
     return site if site else "loader%d" % _next_loader_ordinal()
 
@@ -730,6 +734,120 @@ def _watch_first_batch(fetcher, scope):
     fetcher.collate_fn = watched
 
 
+class _KeptIteratorEpoch:
+    """What a DataLoader subclass's own __iter__ returned (YOLOv5's
+    InfiniteDataLoader, timm's MultiEpochsDataLoader: a generator drawing
+    len(self) batches from one iterator made once, over a sampler that
+    repeats forever, so its workers outlive the epochs). Such a loop makes
+    no iterator per epoch, so the hook would see one endless epoch, each
+    epoch's last step running on through validation to the next epoch's
+    first batch. At the first next() this tells: where the call made no
+    iterator of the loader (the loader's count of them did not move), it
+    records a kept_epoch span at iter() (arg: the loop's count of its own
+    epochs; the analysis takes it as an epoch of the iterator made before),
+    and the next() that raises
+    StopIteration as the epoch_end span (or a shutdown span where the loop
+    left early and dropped it). Otherwise it only passes the batches on."""
+
+    __slots__ = ("_inner", "_loader", "_called", "_made", "_scope", "_state", "__weakref__")
+
+    def __init__(self, loader, inner, called, made):
+        self._inner = inner
+        self._loader = loader
+        self._called = called
+        self._made = made
+        self._scope = 0
+        self._state = 0  # 0: first next() to come, 1: recording the epoch, 2: passing on, 3: ended
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._state == 0:
+            return self._first()
+        try:
+            return next(self._inner)
+        except StopIteration:
+            if self._state == 1:
+                self._state = 3
+                _kept_epoch_end(self._scope, False)
+            raise
+
+    def _first(self):
+        try:
+            data = next(self._inner)
+        except StopIteration:
+            self._decide()
+            if self._state == 1:
+                self._state = 3
+                _kept_epoch_end(self._scope, False)
+            raise
+        self._decide()
+        return data
+
+    def _decide(self):
+        state = self._loader.__dict__.get("_stallprof")
+        self._state = 2
+        if state is None or state[1] != self._made or _ext is None:
+            return
+        self._scope = state[0]
+        epochs = self._loader.__dict__.get("_stallprof_kept_epochs", 0)
+        self._loader.__dict__["_stallprof_kept_epochs"] = epochs + 1
+        try:
+            if epochs == 0:
+                _ext.config(self._scope, "iterator_kept_by", type(self._loader).__name__)
+                # Its iterator, made in the constructor, was named before the
+                # loop's variable referred to it: the loop names it now.
+                name = _loader_name(self._loader, fallback=False)
+                if name is not None:
+                    _ext.config(self._scope, "name", name)
+            _ext.span(_ext.name(KEPT_EPOCH), self._called, 0, epochs, self._scope)
+            self._state = 1
+        except Exception:
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __len__(self):  # a torch iterator has one; special methods skip __getattr__
+        return len(self._inner)
+
+    def __del__(self):
+        if self._state == 1:
+            self._state = 3
+            _kept_epoch_end(self._scope, True)
+
+
+def _kept_epoch_end(scope, left):
+    try:
+        _ext.span(_ext.name(SHUTDOWN if left else EPOCH_END), _ext.now(), 0, 0, scope)
+    except Exception:
+        pass
+
+
+def _wrap_own_iter(cls, base_iter):
+    """Wraps the __iter__ of a DataLoader subclass that defines its own (once
+    per class): its iterations become _KeptIteratorEpoch."""
+    own = cls.__iter__
+    if own is base_iter or getattr(own, "_stallprof_own_iter", False):
+        return
+
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    @functools.wraps(own)
+    def __iter__(self):
+        state = self.__dict__.get("_stallprof")
+        made = state[1] if state is not None else -1  # the loader's iterators so far
+        called = _ext.now()
+        inner = own(self)
+        if isinstance(inner, _BaseDataLoaderIter):  # an iterator made (super().__iter__()): recorded as ever
+            return inner
+        return _KeptIteratorEpoch(self, inner, called, made)
+
+    __iter__._stallprof_own_iter = True
+    cls.__iter__ = __iter__
+
+
 class _WorkerInit:
     """Wraps a DataLoader's worker_init_fn so each worker (fork or spawn)
     learns its loader id and announces itself. Picklable: top-level class."""
@@ -778,6 +896,8 @@ def _patch():
         original_init(self, *args, **kwargs)
         try:
             self.__dict__["_stallprof_site"] = _creation_site(self)
+            if type(self) is not dl.DataLoader:
+                _wrap_own_iter(type(self), __iter__)
         except Exception:
             pass
 
