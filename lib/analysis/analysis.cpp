@@ -131,6 +131,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "pin_memory") config.pin_memory = number() != 0 || text() == "True" || text() == "true";
     else if (c.key == "persistent_workers") config.persistent_workers = number() != 0 || text() == "True" || text() == "true";
     else if (c.key == "sampler") config.sampler = text();
+    else if (c.key == "sampler_order_repeats") config.sampler_order_repeats = number() != 0;
     else if (c.key == "dataset_len") config.dataset_len = static_cast<uint64_t>(number());
     else if (c.key == "sampler_len") config.sampler_len = static_cast<uint64_t>(number());
     else if (c.key == "dataset_bytes") config.dataset_bytes = static_cast<uint64_t>(number());

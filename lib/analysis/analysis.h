@@ -307,6 +307,10 @@ struct LoaderConfig {
   std::string iterator_kept_by;
   // The sampler's kind (hook.py _sampler_kind): "_InfiniteConstantSampler" for an IterableDataset.
   std::string sampler;
+  // A shuffling sampler with set_epoch (DistributedSampler) whose epoch did
+  // not move between two iterators (the hook's "sampler_order_repeats"): every
+  // epoch drew the same permutation.
+  bool sampler_order_repeats = false;
   bool Iterable() const { return sampler == "_InfiniteConstantSampler"; }
   uint64_t dataset_len = 0;
   // The indices the loader's sampler yields an epoch, 0 = not recorded: a

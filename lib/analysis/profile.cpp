@@ -447,8 +447,15 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // An IterableDataset streams in its own order, taken as the same each
   // epoch (files read one after another): an LRU cache smaller than the
   // stream keeps none of it. A stream that shuffles its shards fares better.
-  p.order = sampler.find("sequential") != std::string::npos || loader.config.Iterable() ? model::AccessOrder::kSequential
-                                                                                        : model::AccessOrder::kRandom;
+  // A shuffle repeated every epoch is a cycle too: each item comes back
+  // after every other one.
+  p.order = sampler.find("sequential") != std::string::npos || loader.config.Iterable() ||
+                    loader.config.sampler_order_repeats
+                ? model::AccessOrder::kSequential
+                : model::AccessOrder::kRandom;
+  if (loader.config.sampler_order_repeats)
+    p.order_note = "the same shuffle every epoch: the sampler's set_epoch was not called, so an LRU cache smaller than "
+                   "the dataset keeps none of it";
 
   // Share of the bytes the loader needed that came from the page cache; only
   // known for file-backed datasets (otherwise 0: io is taken as storage misses).

@@ -94,6 +94,9 @@ struct LoaderProfile {
   // An IterableDataset has no len: dataset_items counted from an epoch run to StopIteration.
   bool dataset_items_counted = false;
   AccessOrder order = AccessOrder::kRandom;
+  // Why the order is what it is where the sampler's kind does not say (a
+  // shuffle repeated every epoch); empty otherwise.
+  std::string order_note;
   std::vector<uint64_t> item_bytes;  // per item sizes when known (file-backed datasets)
   double cold_hit_ratio = 0;         // page-cache hit ratio seen in the measured run
   std::vector<StageProfile> stages;

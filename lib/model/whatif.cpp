@@ -354,9 +354,10 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                          p.storage_bandwidth.value > 0 ? FormatBytes(p.storage_bandwidth.value) + "/s" : "no limit",
                          p.storage_bandwidth.measured, p.storage_bandwidth.source));
   in.push_back(p.dataset_bytes > 0
-                   ? fmt::format("dataset: {} in {} items, {} order ({}{})",
+                   ? fmt::format("dataset: {} in {} items, {} order{} ({}{})",
                                  FormatBytes(static_cast<double>(p.dataset_bytes)), p.dataset_items,
                                  p.order == AccessOrder::kRandom ? "random" : "sequential",
+                                 p.order_note.empty() ? "" : " (" + p.order_note + ")",
                                  p.dataset_bytes_estimated ? "estimated: bytes read per sample x dataset length"
                                                            : "measured, loader config",
                                  p.dataset_items_counted

@@ -117,7 +117,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.batch_size_set > 0) w.Number(c.batch_size_set); else w.Null();
   w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
   w.Field("persistent_workers", c.persistent_workers).Field("iterator_kept_by", c.iterator_kept_by);
-  w.Field("sampler", c.sampler).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
+  w.Field("sampler", c.sampler).Field("sampler_order_repeats", c.sampler_order_repeats).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("held_bytes", c.held_bytes).Field("held_files", c.held_files).Field("held_kinds", c.held_kinds);
   w.Field("multiprocessing_context", c.multiprocessing_context);
   w.Field("sharing_strategy", c.sharing_strategy).Field("allocator", c.allocator);

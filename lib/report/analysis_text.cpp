@@ -75,7 +75,11 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                                        TerminalSafe(c.iterator_kept_by))
                      : c.persistent_workers ? "persistent workers, "
                                             : "",
-                     c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler),
+                     (c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler)) +
+                         (c.sampler_order_repeats
+                              ? " (the same order every epoch: set_epoch(epoch) was not called before each epoch's "
+                                "iterator, so the shuffle repeats)"
+                              : ""),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"
                                                  : c.held_bytes   ? fmt::format(" ({} in the {} {} it reads)", FormatBytes(static_cast<double>(c.held_bytes)),

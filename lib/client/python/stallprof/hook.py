@@ -309,6 +309,8 @@ def _sampler_kind(loader):
         return "random"
     if isinstance(sampler, tud.SequentialSampler):
         return "sequential"
+    if isinstance(sampler, tud.distributed.DistributedSampler) and not sampler.shuffle:
+        return "sequential"  # its rank's share, in order
     return type(sampler).__name__ if sampler is not None else "none"
 
 
@@ -537,6 +539,28 @@ def _allocator():
     except ValueError:
         pass
     return "glibc"
+
+
+def _watch_shuffle_epoch(loader, scope):
+    """A shuffling sampler with set_epoch (DistributedSampler) draws its
+    permutation from its seed and epoch: where its epoch did not move from
+    one iterator to the next (set_epoch never called), every epoch sees the
+    same order (PyTorch's docs warn of it). Recorded once, as the key
+    "sampler_order_repeats": the order is then a cycle, which an LRU page
+    cache smaller than the dataset cannot hold any of."""
+    sampler = _index_sampler(loader)
+    if not getattr(sampler, "shuffle", False) or not hasattr(sampler, "set_epoch"):
+        return
+    epoch = getattr(sampler, "epoch", None)
+    state = loader.__dict__
+    last = state.get("_stallprof_sampler_epoch")
+    state["_stallprof_sampler_epoch"] = epoch
+    if last is not None and epoch == last and not state.get("_stallprof_order_told"):
+        state["_stallprof_order_told"] = True
+        try:
+            _ext.config(scope, "sampler_order_repeats", 1)
+        except Exception:
+            pass
 
 
 def _record_config(loader, scope, name):
@@ -940,6 +964,7 @@ def _patch():
         pin_thread = getattr(iterator, "_pin_memory_thread", None)
         if pin_thread is not None and pin_thread.ident is not None:
             _pin_scopes[pin_thread.ident] = scope
+        _watch_shuffle_epoch(self, scope)
         span_since(epoch_id, start, epoch, scope)
         return iterator
 
