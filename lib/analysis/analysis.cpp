@@ -57,6 +57,7 @@ struct LoaderSpans {
   SpanIndices waits;
   SpanIndices epochs;      // dataloader.epoch spans (or instants)
   SpanIndices kept_epochs; // dataloader.kept_epoch spans: epochs of an iterator made before
+  SpanIndices loop_ends;   // dataloader.loop_end spans: a subclass's own __iter__ raised StopIteration
   SpanIndices epoch_ends;  // dataloader.epoch_end spans (or instants)
   SpanIndices shutdowns;   // dataloader.shutdown spans: workers shut down, in or out of an epoch_end
   SpanIndices sampler_firsts;  // dataloader.sampler_first spans: the sampler's first draw of an epoch
@@ -251,6 +252,7 @@ void MergeRecreatedLoaders(const Trace& trace, std::vector<LoaderSpans>& loaders
       LoaderSpans& source = loaders[from];
       for (auto [to, v] : {std::pair{&target.waits, &source.waits}, std::pair{&target.epochs, &source.epochs},
                            std::pair{&target.kept_epochs, &source.kept_epochs},
+                           std::pair{&target.loop_ends, &source.loop_ends},
                            std::pair{&target.epoch_ends, &source.epoch_ends}, std::pair{&target.shutdowns, &source.shutdowns},
                            std::pair{&target.handouts, &source.handouts}, std::pair{&target.sampler_firsts, &source.sampler_firsts}})
         to->insert(to->end(), v->begin(), v->end());
@@ -401,6 +403,26 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     it.compute_s = (it.compute_end_ns - it.return_ns) * kNs;
     it.step_s = it.wait_s + it.compute_s;
   }
+  // A subclass's own __iter__ reading a batch ahead (accelerate's
+  // DataLoaderShard) ends its iterator inside the next() that returns the
+  // last batch: that batch's step runs on to the loop's own StopIteration
+  // (names::kLoopEnd), after the epoch_end (EpochStats::step_after_end_ns).
+  std::vector<uint64_t> loop_ends;
+  for (uint32_t e : spans.loop_ends) loop_ends.push_back(s.start_ns[e]);
+  std::sort(loop_ends.begin(), loop_ends.end());
+  if (!loop_ends.empty())
+    for (size_t i = 0; i < loader.iterations.size(); ++i) {
+      auto& it = loader.iterations[i];
+      if (i + 1 < loader.iterations.size() && loader.iterations[i + 1].epoch == it.epoch) continue;
+      auto& epoch_stats = all_epochs[it.epoch];
+      if (!epoch_stats.has_end_call || epoch_stats.ended_by_deletion) continue;
+      const uint64_t next_epoch = it.epoch + 1 < epochs.size() ? epochs[it.epoch + 1].start : UINT64_MAX;
+      auto loop_end = std::upper_bound(loop_ends.begin(), loop_ends.end(), epoch_stats.end_ns);
+      if (loop_end == loop_ends.end() || *loop_end > next_epoch) continue;
+      epoch_stats.step_after_end_ns = *loop_end - epoch_stats.end_ns;
+      it.compute_s += epoch_stats.step_after_end_ns * kNs;
+      it.step_s = it.wait_s + it.compute_s;
+    }
   // Keep only epochs that were iterated, renumbering the iterations' epochs.
   std::vector<uint32_t> remap(all_epochs.size(), 0);
   for (size_t e = 0; e < all_epochs.size(); ++e) {
@@ -1754,6 +1776,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   const uint32_t wait_name = NameId(trace, names::kWait);
   const uint32_t epoch_name = NameId(trace, names::kEpoch);
   const uint32_t kept_epoch_name = NameId(trace, names::kKeptEpoch);
+  const uint32_t loop_end_name = NameId(trace, names::kLoopEnd);
   const uint32_t fetch_name = NameId(trace, names::kFetch);
   const uint32_t getitem_name = NameId(trace, names::kGetitem);
   const uint32_t epoch_end_name = NameId(trace, names::kEpochEnd);
@@ -1833,6 +1856,10 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     }
     if (name == kept_epoch_name && kind == SpanKind::kSpan) {
       loader_for(trace.threads[thread].pid, s.scope[i]).kept_epochs.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (name == loop_end_name && kind == SpanKind::kSpan) {
+      loader_for(trace.threads[thread].pid, s.scope[i]).loop_ends.push_back(static_cast<uint32_t>(i));
       continue;
     }
     if (name == shutdown_name && kind == SpanKind::kSpan) {

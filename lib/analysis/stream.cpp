@@ -19,7 +19,7 @@ class DigestSink final : public SpanSink {
     for (size_t id = first_id; id < trace.strings.size(); ++id) {
       const std::string& v = trace.strings[id];
       const bool keep = v == names::kWait || v == names::kEpoch || v == names::kKeptEpoch || v == names::kEpochEnd ||
-                        v == names::kShutdown ||
+                        v == names::kLoopEnd || v == names::kShutdown ||
                         v == names::kSamplerFirst || v == names::kFetch ||
                         v == names::kWorkerStart || v == names::kReadStorage || v == names::kReadCalls ||
                         v == names::kSystemCpu || v == names::kGilProbe || v == names::kHandout;

@@ -239,7 +239,8 @@ Status TraceDecoder::StringsChunk(const pb::Strings& s) {
   const auto first = static_cast<uint32_t>(t_.strings.size());
   for (const auto& v : s.value()) {
     if (v == names::kFetch) fetch_name_ = static_cast<uint32_t>(t_.strings.size());
-    if (v == names::kWait || v == names::kEpoch || v == names::kKeptEpoch || v == names::kEpochEnd)
+    if (v == names::kWait || v == names::kEpoch || v == names::kKeptEpoch || v == names::kEpochEnd ||
+        v == names::kLoopEnd)
       boundary_names_.push_back(static_cast<uint32_t>(t_.strings.size()));
     t_.strings.push_back(v);
   }

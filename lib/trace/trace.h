@@ -28,6 +28,12 @@ inline constexpr const char* kEpoch = "dataloader.epoch";
 // arg = the loop's epoch number. Its end is an epoch_end span (or a shutdown
 // span where the loop left early).
 inline constexpr const char* kKeptEpoch = "dataloader.kept_epoch";
+// main, zero-length: the next() that raised StopIteration from a DataLoader
+// subclass's own __iter__ that made an iterator. One that reads a batch
+// ahead (accelerate's DataLoaderShard) meets its iterator's StopIteration
+// (the epoch_end span) inside the next() returning the last batch: the
+// last batch's step runs to this instead. arg = 0.
+inline constexpr const char* kLoopEnd = "dataloader.loop_end";
 // main, span: the next() that raised StopIteration (worker shutdown); arg = iterations.
 // Older traces: an instant at the raise (read as a zero-length span).
 inline constexpr const char* kEpochEnd = "dataloader.epoch_end";

@@ -5,7 +5,11 @@
 # ending at its generator's StopIteration (or where the loop left it), not
 # one endless epoch whose last steps run on through the pause between epochs
 # (0.4 s of "validation" here: it read as the compute of each epoch's last
-# batch). A subclass whose __iter__ makes an iterator is recorded as before.
+# batch). A subclass whose __iter__ makes an iterator is recorded as before;
+# one that reads a batch ahead (accelerate's DataLoaderShard) meets its
+# iterator's StopIteration inside the next() that returns the last batch,
+# and that batch's step (30 ms here) runs on to the loop's own
+# StopIteration: it was left out of the epoch.
 # Set costs: 8 batches an epoch (128 items, batch 16), 3 epochs, a 10 ms
 # step, 1 ms an item in 2 workers.
 source "$(dirname "$0")/lib.sh"
@@ -76,6 +80,27 @@ class PlainSubclass(DataLoader):  # an __iter__ of its own that makes an iterato
         return super().__iter__()
 
 
+class DataLoaderShard(DataLoader):  # accelerate/data_loader.py, its batch-ahead loop
+    def __iter__(self):
+        dataloader_iter = super().__iter__()
+        # We iterate one batch ahead to check when we are at the end
+        try:
+            current_batch = next(dataloader_iter)
+        except StopIteration:
+            yield
+        batch_index = 0
+        while True:
+            try:
+                next_batch = next(dataloader_iter)
+                yield current_batch
+                batch_index += 1
+                current_batch = next_batch
+            except StopIteration:
+                self.end_of_dataloader = True
+                yield current_batch
+                break
+
+
 def busy(seconds):
     t = time.process_time()
     while time.process_time() - t < seconds:
@@ -92,11 +117,12 @@ class Items(Dataset):
 
 
 kind, leave = sys.argv[1], int(sys.argv[2])
-cls = {"yolo": InfiniteDataLoader, "timm": MultiEpochsDataLoader, "plain": PlainSubclass}[kind]
+cls = {"yolo": InfiniteDataLoader, "timm": MultiEpochsDataLoader, "plain": PlainSubclass,
+       "shard": DataLoaderShard}[kind]
 train_loader = cls(Items(), batch_size=16, shuffle=True, num_workers=2)
 for epoch in range(3):
     for i, batch in enumerate(train_loader):
-        busy(0.010)
+        busy(0.030 if kind == "shard" else 0.010)
         if leave and i + 1 == leave:
             break
     time.sleep(0.4)  # validation, checkpoint
@@ -120,6 +146,11 @@ assert epochs == [per_epoch] * 3, epochs
 # of CPU, some 40 ms with both workers on the 2 cores).
 compute = l["with_warmup"]["compute"]
 assert compute["max_s"] < 0.25, compute
+if sys.argv[1].startswith("shard"):
+    # Every 30 ms step lies in its epoch, the last batch's too (it holds
+    # the step after the iterator's end: the one read ahead had none).
+    assert compute["total_s"] >= 24 * 0.030, compute
+    assert compute["max_s"] >= 2 * 0.030, compute
 # Every batch's compute is known: an epoch the loop left ends as it drops
 # the epoch's iterator, not at the next epoch's first next().
 assert compute["count"] == 3 * per_epoch, compute
@@ -141,4 +172,5 @@ check yolo 0 8 InfiniteDataLoader
 check timm 0 8 MultiEpochsDataLoader
 check yolo 4 4 InfiniteDataLoader   # the loop leaves each epoch after 4 batches
 check plain 0 8 -
+check shard 0 8 -
 echo "PASS"

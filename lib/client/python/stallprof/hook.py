@@ -78,6 +78,7 @@ import weakref
 WAIT = "dataloader.wait"
 EPOCH = "dataloader.epoch"
 KEPT_EPOCH = "dataloader.kept_epoch"
+LOOP_END = "dataloader.loop_end"
 EPOCH_END = "dataloader.epoch_end"
 SHUTDOWN = "dataloader.shutdown"
 SAMPLER_FIRST = "dataloader.sampler_first"
@@ -758,20 +759,28 @@ def _watch_first_batch(fetcher, scope):
     fetcher.collate_fn = watched
 
 
-class _KeptIteratorEpoch:
-    """What a DataLoader subclass's own __iter__ returned (YOLOv5's
-    InfiniteDataLoader, timm's MultiEpochsDataLoader: a generator drawing
-    len(self) batches from one iterator made once, over a sampler that
-    repeats forever, so its workers outlive the epochs). Such a loop makes
-    no iterator per epoch, so the hook would see one endless epoch, each
-    epoch's last step running on through validation to the next epoch's
-    first batch. At the first next() this tells: where the call made no
-    iterator of the loader (the loader's count of them did not move), it
-    records a kept_epoch span at iter() (arg: the loop's count of its own
-    epochs; the analysis takes it as an epoch of the iterator made before),
-    and the next() that raises
-    StopIteration as the epoch_end span (or a shutdown span where the loop
-    left early and dropped it). Otherwise it only passes the batches on."""
+class _OwnIterEpoch:
+    """What a DataLoader subclass's own __iter__ returned, when it is not an
+    iterator torch made (a generator of the subclass). At the first next()
+    it tells which of two kinds it is.
+
+    No iterator made (the loader's count of them did not move): YOLOv5's
+    InfiniteDataLoader, timm's MultiEpochsDataLoader, a generator drawing
+    len(self) batches from one iterator made in the constructor over a
+    sampler that repeats forever, so the workers outlive the epochs. The
+    hook would see one endless epoch, each epoch's last step running on
+    through validation to the next epoch's first batch. It records a
+    kept_epoch span at iter() (arg: the loop's count of its own epochs; the
+    analysis takes it as an epoch of the iterator made before), the next()
+    that raises StopIteration as the epoch_end span, or a shutdown span
+    where the loop dropped the epoch early.
+
+    An iterator made (the generator iterates super().__iter__()): recorded
+    as ever; this only adds a loop_end span at the next() that raises
+    StopIteration. A generator reading a batch ahead (accelerate's
+    DataLoaderShard) meets its iterator's StopIteration inside the next()
+    that returns the last batch: the loop's end comes one step later, and
+    the last batch's step runs to it."""
 
     __slots__ = ("_inner", "_loader", "_called", "_made", "_scope", "_state", "__weakref__")
 
@@ -781,7 +790,7 @@ class _KeptIteratorEpoch:
         self._called = called
         self._made = made
         self._scope = 0
-        self._state = 0  # 0: first next() to come, 1: recording the epoch, 2: passing on, 3: ended
+        self._state = 0  # 0: first next() to come, 1: a kept iterator's epoch, 2: an iterator made, 3: ended
 
     def __iter__(self):
         return self
@@ -792,9 +801,7 @@ class _KeptIteratorEpoch:
         try:
             return next(self._inner)
         except StopIteration:
-            if self._state == 1:
-                self._state = 3
-                _kept_epoch_end(self._scope, False)
+            self._ended(False)
             raise
 
     def _first(self):
@@ -802,9 +809,7 @@ class _KeptIteratorEpoch:
             data = next(self._inner)
         except StopIteration:
             self._decide()
-            if self._state == 1:
-                self._state = 3
-                _kept_epoch_end(self._scope, False)
+            self._ended(False)
             raise
         self._decide()
         return data
@@ -812,9 +817,11 @@ class _KeptIteratorEpoch:
     def _decide(self):
         state = self._loader.__dict__.get("_stallprof")
         self._state = 2
-        if state is None or state[1] != self._made or _ext is None:
+        if state is None or _ext is None:
             return
         self._scope = state[0]
+        if state[1] != self._made:
+            return
         epochs = self._loader.__dict__.get("_stallprof_kept_epochs", 0)
         self._loader.__dict__["_stallprof_kept_epochs"] = epochs + 1
         try:
@@ -830,6 +837,17 @@ class _KeptIteratorEpoch:
         except Exception:
             pass
 
+    def _ended(self, left):
+        kept = self._state == 1
+        if self._state == 3 or self._scope == 0 or (left and not kept):
+            return
+        self._state = 3
+        try:
+            name = SHUTDOWN if left else EPOCH_END if kept else LOOP_END
+            _ext.span(_ext.name(name), _ext.now(), 0, 0, self._scope)
+        except Exception:
+            pass
+
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
@@ -837,21 +855,12 @@ class _KeptIteratorEpoch:
         return len(self._inner)
 
     def __del__(self):
-        if self._state == 1:
-            self._state = 3
-            _kept_epoch_end(self._scope, True)
-
-
-def _kept_epoch_end(scope, left):
-    try:
-        _ext.span(_ext.name(SHUTDOWN if left else EPOCH_END), _ext.now(), 0, 0, scope)
-    except Exception:
-        pass
+        self._ended(True)
 
 
 def _wrap_own_iter(cls, base_iter):
     """Wraps the __iter__ of a DataLoader subclass that defines its own (once
-    per class): its iterations become _KeptIteratorEpoch."""
+    per class): its iterations become _OwnIterEpoch."""
     own = cls.__iter__
     if own is base_iter or getattr(own, "_stallprof_own_iter", False):
         return
@@ -866,7 +875,7 @@ def _wrap_own_iter(cls, base_iter):
         inner = own(self)
         if isinstance(inner, _BaseDataLoaderIter):  # an iterator made (super().__iter__()): recorded as ever
             return inner
-        return _KeptIteratorEpoch(self, inner, called, made)
+        return _OwnIterEpoch(self, inner, called, made)
 
     __iter__._stallprof_own_iter = True
     cls.__iter__ = __iter__
