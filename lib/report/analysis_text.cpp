@@ -68,18 +68,8 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
           : fmt::format("{} workers{}, prefetch {}", c.num_workers,
                         c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
                         c.prefetch_factor);
-  out += fmt::format("  batch {}, {}, pin_memory {}, {}{}{}\n", BatchSizeText(c), workers,
-                     c.pin_memory ? "on" : "off",
-                     !c.iterator_kept_by.empty()
-                         ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ",
-                                       TerminalSafe(c.iterator_kept_by))
-                     : c.persistent_workers ? "persistent workers, "
-                                            : "",
-                     (c.sampler.empty() ? "sampler ?" : TerminalSafe(c.sampler)) +
-                         (c.sampler_order_repeats
-                              ? " (the same order every epoch: set_epoch(epoch) was not called before each epoch's "
-                                "iterator, so the shuffle repeats)"
-                              : ""),
+  out += fmt::format("  batch {}, {}, pin_memory {}, {}{}\n", BatchSizeText(c), workers,
+                     c.pin_memory ? "on" : "off", TerminalSafe(WorkersLifeAndSampler(c)),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"
                                                  : c.held_bytes   ? fmt::format(" ({} in the {} {} it reads)", FormatBytes(static_cast<double>(c.held_bytes)),
@@ -269,6 +259,18 @@ std::string OutsideEpochsNote(const TraceAnalysis& t) {
                      "went to work without a DataLoader (evaluation, checkpoints)",
                      FormatSeconds(outside), FormatSeconds(t.duration_s), Pct(outside / t.duration_s),
                      FormatSeconds(t.coverage.in_epochs_s));
+}
+
+std::string WorkersLifeAndSampler(const analysis::LoaderConfig& c) {
+  std::string text = !c.iterator_kept_by.empty()
+                         ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ", c.iterator_kept_by)
+                     : c.persistent_workers ? "persistent workers, "
+                                            : "";
+  text += c.sampler.empty() ? "sampler ?" : c.sampler;
+  if (c.sampler_order_repeats)
+    text += " (the same order every epoch: set_epoch(epoch) was not called before each epoch's iterator, so the shuffle "
+            "repeats)";
+  return text;
 }
 
 std::string VerdictLine(const LoaderAnalysis& l) {

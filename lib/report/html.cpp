@@ -587,7 +587,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     const auto& c = l.config;
     h += fmt::format("<h2>Loader {} (pid {}{})</h2>", EscapeHtml(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "");
     h += fmt::format("<div class=\"meta\">batch {:g}, {} workers, prefetch {}, pin_memory {}, {} &middot; {} iterations, {:.0f} samples, {:.1f} samples/s</div>",
-                     c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(c.sampler.empty() ? "sampler ?" : c.sampler),
+                     c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(WorkersLifeAndSampler(c)),
                      l.iterations.size(), l.samples, l.samples_per_s);
     h += IterationTimeline(l, charts);
     h += AccountSection(l);

@@ -173,4 +173,8 @@ check timm 0 8 MultiEpochsDataLoader
 check yolo 4 4 InfiniteDataLoader   # the loop leaves each epoch after 4 batches
 check plain 0 8 -
 check shard 0 8 -
+# The HTML report's loader header says it too.
+"$SP" report yolo0.pb -o yolo0.html 2> report.err || fail "report failed: $(cat report.err)"
+grep -q "workers kept across epochs (InfiniteDataLoader: one iterator for every epoch)" yolo0.html ||
+  fail "the report does not say the workers are kept: $(grep -o 'class="meta">[^<]*' yolo0.html | head -1)"
 echo "PASS"
