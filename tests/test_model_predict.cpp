@@ -684,6 +684,22 @@ TEST_CASE("Persistent workers do not outlive their DataLoader: a loader built an
   CHECK(Predict(p, transient)->whole_run_samples_per_s == Approx(each_epoch).epsilon(1e-3));
 }
 
+TEST_CASE("One iterator kept for every epoch fills its pipeline once, where persistent workers refill it each epoch") {
+  // A 50 ms batch from one worker, 10 steps of 0.1 s an epoch, 4 epochs, no start-up.
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.05;
+  p.compute_s_per_batch = 0.1;
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.persistent_workers = true;
+  // Each epoch waits for its first batch, then runs its 10 steps.
+  CHECK(Predict(p, On(4))->whole_run_samples_per_s == Approx(400 / (4 * (0.05 + 1.0))).epsilon(1e-3));
+  // InfiniteDataLoader: only the first epoch waits.
+  p.iterator_kept = true;
+  CHECK(Predict(p, On(4))->whole_run_samples_per_s == Approx(400 / (0.05 + 4 * 1.0)).epsilon(1e-3));
+}
+
 TEST_CASE("Receiving batches in the main process is serial with compute and is named the handoff bottleneck") {
   LoaderProfile p = BaseProfile();
   p.compute_s_per_batch = 0.002;

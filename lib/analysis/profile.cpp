@@ -234,6 +234,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // until the last of its workers began its first fetch when that is later.
   p.epochs = static_cast<uint32_t>(loader.epochs.size());
   p.persistent_workers = loader.config.persistent_workers;
+  p.iterator_kept = !loader.config.iterator_kept_by.empty();
   p.objects = static_cast<uint32_t>(std::max<size_t>(1, loader.scopes.size()));
   p.iterator_per_step = loader.IteratorPerStep();
   if (!loader.epochs.empty()) {

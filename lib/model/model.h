@@ -213,6 +213,10 @@ struct LoaderProfile {
   double batches_per_epoch = 0;          // mean iterations per epoch
   double samples_per_epoch = 0;          // mean samples per epoch (a partial last batch counted as such); 0 = batches x batch size
   bool persistent_workers = false;
+  // One iterator for every epoch (analysis LoaderConfig::iterator_kept_by:
+  // InfiniteDataLoader): the pipeline fills once, and a later epoch finds its
+  // first batches queued. Its workers persist (persistent_workers is set).
+  bool iterator_kept = false;
   // DataLoader objects the epochs ran in: more than one when the script
   // builds its loader anew (each epoch, each evaluation), and persistent
   // workers then restart with each object.
