@@ -155,6 +155,8 @@ if sys.argv[1].startswith("shard"):
 # the epoch's iterator, not at the next epoch's first next().
 assert compute["count"] == 3 * per_epoch, compute
 assert l["config"]["iterator_kept_by"] == kept_by, l["config"]
+# shuffle=True, inside the repeating wrapper the kept iterators put around the BatchSampler
+assert l["config"]["sampler"] == "random", l["config"]["sampler"]
 assert l["config"]["persistent_workers"] == bool(kept_by), l["config"]
 print(f"{sys.argv[1]}: epochs {epochs}, compute max {compute['max_s'] * 1e3:.1f} ms, kept by '{kept_by}'")
 PY

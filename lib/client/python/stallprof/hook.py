@@ -300,6 +300,13 @@ def _index_sampler(loader):
         import torch.utils.data as tud
         if isinstance(sampler, tud.BatchSampler):
             sampler = sampler.sampler
+    # A wrapper of a sampler (InfiniteDataLoader's _RepeatSampler around the
+    # BatchSampler): the order is the one inside.
+    for _ in range(4):
+        inner = getattr(sampler, "sampler", None)
+        if inner is None or inner is sampler or not hasattr(inner, "__iter__"):
+            break
+        sampler = inner
     return sampler
 
 
