@@ -34,9 +34,11 @@ print("2 workers:", p["prediction"]["samples_per_s"], "with 1 step thread:", p.g
 assert p["prediction"]["step_threads"] == 2 and p["prediction"]["step_oversubscribed"], p["prediction"]
 fewer = p["fewer_step_threads"]
 assert fewer["step_threads"] == 1 and not fewer["step_oversubscribed"], fewer
-# A different step: its work on one thread (which is faster depends on the
-# costs: tests/test_model_predict.cpp has a case with set costs).
-assert abs(fewer["samples_per_s"] - p["prediction"]["samples_per_s"]) > 0.01 * fewer["samples_per_s"], (fewer, p)
+# A different step: its work on one thread, so its compute-bound rate is
+# lower. (Which scenario is faster overall depends on the costs, and the two
+# can come out within 1% of each other: 613.1 and 615.6 in one CI run;
+# tests/test_model_predict.cpp has a case with set costs.)
+assert fewer["r_compute"] < 0.95 * p["prediction"]["r_compute"], (fewer, p)
 PY
 grep -q "torch.set_num_threads(1)" two.txt || fail "whatif does not name torch.set_num_threads(1)"
 grep -q "the step's intra-op threads: 2" two.txt || fail "whatif does not list the intra-op threads"
