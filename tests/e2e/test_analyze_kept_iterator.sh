@@ -9,7 +9,9 @@
 # one that reads a batch ahead (accelerate's DataLoaderShard) meets its
 # iterator's StopIteration inside the next() that returns the last batch,
 # and that batch's step (30 ms here) runs on to the loop's own
-# StopIteration: it was left out of the epoch.
+# StopIteration: it was left out of the epoch. One that serves the batches
+# it cached in the first epoch makes no iterator after it, but draws from
+# none either: its later epochs are not taken for a kept iterator's.
 # Set costs: 8 batches an epoch (128 items, batch 16), 3 epochs, a 10 ms
 # step, 1 ms an item in 2 workers.
 source "$(dirname "$0")/lib.sh"
@@ -80,6 +82,17 @@ class PlainSubclass(DataLoader):  # an __iter__ of its own that makes an iterato
         return super().__iter__()
 
 
+class Cached(DataLoader):  # keeps the first epoch's batches and serves them after: no iterator, no kept one
+    def __iter__(self):
+        if not hasattr(self, "cache"):
+            self.cache = []
+            for batch in super().__iter__():
+                self.cache.append(batch)
+                yield batch
+        else:
+            yield from self.cache
+
+
 class DataLoaderShard(DataLoader):  # accelerate/data_loader.py, its batch-ahead loop
     def __iter__(self):
         dataloader_iter = super().__iter__()
@@ -118,7 +131,7 @@ class Items(Dataset):
 
 kind, leave = sys.argv[1], int(sys.argv[2])
 cls = {"yolo": InfiniteDataLoader, "timm": MultiEpochsDataLoader, "plain": PlainSubclass,
-       "shard": DataLoaderShard}[kind]
+       "shard": DataLoaderShard, "cached": Cached}[kind]
 train_loader = cls(Items(), batch_size=16, shuffle=True, num_workers=2)
 for epoch in range(3):
     for i, batch in enumerate(train_loader):
@@ -128,20 +141,20 @@ for epoch in range(3):
     time.sleep(0.4)  # validation, checkpoint
 PY
 
-check() {  # check <kind> <leave after (0: the whole epoch)> <iterations an epoch> <kept_by>
-  local kind=$1 leave=$2 per_epoch=$3 kept_by=$4
+check() {  # check <kind> <leave after (0: the whole epoch)> <iterations an epoch> <kept_by> [epochs seen]
+  local kind=$1 leave=$2 per_epoch=$3 kept_by=$4 epochs=${5:-3}
   "$SP" run -o "$kind$leave.pb" -- "$PY" kept.py "$kind" "$leave" > "$kind$leave.run" 2>&1 || fail "$kind: run failed: $(tail -3 "$kind$leave.run")"
   "$SP" analyze "$kind$leave.pb" --json > "$kind$leave.json" || fail "$kind: analyze --json failed"
   "$SP" analyze "$kind$leave.pb" > "$kind$leave.txt" || fail "$kind: analyze failed"
-  "$PY" - "$kind$leave.json" "$per_epoch" "$kept_by" <<'PY' || fail "$kind (leaving after $leave): wrong epochs"
+  "$PY" - "$kind$leave.json" "$per_epoch" "$kept_by" "$epochs" <<'PY' || fail "$kind (leaving after $leave): wrong epochs"
 import json, sys
 doc = json.load(open(sys.argv[1]))
-per_epoch, kept_by = int(sys.argv[2]), sys.argv[3]
+per_epoch, kept_by, seen = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 if kept_by == "-":
     kept_by = ""
 (l,) = [l for l in doc["loaders"] if l["name"] == "train"]  # named by the loop (the constructor iterated first)
 epochs = [e["iterations"] for e in l["epochs"]]
-assert epochs == [per_epoch] * 3, epochs
+assert epochs == [per_epoch] * seen, epochs
 # The 0.4 s pause after each epoch is not the last batch's compute (10 ms
 # of CPU, some 40 ms with both workers on the 2 cores).
 compute = l["with_warmup"]["compute"]
@@ -153,7 +166,7 @@ if sys.argv[1].startswith("shard"):
     assert compute["max_s"] >= 2 * 0.030, compute
 # Every batch's compute is known: an epoch the loop left ends as it drops
 # the epoch's iterator, not at the next epoch's first next().
-assert compute["count"] == 3 * per_epoch, compute
+assert compute["count"] == seen * per_epoch, compute
 assert l["config"]["iterator_kept_by"] == kept_by, l["config"]
 # shuffle=True, inside the repeating wrapper the kept iterators put around the BatchSampler
 assert l["config"]["sampler"] == "random", l["config"]["sampler"]
@@ -175,6 +188,7 @@ check timm 0 8 MultiEpochsDataLoader
 check yolo 4 4 InfiniteDataLoader   # the loop leaves each epoch after 4 batches
 check plain 0 8 -
 check shard 0 8 -
+check cached 0 8 - 1   # the later epochs drew from no DataLoader iterator: not epochs of a kept one
 # The HTML report's loader header says it too.
 "$SP" report yolo0.pb -o yolo0.html 2> report.err || fail "report failed: $(cat report.err)"
 grep -q "workers kept across epochs (InfiniteDataLoader: one iterator for every epoch)" yolo0.html ||

@@ -771,7 +771,8 @@ class _OwnIterEpoch:
     iterator torch made (a generator of the subclass). At the first next()
     it tells which of two kinds it is.
 
-    No iterator made (the loader's count of them did not move): YOLOv5's
+    No iterator made (the loader's count of them did not move), and its
+    latest iterator returned the batch (not batches the subclass cached): YOLOv5's
     InfiniteDataLoader, timm's MultiEpochsDataLoader, a generator drawing
     len(self) batches from one iterator made in the constructor over a
     sampler that repeats forever, so the workers outlive the epochs. The
@@ -789,13 +790,14 @@ class _OwnIterEpoch:
     that returns the last batch: the loop's end comes one step later, and
     the last batch's step runs to it."""
 
-    __slots__ = ("_inner", "_loader", "_called", "_made", "_scope", "_state", "__weakref__")
+    __slots__ = ("_inner", "_loader", "_called", "_made", "_yielded", "_scope", "_state", "__weakref__")
 
     def __init__(self, loader, inner, called, made):
         self._inner = inner
         self._loader = loader
         self._called = called
         self._made = made
+        self._yielded = _batches_yielded(loader)
         self._scope = 0
         self._state = 0  # 0: first next() to come, 1: a kept iterator's epoch, 2: an iterator made, 3: ended
 
@@ -827,7 +829,9 @@ class _OwnIterEpoch:
         if state is None or _ext is None:
             return
         self._scope = state[0]
-        if state[1] != self._made:
+        # An iterator made, or none drawn from (batches the subclass cached):
+        # not an epoch of a kept iterator.
+        if state[1] != self._made or _batches_yielded(self._loader) <= self._yielded:
             return
         epochs = self._loader.__dict__.get("_stallprof_kept_epochs", 0)
         self._loader.__dict__["_stallprof_kept_epochs"] = epochs + 1
@@ -863,6 +867,13 @@ class _OwnIterEpoch:
 
     def __del__(self):
         self._ended(True)
+
+
+def _batches_yielded(loader):
+    """How many batches the loader's latest iterator has returned (-1: none)."""
+    ref = loader.__dict__.get("_stallprof_iterator")
+    iterator = ref() if ref is not None else None
+    return getattr(iterator, "_num_yielded", -1) if iterator is not None else -1
 
 
 def _wrap_own_iter(cls, base_iter):
@@ -969,6 +980,7 @@ def _patch():
             if wrap:
                 self.worker_init_fn = inner_init
         iterator._stallprof_scope = scope
+        self.__dict__["_stallprof_iterator"] = weakref.ref(iterator)
         fetcher = getattr(iterator, "_dataset_fetcher", None)
         if fetcher is not None:
             fetcher._stallprof_scope = scope
