@@ -3,7 +3,9 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
+#include "analysis/analysis.h"
 #include "trace/trace.h"
 
 namespace stallprof::testing {
@@ -178,6 +180,16 @@ inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   spec.thread = b.Thread(100, 100);
   AddLoop(b, spec);
   return b.Thread(201, 201);
+}
+
+// A stage's totals as analysis reports them: `count` spans taking `seconds`
+// of wall time, all on CPU (the report tests' stage tables).
+inline analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {
+  analysis::StageStats stage;
+  stage.name = std::move(name);
+  stage.count = count;
+  stage.wall_s = stage.cpu_s = seconds;
+  return stage;
 }
 
 }  // namespace stallprof::testing

@@ -69,13 +69,6 @@ struct OneLoop {
   }
 };
 
-analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {
-  analysis::StageStats stage;
-  stage.name = std::move(name);
-  stage.count = count;
-  stage.wall_s = stage.cpu_s = seconds;
-  return stage;
-}
 }  // namespace
 
 TEST_CASE("The page lists main-thread stages in a table of their own") {

@@ -51,14 +51,6 @@ TEST_CASE("The tests' JSON parser accepts the writer's output and rejects what s
 }
 
 namespace {
-analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {
-  analysis::StageStats stage;
-  stage.name = std::move(name);
-  stage.count = count;
-  stage.wall_s = stage.cpu_s = seconds;
-  return stage;
-}
-
 analysis::TraceAnalysis Analyzed() {
   TraceBuilder b;
   b.Process(100, 1);

@@ -197,7 +197,7 @@ std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& wa
 struct EpochMark {
   uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
   uint32_t number = 0;
-  bool kept = false;              // a kept_epoch: no iterator made (EpochStats::kept_iterator)
+  bool kept = false;              // a kept_epoch: no iterator made (EpochStats::iterator_start_ns)
   bool operator<(const EpochMark& o) const { return start < o.start; }
 };
 
@@ -316,7 +316,6 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     all_epochs[e].start_ns = epochs[e].start;
     all_epochs[e].iterator_ready_ns = epochs[e].ready;
     all_epochs[e].end_ns = epochs[e].ready;
-    all_epochs[e].kept_iterator = epochs[e].kept;
     all_epochs[e].iterator_start_ns = epochs[e].kept && e > 0 ? all_epochs[e - 1].iterator_start_ns : epochs[e].start;
   }
   // The sampler's first draw of each epoch: in the epoch it follows the start of.
@@ -342,7 +341,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
     Iteration it;
     it.epoch = static_cast<uint32_t>(epoch);
     it.index_in_epoch = index_in_epoch++;
-    it.batch_index = all_epochs[epoch].kept_iterator ? static_cast<uint32_t>(s.arg[w]) : it.index_in_epoch;
+    it.batch_index = epochs[epoch].kept ? static_cast<uint32_t>(s.arg[w]) : it.index_in_epoch;
     it.wait_start_ns = start;
     it.return_ns = start + s.duration_ns[w];
     it.compute_end_ns = it.return_ns;

@@ -52,7 +52,7 @@ struct Iteration {
   uint32_t index_in_epoch = 0;   // 0 = first batch of the epoch
   // The batch's index in its iterator, as its fetch span records it: the
   // index in the epoch, except in an epoch of a kept iterator
-  // (EpochStats::kept_iterator), where it goes on from the epoch before.
+  // (names::kKeptEpoch), where it goes on from the epoch before.
   uint32_t batch_index = 0;
   uint64_t wait_start_ns = 0;    // next() called
   uint64_t return_ns = 0;        // next() returned
@@ -86,11 +86,10 @@ struct EpochStats {
   // created); end: the StopIteration next() returned, else the last return.
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t iterator_ready_ns = 0;  // __iter__ returned (= start_ns for an epoch instant)
-  // The epoch drew from an iterator made before it (names::kKeptEpoch:
-  // InfiniteDataLoader), made at iterator_start_ns; otherwise its own,
-  // iterator_start_ns = start_ns. Its batches' fetches carry the iterator's
-  // running batch index (Iteration::batch_index).
-  bool kept_iterator = false;
+  // When the iterator this epoch drew from was made: start_ns, or for an
+  // epoch of an iterator kept from before (names::kKeptEpoch:
+  // InfiniteDataLoader) that one's. Its batches' fetches carry the
+  // iterator's running batch index (Iteration::batch_index).
   uint64_t iterator_start_ns = 0;
   // The last of the workers that started in this epoch began its first fetch
   // (every worker up); 0 when none started in it (persistent, or no workers).

@@ -618,8 +618,11 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // simulation's workers read independently; the cap is the shared device).
   // An epoch's samples: a partial last batch counts as such.
   const double epoch_samples = p.samples_per_epoch > 0 ? p.samples_per_epoch : per_epoch * b;
-  const double epoch_s = std::max(epoch_sim.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
-                                  epoch_samples / r_bandwidth);
+  const auto epoch_seconds = [&](const EpochMean& simulated) {
+    return std::max(simulated.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
+                    epoch_samples / r_bandwidth);
+  };
+  const double epoch_s = epoch_seconds(epoch_sim);
   // Workers that do not persist are joined at each epoch's end, a cost per
   // worker (measured where the profile had them; else unknown, 0).
   double shutdowns = 0;
@@ -641,10 +644,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     // first batches were made during the pause before them). As an average
     // epoch (epoch_s) every later epoch refilled: 6% slow on a 4-epoch
     // InfiniteDataLoader run.
-    const EpochMean first = SimulateRunEpoch(p, epoch, persistent, 1);
-    const double first_s = std::max(first.seconds + (per_epoch - static_cast<double>(epoch.batches)) * sim.steady_step_s,
-                                    epoch_samples / r_bandwidth);
-    epochs_s = first_s + (epochs - 1) * std::max(per_epoch * sim.steady_step_s, epoch_samples / r_bandwidth);
+    epochs_s = epoch_seconds(SimulateRunEpoch(p, epoch, persistent, 1)) +
+               (epochs - 1) * std::max(per_epoch * sim.steady_step_s, epoch_samples / r_bandwidth);
   }
   const double total = epochs_s + startup_first + (epochs - 1) * startup_later + shutdowns + sampler + loop_work;
   out.startup_s_per_epoch = (startup_first + (epochs - 1) * startup_later + shutdowns + sampler) / epochs;
