@@ -170,6 +170,13 @@ if sys.argv[1].startswith("shard"):
 # the epoch's iterator, not at the next epoch's first next().
 assert compute["count"] == seen * per_epoch, compute
 assert l["config"]["iterator_kept_by"] == kept_by, l["config"]
+# Batches ready at a next() never exceed what the workers may hold ahead (2
+# workers x prefetch_factor 2): a kept iterator's batch is found by its
+# running index, so the 8 or 16 batches of the epochs before count as taken
+# (indexed within the epoch, epoch 3's first wait would see 16 ready).
+prefetch = l["prefetch"]
+assert prefetch["capacity"] == 4, prefetch
+assert prefetch["max_ready"] <= prefetch["capacity"] + 1, prefetch
 # shuffle=True, inside the repeating wrapper the kept iterators put around the BatchSampler
 assert l["config"]["sampler"] == "random", l["config"]["sampler"]
 assert l["config"]["persistent_workers"] == bool(kept_by), l["config"]
