@@ -42,6 +42,11 @@ class InfiniteDataLoader(DataLoader):  # YOLOv5 utils/dataloaders.py
             yield next(self.iterator)
 
 
+class Nested(InfiniteDataLoader):  # a subclass's __iter__ over its parent's, both wrapped by the hook
+    def __iter__(self):
+        yield from super().__iter__()
+
+
 class _RepeatSampler:
     """ Sampler that repeats forever
 
@@ -133,7 +138,9 @@ class Items(Dataset):
 
 kind, leave = sys.argv[1], int(sys.argv[2])
 cls = {"yolo": InfiniteDataLoader, "timm": MultiEpochsDataLoader, "plain": PlainSubclass,
-       "shard": DataLoaderShard, "cached": Cached}[kind]
+       "shard": DataLoaderShard, "cached": Cached, "nested": Nested}[kind]
+if kind == "nested":  # the parent class made first: the hook wraps its __iter__ as well
+    probe = InfiniteDataLoader(Items(), batch_size=16)
 train_loader = cls(Items(), batch_size=16, shuffle=True, num_workers=2)
 for epoch in range(3):
     for i, batch in enumerate(train_loader):
@@ -196,6 +203,10 @@ check yolo 0 8 InfiniteDataLoader
 check timm 0 8 MultiEpochsDataLoader
 check yolo 4 4 InfiniteDataLoader   # the loop leaves each epoch after 4 batches
 check plain 0 8 -
+check nested 0 8 Nested   # one epoch recorded for the two generators, not two
+"$STALLPROF_BUILD_DIR/trace_check" --names nested0.pb > nested0.names || fail "trace_check cannot read nested0.pb"
+grep -q "^name dataloader.kept_epoch 3$" nested0.names ||
+  fail "the nested generators recorded each epoch twice: $(grep kept_epoch nested0.names)"
 check shard 0 8 -
 check cached 0 8 - 1   # the later epochs drew from no DataLoader iterator: not epochs of a kept one
 # The HTML report's loader header says it too.

@@ -814,12 +814,18 @@ class _OwnIterEpoch:
             raise
 
     def _first(self):
+        # A subclass's generator over its parent's own __iter__ (both wrapped)
+        # calls it in here: that one is left to this epoch, not recorded twice.
+        d = self._loader.__dict__
+        d["_stallprof_first_next"] = True
         try:
             data = next(self._inner)
         except StopIteration:
             self._decide()
             self._ended(False)
             raise
+        finally:
+            d["_stallprof_first_next"] = False
         self._decide()
         return data
 
@@ -887,6 +893,8 @@ def _wrap_own_iter(cls, base_iter):
 
     @functools.wraps(own)
     def __iter__(self):
+        if self.__dict__.get("_stallprof_first_next"):  # called by a subclass's own __iter__: it records the epoch
+            return own(self)
         state = self.__dict__.get("_stallprof")
         made = state[1] if state is not None else -1  # the loader's iterators so far
         called = _ext.now()
