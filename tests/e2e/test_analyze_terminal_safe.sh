@@ -29,7 +29,8 @@ for epoch in range(2):
         pass
 PY
 "$SP" run -q -o "$TMP/t.pb" -- "$PY" "$TMP/evil.py" || fail "the workload failed"
-"$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/t.pb" | grep -q "pwned" || fail "the hostile name was not recorded"
+"$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/t.pb" > "$TMP/names.txt" || fail "trace_check cannot read the trace"
+grep -q "pwned" "$TMP/names.txt" || fail "the hostile name was not recorded"
 "$SP" analyze "$TMP/t.pb" >"$TMP/out" 2>"$TMP/err" || fail "analyze failed: $(cat "$TMP/err")"
 grep -q 'pwned' "$TMP/out" || skip "analyze did not show the hostile stage name (nothing to check): $(head -20 "$TMP/out")"
 "$PY" - "$TMP/out" <<'PY' || fail "analyze wrote raw control characters: $(cat -v "$TMP/out" | grep pwned)"

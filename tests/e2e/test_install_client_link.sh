@@ -28,7 +28,8 @@ flags=$(pkg-config --cflags --libs stallprof-client) || fail "pkg-config does no
 # shellcheck disable=SC2086  # the flags are words
 cc loader.c -o loader_pc $flags -Wl,-rpath,"$(pkg-config --variable=libdir stallprof-client)" ||
   fail "cc with pkg-config's flags ($flags) failed"
-readelf -d loader_pc | grep -q 'NEEDED.*libstallprof_client.so.0' || fail "loader_pc does not need the client by its SONAME"
+readelf -d loader_pc > loader_pc.dyn || fail "readelf cannot read loader_pc"
+grep -q 'NEEDED.*libstallprof_client.so.0' loader_pc.dyn || fail "loader_pc does not need the client by its SONAME"
 
 cat >CMakeLists.txt <<'CM'
 cmake_minimum_required(VERSION 3.16)
@@ -43,6 +44,8 @@ cmake -S . -B build -DCMAKE_PREFIX_PATH="$PREFIX" >cmake.log 2>&1 && cmake --bui
 cd "$TMP"
 "$SP" run -q -o pc.pb -- "$TMP/src/loader_pc" from_pkgconfig || fail "the pkg-config program did not record (exit $?)"
 "$SP" run -q -o cmake.pb -- "$TMP/src/build/loader_cmake" from_cmake || fail "the CMake program did not record (exit $?)"
-"$STALLPROF_BUILD_DIR/trace_check" --names pc.pb | grep -q "^name from_pkgconfig " || fail "pc.pb has no from_pkgconfig spans"
-"$STALLPROF_BUILD_DIR/trace_check" --names cmake.pb | grep -q "^name from_cmake " || fail "cmake.pb has no from_cmake spans"
+"$STALLPROF_BUILD_DIR/trace_check" --names pc.pb > pc.names || fail "trace_check cannot read pc.pb"
+grep -q "^name from_pkgconfig " pc.names || fail "pc.pb has no from_pkgconfig spans"
+"$STALLPROF_BUILD_DIR/trace_check" --names cmake.pb > cmake.names || fail "trace_check cannot read cmake.pb"
+grep -q "^name from_cmake " cmake.names || fail "cmake.pb has no from_cmake spans"
 echo "pkg-config and find_package(stallprof) programs recorded under the installed stallprof run"

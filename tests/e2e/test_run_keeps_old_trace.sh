@@ -16,5 +16,6 @@ if grep -q "wrote" "$TMP/err"; then fail "a failed launch claims to have written
 "$SP" run -q -o "$TMP/trace.pb" -- true
 [ "$(sha256sum <"$TMP/trace.pb")" != "$before" ] || fail "a successful run did not replace the trace"
 [ -z "$(ls -A "$TMP" | grep '\.tmp$')" ] || fail "a temporary trace was left behind: $(ls -A "$TMP")"
-"$STALLPROF_BUILD_DIR/trace_check" "$TMP/trace.pb" | grep -qx "footer=1" || fail "the new trace is not complete"
+"$STALLPROF_BUILD_DIR/trace_check" "$TMP/trace.pb" > "$TMP/check.txt" || fail "trace_check cannot read the new trace"
+grep -qx "footer=1" "$TMP/check.txt" || fail "the new trace is not complete"
 echo PASS

@@ -25,6 +25,7 @@ with stallprof.stage("probe-stage"):
     pass
 PY
 "$SP" run -q -o "$TMP/s.pb" -- "$PY" "$TMP/stage.py" 2>"$TMP/err" || fail "python run failed: $(cat "$TMP/err")"
-"$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/s.pb" | grep -q probe-stage \
+"$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/s.pb" > "$TMP/names.txt" || fail "trace_check cannot read s.pb"
+grep -q probe-stage "$TMP/names.txt" \
   || fail "the client did not record through the CLOEXEC ring"
 echo PASS

@@ -16,7 +16,8 @@ for sig in TERM INT HUP; do
   set +e; wait "$launcher"; rc=$?; set -e
   [ "$rc" = 7 ] || { cat "$TMP/err" >&2; fail "SIG$sig: stallprof returned $rc, expected the handler's 7"; }
   grep -qx "got-$sig" "$TMP/out" || fail "SIG$sig: the child's handler did not run"
-  "$STALLPROF_BUILD_DIR/trace_check" "$TMP/t.pb" | grep -qx "exit_code=7" || fail "SIG$sig: footer lacks exit_code=7"
+  "$STALLPROF_BUILD_DIR/trace_check" "$TMP/t.pb" > "$TMP/check.txt" || fail "SIG$sig: trace_check cannot read the trace"
+  grep -qx "exit_code=7" "$TMP/check.txt" || fail "SIG$sig: footer lacks exit_code=7"
 done
 
 # A child without a handler dies of the forwarded signal: 128+15.
@@ -28,5 +29,6 @@ sleep 0.2
 kill -TERM "$launcher"
 set +e; wait "$launcher"; rc=$?; set -e
 [ "$rc" = 143 ] || fail "forwarded SIGTERM to a handler-less child: got $rc, expected 143"
-"$STALLPROF_BUILD_DIR/trace_check" "$TMP/t.pb" | grep -qx "term_signal=15" || fail "footer lacks term_signal=15"
+"$STALLPROF_BUILD_DIR/trace_check" "$TMP/t.pb" > "$TMP/check.txt" || fail "trace_check cannot read the trace"
+grep -qx "term_signal=15" "$TMP/check.txt" || fail "footer lacks term_signal=15"
 echo PASS
