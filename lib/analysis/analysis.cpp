@@ -565,16 +565,30 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
       if ((it.index_in_epoch == 0) != firsts || it.compute_unknown || it.nested_s > 0 || from < series->t_ns.front() ||
           it.compute_end_ns > series->t_ns.back())
         continue;
+      // The part of the step after its epoch's end, in its compute_s
+      // (EpochStats::step_after_end_ns): an iterator per step's step runs
+      // after its workers shut down, a batch-ahead loop's last after the
+      // iterator's end. Without it, next(iter(loader))'s steps read as off CPU.
+      uint64_t after_from = 0, after_to = 0;
+      if (const auto& epoch = loader.epochs[it.epoch];
+          epoch.step_after_end_ns > 0 && (i + 1 == waits.size() || loader.iterations[i + 1].epoch != it.epoch)) {
+        after_from = epoch.end_ns;
+        after_to = epoch.end_ns + epoch.step_after_end_ns;
+        if (after_to > series->t_ns.back()) continue;
+      }
       SpanCounters in_next;  // zero: a first step's interval leaves next() out
       if (!firsts) {
         in_next = wait_counters.At(waits[i]);
         if (!in_next.known) return;  // the wait's own CPU is unknown: cannot take it out
       }
-      cpu += SeriesDelta(series->t_ns, series->cpu_ns, from, it.compute_end_ns) * kNs - in_next.cpu_ns * kNs;
-      delay += SeriesDelta(series->t_ns, series->delay_ns, from, it.compute_end_ns) * kNs - in_next.delay_ns * kNs;
+      const auto delta = [&](const std::vector<uint64_t>& v) {
+        return SeriesDelta(series->t_ns, v, from, it.compute_end_ns) + SeriesDelta(series->t_ns, v, after_from, after_to);
+      };
+      cpu += delta(series->cpu_ns) * kNs - in_next.cpu_ns * kNs;
+      delay += delta(series->delay_ns) * kNs - in_next.delay_ns * kNs;
       if (with_io) {
-        read += SeriesDelta(series->t_ns, series->read_bytes, from, it.compute_end_ns);
-        read_calls += SeriesDelta(series->t_ns, series->rchar, from, it.compute_end_ns);
+        read += delta(series->read_bytes);
+        read_calls += delta(series->rchar);
       }
       compute += it.compute_s;
     }
