@@ -456,6 +456,17 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         "GIL wins a fetch's brief releases of it: the fetch was found to let the GIL go, which a quiet machine may "
         "not confirm (workers would then deliver less than predicted; docs/model.md \"A fetch that holds the GIL\")",
         out.profiled_background_threads));
+  // torch's _reset of a persistent iterator waits for every worker to
+  // acknowledge it, after the indices queued before it: the previous
+  // iterator's prefetched batches are made, received and dropped at each
+  // iter(). The simulation starts each epoch with the workers idle.
+  if (profile.iterator_per_step && profile.workers > 0)
+    out.inputs.push_back(fmt::format(
+        "the loop creates an iterator per step (next(iter(loader))?: {} iterators of one batch each): every row keeps "
+        "that; with persistent workers each iter() resets the one iterator, which first waits for the workers to make "
+        "the {} batches the step before left queued (dropped), which the model leaves out: its whole run with "
+        "persistent_workers=True is an upper bound; one iterator (it = iter(loader), next(it)) gives the steady state",
+        profile.epochs, profile.workers * profile.prefetch_factor));
   out.steady_state_measured = profile.steady_state_measured;
   if (profile.measured_samples_per_s > 0) {
     out.measured_samples_per_s = profile.measured_samples_per_s;

@@ -147,4 +147,18 @@ PY
   grep -q "^per step: .*create it once (it = iter(loader))" recommend$persistent.txt ||
     fail "recommend does not name the iterator per step: $(cat recommend$persistent.txt)"
 done
+# whatif from the non-persistent loop says the per-step resets are left out,
+# and its persistent whole run is the upper bound it calls it: the measured
+# loop with persistent workers (each iter() waits for the 4 batches queued
+# before it) runs no faster.
+$SP whatif per_step0.pb --persistent-workers true --json >whatif_per_step.json || fail "whatif on the step loop failed"
+"$PY" - whatif_per_step.json "$(sed -n 's/^own: //p' per_step1.log)" <<'PY' || fail "whatif's persistent step loop (above)"
+import json, sys
+l = json.load(open(sys.argv[1]))["loaders"][0]
+measured = float(sys.argv[2])
+predicted = l["scenarios"][0]["prediction"]["whole_run_samples_per_s"]
+print(f"whatif, persistent workers on the step loop: whole run {predicted:.1f} samples/s predicted (upper bound), {measured:.1f} measured")
+assert any("iterator per step" in i and "upper bound" in i for i in l["inputs"]), l["inputs"]
+assert measured <= predicted * 1.1, (measured, predicted)
+PY
 echo PASS
