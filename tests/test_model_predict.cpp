@@ -320,6 +320,34 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(BackgroundThreads(p) > 1);
 }
 
+TEST_CASE("A step on the CPU that waited for no core bounds the load fitted to the workers' delay") {
+  // 8 workers beside a 50 ms step on one core, 2 cores: the workers waited
+  // 30 ms a batch for a core (the kernel ran them beside each other), the
+  // step none (it favoured the step). A load that fits the workers' wait
+  // would slow the step, which did not slow.
+  LoaderProfile p = BaseProfile();
+  p.workers = 8;
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.05;
+  p.cpu_s_per_batch = 0.03;
+  p.delay_s_per_batch = 0.03;
+  LoaderProfile unknown_step = p;  // the step's CPU not measured: the workers' delay alone
+  REQUIRE(BackgroundThreads(unknown_step) > 0.3);
+  p.compute_cpu_s_per_batch = {0.05, true, "test"};
+  p.compute_delay_s_per_batch = 0;
+  CHECK(BackgroundThreads(p) == Approx(0).margin(1e-6));
+  auto profiled = Predict(p, On(2));
+  REQUIRE(profiled.ok());
+  CHECK(profiled->step_s == Approx(0.05).epsilon(0.05));  // the step as measured, not stretched by a load
+  // A step that waited for a core as well: a load.
+  p.compute_delay_s_per_batch = 0.02;
+  CHECK(BackgroundThreads(p) > 0.3);
+  // A step off the CPU (an accelerator's wait) tells nothing of the load.
+  p.compute_cpu_s_per_batch = {0.005, true, "test"};
+  p.compute_delay_s_per_batch = 0;
+  CHECK(BackgroundThreads(p) > 0.3);
+}
+
 TEST_CASE("Run-queue delay on a machine nothing else used is the job's own, and the default scenario keeps it") {
   // 2 workers always busy on 2 cores (a 1 ms step): with L more runnable
   // threads each gets 2 / (2 + L) of a core, so 40 ms of CPU a batch waits
@@ -435,9 +463,13 @@ TEST_CASE("Delay from workers filling an epoch's prefetch window at once is the 
   p.batches_per_epoch = 16;
   CHECK(BackgroundThreads(p) < 0.25);
   // The same delay on every batch of long epochs, where one worker at a time
-  // fetches beside the step: other processes.
+  // fetches beside the step: other processes, which delay the step as well
+  // (a step that waited for no core bounds the load: the test above).
   p.batches_per_epoch = 1000;
+  p.compute_delay_s_per_batch = 0.2;
   CHECK(BackgroundThreads(p) > 1);
+  p.compute_delay_s_per_batch = 0;
+  CHECK(BackgroundThreads(p) < 0.25);
 }
 
 TEST_CASE("Workers beyond the cores share them: the run-queue delay is predicted, not carried over") {

@@ -432,6 +432,10 @@ double BackgroundThreads(const LoaderProfile& profile);
 // resnet loader's "as run" row from 0 to +6.2% at 1.05. An unmeasured
 // /proc/stat cannot tell, and keeps none.
 inline constexpr double kOwnDelayThreadsMost = 1.0;
+// A step on at least this many cores (its CPU over its time) beside workers
+// bounds the outside load fitted to the job's delay by its own delay
+// (BackgroundThreads): a step that waited little for a core saw little load.
+inline constexpr double kStepBoundsLoad = 0.5;
 double OwnDelayThreads(const LoaderProfile& profile);
 // The background a scenario runs with: `requested` threads, or the profile's
 // load (kAsProfiled), or its own delay (kOthersAway).
