@@ -389,12 +389,16 @@ double BackgroundFromDelay(const LoaderProfile& p) {
   // outside load on a quiet machine, and the baseline at -18%).
   const size_t epoch_batches =
       p.batches_per_epoch >= 1 ? static_cast<size_t>(std::llround(p.batches_per_epoch)) : kMinSimBatches;
-  const auto delay_at = [&](double background) {
+  const size_t sim_batches = std::min(epoch_batches, kMinSimBatches);
+  const auto sim_at = [&](double background) {
     SimConfig c = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, background);
-    c.batches = std::min(epoch_batches, kMinSimBatches);
-    const SimResult r = SimulateLoader(c);
+    c.batches = sim_batches;
+    return SimulateLoader(c);
+  };
+  const auto delay_at = [&](double background) {
+    const SimResult r = sim_at(background);
     return (r.worker_delay_s + r.compute_delay_s + (p.workers == 0 ? r.job_delay_s - r.compute_delay_s : 0)) /
-           static_cast<double>(c.batches);
+           static_cast<double>(sim_batches);
   };
   // Delay grows with the load: bisect for the load that shows the measured delay.
   const auto fit = [](const auto& delay, double target, double hi) {
@@ -415,15 +419,10 @@ double BackgroundFromDelay(const LoaderProfile& p) {
   // waited 83 ms a batch, the step 1.2 ms of 75): the workers' extra wait is
   // theirs, and as a load that slows the step it read as 0.85 threads and
   // the baseline at -19%. The step's own delay bounds the load.
-  const double step_cores = p.compute_s_per_batch > 0 && p.compute_cpu_s_per_batch.measured
-                                ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch
-                                : 0;
-  if (joint <= 0 || p.workers == 0 || step_cores < kStepBoundsLoad) return joint;
+  if (joint <= 0 || p.workers == 0 || !p.compute_cpu_s_per_batch.measured || p.StepCores() < kStepBoundsLoad)
+    return joint;
   const auto step_delay_at = [&](double background) {
-    SimConfig c = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, background);
-    c.batches = std::min(epoch_batches, kMinSimBatches);
-    const SimResult r = SimulateLoader(c);
-    return r.compute_delay_s / static_cast<double>(c.batches);
+    return sim_at(background).compute_delay_s / static_cast<double>(sim_batches);
   };
   return std::min(joint, fit(step_delay_at, p.compute_delay_s_per_batch, joint));
 }

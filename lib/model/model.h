@@ -69,6 +69,8 @@ struct LoaderProfile {
   uint32_t prefetch_factor = 2;
   uint64_t batches = 0;          // steady-state batches measured
   double compute_s_per_batch = 0;   // mean(step - wait), steady state
+  // The step's CPU over its time (compute_cpu_s_per_batch, below): the cores it ran on.
+  double StepCores() const { return compute_s_per_batch > 0 ? compute_cpu_s_per_batch.value / compute_s_per_batch : 0; }
   double cpu_s_per_batch = 0;       // mean worker thread CPU per batch (fetch spans)
   double delay_s_per_batch = 0;     // mean run-queue delay per batch
   double io_s_per_batch = 0;        // mean io_b = produce - cpu - delay

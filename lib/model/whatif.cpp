@@ -165,8 +165,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                : fmt::format("; of it, {} in the next() of loader {}, iterated with this one (zip): held "
                                              "as profiled, the scenario changes this loader alone",
                                              FormatSeconds(p.zipped_s_per_batch), p.zipped_with)));
-  const double step_cores =
-      p.compute_s_per_batch > 0 ? p.compute_cpu_s_per_batch.value / p.compute_s_per_batch : 0;
+  const double step_cores = p.StepCores();
   // More cores than the step has threads: CPU that is not the step's work.
   const double step_thread_cap = p.intra_op_threads > 0 ? p.intra_op_threads : 1;
   in.push_back(p.compute_cpu_s_per_batch.measured
