@@ -353,6 +353,29 @@ TEST_CASE("Off-CPU time of a fetch that read from the device is storage") {
   CHECK(l.split.fetch_stall_s == Approx(a.Seconds(Cause::kStorage)));
 }
 
+TEST_CASE("A sleeping worker's fetch that also read the device is storage only beyond the others' sleep") {
+  // Every fetch sleeps 19 ms (1 ms on CPU); batch 7's also read 8 KiB from
+  // the device and took 2 ms longer (a module faulted in after the page
+  // cache was dropped): storage is its 2 ms, not its 21 ms off CPU.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 20;
+  spec.wait = 20 * kMs;
+  spec.compute = 10 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i)
+    AddFetch(b, w, spec.start + i * 30 * kMs, i == 7 ? 22 * kMs : 20 * kMs, i, kMs, i == 7 ? 8192 : 0);
+  const auto result = Analyze(b.trace, {});
+  const auto& l = OnlyLoader(result);
+  const auto& a = l.account_steady;
+  // Batch 7's wait (20 ms, its fetch 22 ms) spreads by its fetch's shares: 2/22 storage.
+  CHECK(a.Seconds(Cause::kStorage) == Approx(0.020 * 2 / 22));
+  CHECK(a.Seconds(Cause::kOtherBlocking) == Approx(12 * 0.019 + 0.020 * 19 / 22));
+  CHECK(l.bottleneck == Cause::kOtherBlocking);
+  CHECK_THAT(a.Line(Cause::kStorage).evidence,
+             Catch::Contains("of their off-CPU time, the 19.0 ms the fetches without device reads spend (median) is other blocking"));
+}
+
 TEST_CASE("Fetches without read spans are not called storage") {
   const auto result = Analyze(SlowWorker(20 * kMs, kMs, -1), {});
   const auto& l = OnlyLoader(result);

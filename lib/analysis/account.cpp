@@ -176,6 +176,11 @@ struct Context {
   const FetchFactList& fetches;
   HookCost hook{};
   double miss_cpu_ns_per_byte = 0;
+  // The median off-CPU time of the loader's measured fetches that read
+  // nothing from the device (a sleep, a lock, a network call every fetch
+  // makes); 0 with too few of them. A fetch that also read the device spent
+  // that much of its off-CPU time the same way, the rest on the device.
+  double off_cpu_without_device_ns = 0;
   FetchesByBatch worker_fetch_of_batch{};                                    // batch -> fetch indices
   std::vector<uint32_t> main_fetches{};                                      // num_workers = 0, by start
   Weights mean{};                                                            // the loader's mean proportions
@@ -202,8 +207,9 @@ struct Context {
     const double miss = f.device_bytes > 0 ? std::min(cpu, miss_cpu_ns_per_byte * f.device_bytes) : 0;
     w[I(Cause::kPrep)] = cpu - miss;
     w[I(Cause::kContention)] = delay;
-    w[I(f.device_bytes > 0 ? Cause::kStorage : Cause::kOtherBlocking)] += io;
-    w[I(Cause::kStorage)] += miss;
+    const double other = f.device_bytes > 0 ? std::min(io, off_cpu_without_device_ns) : io;
+    w[I(Cause::kOtherBlocking)] += other;
+    w[I(Cause::kStorage)] += io - other + miss;
     return true;
   }
 };
@@ -730,6 +736,10 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                       miss_cpu_s_per_batch > 0
                                           ? fmt::format(", worker CPU on misses {} per batch", Ms(miss_cpu_s_per_batch * 1e9))
                                           : "");
+        if (m.fetches_with_device_bytes > 0 && c.off_cpu_without_device_ns > 0)
+          line.evidence += fmt::format("; of their off-CPU time, the {} the fetches without device reads spend (median) "
+                                       "is other blocking",
+                                       Ms(c.off_cpu_without_device_ns));
         if (fetches.estimated && m.with_reads) {
           line.estimated = true;
           line.evidence += fmt::format("; estimated: bytes read on {} of {} fetches, the rest given the mean of their thread's sampled fetches nearest in time",
@@ -1631,6 +1641,22 @@ double ForkRefaultLaterSeconds(const Trace& trace, const LoaderAnalysis& loader)
   for (size_t e = 1; e < loader.epochs.size(); ++e) excess += std::max(0.0, warm_kernel[e] - rate * warm_s[e]);
   return excess / static_cast<double>(loader.epochs.size() - 1);
 }
+
+// Context::off_cpu_without_device_ns: over the fetches whose counters were
+// read (not estimated), at least kMinFetches of them. A worker's first fetch
+// faulting in a module after the page cache was dropped, beside a sleep in
+// every fetch, is then storage for its faults alone, not for its sleep.
+double MedianOffCpuWithoutDevice(const FetchFactList& fetches) {
+  constexpr size_t kMinFetches = 8;
+  std::vector<double> off_cpu;
+  for (const auto& f : fetches)
+    if (f.has_cpu && !f.estimated && f.device_bytes == 0 && f.end_ns > f.start_ns)
+      off_cpu.push_back(std::max(0.0, static_cast<double>(f.end_ns - f.start_ns) - f.cpu_ns - f.delay_ns));
+  if (off_cpu.size() < kMinFetches) return 0;
+  auto mid = off_cpu.begin() + static_cast<std::ptrdiff_t>(off_cpu.size() / 2);
+  std::nth_element(off_cpu.begin(), mid, off_cpu.end());
+  return *mid;
+}
 }  // namespace
 
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader) {
@@ -1649,6 +1675,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   const model::LoaderProfile profile = BuildProfile(trace, view, loader);
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
+  c.off_cpu_without_device_ns = MedianOffCpuWithoutDevice(fetches);
 
   // The fetches by start (a fetch of several at the same start: in file order).
   HugeVector<std::pair<uint64_t, uint32_t>> by_start(fetches.size());
