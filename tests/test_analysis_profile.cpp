@@ -123,6 +123,10 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(started.startup_timed);
   CHECK(started.startup_first_s == Approx(0.031));
   CHECK(started.startup_later_s == Approx(0.031));
+  CHECK(started.shutdown_s_per_worker == 0);  // not timed
+  // The timing's join stands for each epoch's shutdown of a non-persistent worker.
+  b.ConfigDouble(100, 1, "ipc_shutdown_s", 0.012);
+  CHECK(measure().shutdown_s_per_worker == Approx(0.012));
 }
 
 TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {

@@ -80,12 +80,14 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
   CHECK(t->touch_cpu_s == Approx(0.0007));
   CHECK(t->batches == 200);
   CHECK(t->startup_s == -1);  // not printed: not timed
+  CHECK(t->shutdown_s == -1);
   CHECK(t->receive_wall_s == -1);
   auto with_startup = ParseHandoffTiming(
       "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s 0.0014 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
-      "batches 200 pace_s 0 startup_s 0.031\n");
+      "batches 200 pace_s 0 startup_s 0.031 shutdown_s 0.012\n");
   REQUIRE(with_startup.ok());
   CHECK(with_startup->startup_s == Approx(0.031));
+  CHECK(with_startup->shutdown_s == Approx(0.012));
   CHECK(with_startup->receive_wall_s == Approx(0.0014));
   // Too few calls found their batch made: printed as -1, not timed.
   auto without_wall = ParseHandoffTiming(

@@ -354,6 +354,7 @@ struct LoaderConfig {
   uint32_t ipc_batches = 0;
   double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
   double ipc_startup_s = -1;  // the timing's forked worker started, to its first batch beyond a later one's
+  double ipc_shutdown_s = -1;  // the timing's worker joined (_shutdown_workers)
   uint32_t intra_op_threads = 0;  // torch.get_num_threads() at iterator creation; 0 = not recorded
 };
 

@@ -300,6 +300,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {
     p.startup_first_s = p.startup_later_s = loader.config.ipc_startup_s;
     p.startup_timed = true;
+    // Its join, which a non-persistent loader pays in each epoch's last next().
+    if (loader.config.ipc_shutdown_s >= 0) p.shutdown_s_per_worker = loader.config.ipc_shutdown_s;
   }
   if (loader.active_s > 0) p.measured_whole_run_samples_per_s = loader.samples / loader.active_s;
   p.produce_p99_s = loader.produce.p99;

@@ -75,6 +75,7 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "batches") t.batches = static_cast<uint32_t>(value);
     else if (key == "pace_s" && value >= 0) t.pace_s = value;
     else if (key == "startup_s" && value >= 0) t.startup_s = value;
+    else if (key == "shutdown_s" && value >= 0) t.shutdown_s = value;
     else if (key == "receive_wall_s" && value >= 0) t.receive_wall_s = value;
   }
   if (seen != 15 || t.batches == 0)

@@ -38,6 +38,7 @@ struct HandoffTiming {
   uint32_t batches = 0;
   double pace_s = 0;             // seconds a batch the worker was paced at (0: back to back)
   double startup_s = -1;         // starting the (forked) worker, to its first batch beyond a later one's; -1: not printed
+  double shutdown_s = -1;        // joining the worker (_shutdown_workers); -1: not printed
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
@@ -45,7 +46,7 @@ struct HandoffTiming {
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
 // collate_shm_cpu_s Z touch_cpu_s T batches N [receive_wall_s W] [pace_s P]
-// [startup_s U]" (keys in any order; W = -1: not timed).
+// [startup_s U] [shutdown_s D]" (keys in any order; W = -1: not timed).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).

@@ -228,10 +228,15 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                                FormatSeconds(p.shutdown_s_per_worker))
                                  : ""));
   else if (p.startup_timed)
-    in.push_back(fmt::format("worker start-up: {} an epoch (timed after the run: one worker forked from a fresh "
-                             "process, to its first batch beyond a later one's; a floor: the job's larger process "
+    in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker forked from a fresh "
+                             "process, to its first batch beyond a later one's{}; a floor: the job's larger process "
                              "forks slower, and it ran no worker_init_fn)",
-                             FormatSeconds(p.startup_first_s)));
+                             FormatSeconds(p.startup_first_s),
+                             p.shutdown_s_per_worker > 0
+                                 ? fmt::format(", shutdown {} per worker each epoch without persistent workers",
+                                               FormatSeconds(p.shutdown_s_per_worker))
+                                 : "",
+                             p.shutdown_s_per_worker > 0 ? ", and joined" : ""));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   if (p.workers > 0 && p.WorkerSetupSeconds() > 0) {

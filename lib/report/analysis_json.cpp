@@ -138,6 +138,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_touch_cpu_s >= 0) w.Number(c.ipc_touch_cpu_s); else w.Null();
   w.Key("ipc_startup_s");
   if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
+  w.Key("ipc_shutdown_s");
+  if (c.ipc_shutdown_s >= 0) w.Number(c.ipc_shutdown_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("stepped_iterations", l.SteppedIterations());
   w.Field("samples", l.samples);

@@ -11,13 +11,13 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 ARGS=(--batches 20 --batch-size 4 --prep-cpu-ms 1 --compute-ms 1 --exit-code 3)
 
-config() {  # config TRACE: the train loader's config as "tensors bytes loop receive shm touch pace startup receive_wall"
+config() {  # config TRACE: the train loader's config as "tensors bytes loop receive shm touch pace startup receive_wall shutdown"
   "$SP" analyze "$1" --json >"$1.json"
   "$PY" - "$1.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
 print(c["batch_tensors"], c["batch_bytes"], c["ipc_loop_cpu_s"], c["ipc_receive_cpu_s"], c["ipc_collate_shm_cpu_s"],
-      c["ipc_touch_cpu_s"], c["ipc_pace_s"], c["ipc_startup_s"], c["ipc_receive_wall_s"])
+      c["ipc_touch_cpu_s"], c["ipc_pace_s"], c["ipc_startup_s"], c["ipc_receive_wall_s"], c["ipc_shutdown_s"])
 PY
 }
 
@@ -28,7 +28,7 @@ rc=$?
 set -e
 [ "$rc" = 3 ] || fail "exit code $rc, not the job's 3: $(cat "$TMP/w0.err")"
 grep -q "timing how a DataLoader worker would hand over" "$TMP/w0.err" || fail "no progress line: $(cat "$TMP/w0.err")"
-read -r tensors bytes loop receive shm touch pace startup receive_wall <<<"$(config "$TMP/w0.pb")"
+read -r tensors bytes loop receive shm touch pace startup receive_wall shutdown <<<"$(config "$TMP/w0.pb")"
 [ "$tensors $bytes" = "2 288" ] || fail "first batch recorded as $tensors tensors, $bytes bytes; expected 2, 288"
 "$PY" -c "import sys; l, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 1e-5 < l < 0.05 and 1e-5 < r < 0.05 else 1)" \
   "$loop" "$receive" || fail "handoff timed as loop $loop s, receive $receive s per batch: not a plausible CPU time"
@@ -49,8 +49,11 @@ read -r tensors bytes loop receive shm touch pace startup receive_wall <<<"$(con
 # less than a second.
 "$PY" -c "import sys; sys.exit(0 if 0.0005 < float(sys.argv[1]) < 1 else 1)" "$startup" ||
   fail "the timing's worker started in $startup s: not plausible for a fork"
+# Joining it: the worker's exit, more than nothing, less than a second.
+"$PY" -c "import sys; sys.exit(0 if 0.0001 < float(sys.argv[1]) < 1 else 1)" "$shutdown" ||
+  fail "the timing's worker was joined in $shutdown s: not plausible"
 "$SP" whatif "$TMP/w0.pb" --workers 2 >"$TMP/w0.whatif"
-grep -q "worker start-up: .* an epoch (timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed start-up: $(grep start-up "$TMP/w0.whatif")"
+grep -q "worker start-up: .* an epoch, shutdown .* per worker each epoch without persistent workers (timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed start-up: $(grep start-up "$TMP/w0.whatif")"
 grep -q "worker loop CPU per batch.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed loop CPU: $(grep loop "$TMP/w0.whatif")"
 grep -q "main thread CPU to receive a batch from a worker:.*(measured, timed after the run" "$TMP/w0.whatif" || fail "whatif does not use the timed receive CPU"
 if "$PY" -c "import sys; sys.exit(0 if float(sys.argv[2]) > float(sys.argv[1]) else 1)" "$receive" "$receive_wall"; then

@@ -8,7 +8,7 @@ A DataLoader with one persistent worker delivers N batches (after a warm-up)
 whose tensors the worker allocates in shared memory and fills, as torch's
 collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
 receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P
-startup_s U", in seconds per batch (startup_s: once):
+startup_s U shutdown_s D", in seconds per batch (startup_s, shutdown_s: once):
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -33,6 +33,9 @@ startup_s U", in seconds per batch (startup_s: once):
                      fork, smaller than a training job's, and no
                      worker_init_fn: a floor for the job's own start-up.
                      The first batch's pace and making are not start-up.
+  shutdown_s         joining the worker (the iterator's _shutdown_workers,
+                     which a non-persistent loader runs in each epoch's last
+                     next()): the worker's exit, a floor as the fork above.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -154,9 +157,13 @@ def main():
     # Wall time is not thread CPU: the mean of the calls that found their batch
     # made, no less than their CPU (clocks of different resolution).
     receive_wall = max(sum(ready_walls) / len(ready_walls), receive / n) if len(ready_walls) >= MIN_BATCHES else -1
+    start = time.monotonic()
+    it._shutdown_workers()
+    shutdown = time.monotonic() - start
     print("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
-          "pace_s %.6f startup_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall, max(0, shared_extra) / n,
-                                          max(0, touch) / n, batches, pace, startup))
+          "pace_s %.6f startup_s %.6f shutdown_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall,
+                                                          max(0, shared_extra) / n, max(0, touch) / n, batches, pace,
+                                                          startup, shutdown))
 
 
 if __name__ == "__main__":
