@@ -339,6 +339,7 @@ TEST_CASE("A worker that sleeps is other blocking, never storage") {
   CHECK(a.Seconds(Cause::kStorage) == 0);
   CHECK(l.bottleneck == Cause::kOtherBlocking);
   CHECK(l.split.fetch_stall_s == 0);
+  CHECK(l.fetch_off_cpu_storage_share == 0);
   CHECK_THAT(a.Line(Cause::kStorage).evidence, Catch::Contains("0 bytes read from the device"));
 }
 
@@ -351,6 +352,7 @@ TEST_CASE("Off-CPU time of a fetch that read from the device is storage") {
   CHECK(a.Seconds(Cause::kOtherBlocking) == 0);
   CHECK(l.bottleneck == Cause::kStorage);
   CHECK(l.split.fetch_stall_s == Approx(a.Seconds(Cause::kStorage)));
+  CHECK(l.fetch_off_cpu_storage_share == Approx(1));
 }
 
 TEST_CASE("A sleeping worker's fetch that also read the device is storage only beyond the others' sleep") {
@@ -372,6 +374,8 @@ TEST_CASE("A sleeping worker's fetch that also read the device is storage only b
   CHECK(a.Seconds(Cause::kStorage) == Approx(0.020 * 2 / 22));
   CHECK(a.Seconds(Cause::kOtherBlocking) == Approx(12 * 0.019 + 0.020 * 19 / 22));
   CHECK(l.bottleneck == Cause::kOtherBlocking);
+  // Of all the fetches' off-CPU time (19 x 19 ms and 21 ms), 2 ms is storage: what a cache would remove.
+  CHECK(l.fetch_off_cpu_storage_share == Approx(0.002 / (19 * 0.019 + 0.021)));
   CHECK_THAT(a.Line(Cause::kStorage).evidence,
              Catch::Contains("of their off-CPU time, the 19.0 ms the fetches without device reads spend (median) is other blocking"));
 }

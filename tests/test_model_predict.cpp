@@ -293,6 +293,43 @@ TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanis
   CHECK(Predict(p, cached)->io_s == Approx(0.09));
 }
 
+TEST_CASE("A cache removes the storage part of the io and keeps the blocking every fetch does") {
+  // 1 worker, 0.12 s of CPU and 0.18 s off CPU a batch, a third of it on the
+  // device (cold), the rest a sleep every fetch makes.
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.12;
+  p.io_s_per_batch = 0.18;
+  p.io_storage_share = 1.0 / 3;
+  p.dataset_bytes = 1000000;
+  p.dataset_items = 1000;
+  p.cold_hit_ratio = 0;
+  auto r = Predict(p, On(4, 1));
+  REQUIRE(r.ok());
+  CHECK(r->step_s == Approx(0.3));
+  CHECK(r->prep_step_s == Approx(0.24));  // T_prep keeps the sleep
+  CHECK(r->fetch_stall_fraction == Approx(0.06 / 0.3));
+  Scenario all = On(4, 1);
+  all.cache_bytes = kCacheAll;
+  auto cached = Predict(p, all);
+  REQUIRE(cached.ok());
+  CHECK(cached->io_s == Approx(0.12));
+  CHECK(cached->step_s == Approx(0.24));
+  CHECK(cached->bottleneck == Bottleneck::kBlocking);  // what is left off CPU is the sleep
+  p.io_storage_share = 0.9;
+  p.bytes_per_sample = {1000, true, "dataset_bytes / dataset_len"};
+  CHECK(Predict(p, On(4, 1))->bottleneck == Bottleneck::kFetch);
+  p.io_storage_share = 1.0 / 3;
+  Scenario half = On(4, 1);
+  half.cache_bytes = 500000;
+  half.cache_policy = CachePolicy::kStatic;
+  CHECK(Predict(p, half)->io_s == Approx(0.15));
+  // No device reads in the profile (a sleep only): caching changes nothing.
+  p.io_storage_share = 0;
+  CHECK(Predict(p, all)->io_s == Approx(0.18));
+  CHECK(Predict(p, On(4, 1))->fetch_stall_fraction == Approx(0).margin(1e-12));
+}
+
 TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a background load") {
   LoaderProfile p = BaseProfile();
   p.workers = 1;

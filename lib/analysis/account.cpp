@@ -192,8 +192,9 @@ struct Context {
   double WorkerHookNs() const { return hook.fetch_ns + samples_per_batch * hook.sample_ns + hook.collate_ns; }
 
   // Proportions of one fetch span: CPU (less what storage misses cost),
-  // run-queue delay, off CPU (storage only with device bytes). False without CPU.
-  bool WeightsOf(const FetchFact& f, Weights& w) const {
+  // run-queue delay, off CPU (storage only with device bytes). False without
+  // CPU. `miss_out`: the storage weight's CPU part (the rest is off CPU).
+  bool WeightsOf(const FetchFact& f, Weights& w, double* miss_out = nullptr) const {
     if (!f.has_cpu || f.end_ns <= f.start_ns) return false;
     w.fill(0);
     const double produce = static_cast<double>(f.end_ns - f.start_ns);
@@ -205,6 +206,7 @@ struct Context {
     }
     const double io = std::max(0.0, produce - cpu - delay);
     const double miss = f.device_bytes > 0 ? std::min(cpu, miss_cpu_ns_per_byte * f.device_bytes) : 0;
+    if (miss_out) *miss_out = miss;
     w[I(Cause::kPrep)] = cpu - miss;
     w[I(Cause::kContention)] = delay;
     const double other = f.device_bytes > 0 ? std::min(io, off_cpu_without_device_ns) : io;
@@ -1676,6 +1678,17 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
   c.off_cpu_without_device_ns = MedianOffCpuWithoutDevice(fetches);
+  {
+    double off_cpu = 0, storage = 0;
+    for (const auto& f : fetches) {
+      Weights w{};
+      double miss = 0;
+      if (!c.WeightsOf(f, w, &miss)) continue;
+      off_cpu += w[I(Cause::kOtherBlocking)] + w[I(Cause::kStorage)] - miss;
+      storage += w[I(Cause::kStorage)] - miss;
+    }
+    loader.fetch_off_cpu_storage_share = off_cpu > 0 ? std::clamp(storage / off_cpu, 0.0, 1.0) : 1;
+  }
 
   // The fetches by start (a fetch of several at the same start: in file order).
   HugeVector<std::pair<uint64_t, uint32_t>> by_start(fetches.size());

@@ -120,6 +120,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.cpu_s_per_batch = std::max(0.0, cpu - setup.CpuS() * setup.starts) / batches_with_cpu;
     p.delay_s_per_batch = delay / batches_with_cpu;
     p.io_s_per_batch = std::max(0.0, io - (setup.WallS() - setup.CpuS()) * setup.starts) / batches_with_cpu;
+    p.io_storage_share = loader.fetch_off_cpu_storage_share;
   }
   p.produce_s_per_batch = batches ? std::max(0.0, produce - setup.WallS() * setup.starts) / batches : 0;
   const LoaderConfig& c = loader.config;

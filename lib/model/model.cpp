@@ -371,6 +371,13 @@ double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
   return std::max(0.0, p.cpu_s_per_batch - miss_cpu * (1 - miss / profiled_miss));
 }
 
+double IoScaleAtMiss(const LoaderProfile& p, double miss) {
+  const double profiled_miss = 1 - std::clamp(p.cold_hit_ratio, 0.0, 1.0);
+  if (profiled_miss <= 0) return 1;
+  const double storage = std::clamp(p.io_storage_share, 0.0, 1.0);
+  return (1 - storage) + storage * miss / profiled_miss;
+}
+
 namespace {
 double BackgroundFromDelay(const LoaderProfile& p) {
   if (p.profiled_cores <= 0) return 0;
@@ -538,11 +545,11 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     if (h.ok()) hit = *h;
   }
   out.hit_ratio = hit;
-  const double miss = 1 - hit, profiled_miss = 1 - profiled_hit;
+  const double miss = 1 - hit;
   const double fetch_cpu = CpuSecondsAtMiss(p, miss);  // the measured fetches' CPU at this miss ratio
   const double cpu = fetch_cpu + ShmCollateSeconds(p, workers);
   out.cpu_s = cpu;
-  const double io_scale = profiled_miss > 0 ? miss / profiled_miss : 1;  // else io is not misses (a sleep): kept
+  const double io_scale = IoScaleAtMiss(p, miss);
   const double io = p.io_s_per_batch * io_scale;
   out.io_s = io;
   const double cpu_scale = p.cpu_s_per_batch > 0 ? fetch_cpu / p.cpu_s_per_batch : 1;
@@ -585,7 +592,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   // T_prep: the same with everything cached (no io, no miss CPU).
   SimConfig cached = config;
-  cached.io_scale = 0;
+  cached.io_scale = IoScaleAtMiss(p, 0);  // blocking that is not storage stays, as in analyze's T_prep
   cached.cpu_scale = p.cpu_s_per_batch > 0 ? CpuSecondsAtMiss(p, 0) / p.cpu_s_per_batch : 1;
   const SimResult cached_sim = SimulateLoader(cached);
   out.prep_step_s = cached_sim.steady_step_s > 0 ? cached_sim.steady_step_s : out.step_s;
@@ -599,8 +606,12 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (r_bandwidth <= out.samples_per_s * (1 + 1e-9)) out.bottleneck = Bottleneck::kFetch;
   else if (waiting < kModeratelyInputBound)
     out.bottleneck = out.handoff_s > out.compute_step_s ? Bottleneck::kHandoff : Bottleneck::kCompute;
-  else if (io > cpu + out.delay_s)
-    out.bottleneck = p.storage_bytes_per_batch > 0 || p.bytes_per_sample.value > 0 ? Bottleneck::kFetch : Bottleneck::kBlocking;
+  else if (io > cpu + out.delay_s) {
+    // Of the io, what the cache leaves of the storage part against the blocking every fetch does.
+    const double blocking = p.io_s_per_batch * IoScaleAtMiss(p, 0);
+    const bool storage = (p.storage_bytes_per_batch > 0 || p.bytes_per_sample.value > 0) && io - blocking > blocking;
+    out.bottleneck = storage ? Bottleneck::kFetch : Bottleneck::kBlocking;
+  }
   else out.bottleneck = Bottleneck::kPrep;
 
   // The whole run: per epoch the start-up, the pipeline filling from empty,

@@ -74,6 +74,10 @@ struct LoaderProfile {
   double cpu_s_per_batch = 0;       // mean worker thread CPU per batch (fetch spans)
   double delay_s_per_batch = 0;     // mean run-queue delay per batch
   double io_s_per_batch = 0;        // mean io_b = produce - cpu - delay
+  // Of io_s_per_batch, the share spent on storage misses (a cache removes
+  // it); the rest is blocking every fetch does (a sleep, a lock, a network
+  // call), kept whatever the cache. 1: all of it, as profiles had it.
+  double io_storage_share = 1;
   double produce_s_per_batch = 0;   // mean fetch span wall time
   double produce_p99_s = 0;         // p99 of the fetch span wall time
   double main_cpu_cores = 0;        // cores the main process itself keeps busy
@@ -310,6 +314,11 @@ double UncontendedComputeSeconds(const LoaderProfile& profile);
 // Worker CPU per batch at a miss ratio: the CPU storage misses cost the
 // reading thread scales with the misses against the profiled run's.
 double CpuSecondsAtMiss(const LoaderProfile& profile, double miss);
+
+// The share of the profiled io (io_s_per_batch) still paid at a miss ratio:
+// its storage part scales with the misses against the profiled run's, the
+// rest stays. With no misses profiled all of it stays (it is not misses).
+double IoScaleAtMiss(const LoaderProfile& profile, double miss);
 
 // The machine the profile was taken on, or the one to predict for.
 struct Machine {

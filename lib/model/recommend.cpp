@@ -39,7 +39,7 @@ std::vector<Candidate> CacheCandidates(const LoaderProfile& p, uint64_t memory_b
         Candidate c;
         c.plan = {CachePoint::kRawFiles, policy, bytes, *hit, ""};
         c.miss = 1 - *hit;
-        c.io_scale = profiled_miss > 0 ? c.miss / profiled_miss : 1;
+        c.io_scale = IoScaleAtMiss(p, c.miss);
         out.push_back(c);
       }
     }
