@@ -31,7 +31,7 @@ TEST_CASE("Sweep flags parse binary sizes, bandwidths and lists") {
   SweepFlags f;
   f.cores = "2,4,8";
   f.workers = "auto,3";
-  f.cache = "0,50G,1.5T";
+  f.cache = "0,50G,1.5T,all";
   f.cache_policy = "static";
   f.accel_speedup = "2";
   f.disk_bw = "500M/s";
@@ -41,7 +41,7 @@ TEST_CASE("Sweep flags parse binary sizes, bandwidths and lists") {
   CHECK(s->prefetch_factor == 8);
   CHECK(s->cores == std::vector<double>{2, 4, 8});
   CHECK(s->workers == std::vector<int32_t>{kAutoWorkers, 3});
-  CHECK(s->cache_bytes == std::vector<int64_t>{0, 50ll << 30, 3ll << 39});
+  CHECK(s->cache_bytes == std::vector<int64_t>{0, 50ll << 30, 3ll << 39, kCacheAll});
   CHECK(s->cache_policy == CachePolicy::kStatic);
   CHECK(s->accel_speedup == 2);
   CHECK(s->storage_bandwidth == 500.0 * 1024 * 1024);

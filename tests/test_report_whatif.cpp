@@ -343,8 +343,8 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
                                      "\"measured_samples_per_s\": 123.457, \"baseline\": {\"samples_per_s\": 420, "
                                      "\"step_s\": 0.00952381, "));
   CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
-  CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_policy\": \"lru\", "
-                                   "\"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
+  CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_all\": false, "
+                                   "\"cache_policy\": \"lru\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"cpu_fit\": null}\n"));
 }
 

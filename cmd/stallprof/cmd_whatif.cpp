@@ -72,7 +72,9 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("trace", o->trace, "trace file (default ./trace.pb)");
   auto* cores = sub->add_option("--cores", o->flags.cores, "usable cores (at most 4096), or a list to sweep: 2,4,8");
   sub->add_option("--workers", o->flags.workers, "num_workers: N, a list, or auto (the fewest within 1% of the best predicted rate: up to cores-1, and more while workers blocked off CPU still add)");
-  sub->add_option("--cache", o->flags.cache, "cache for the dataset (K/M/G/T, binary), or a list: 0,50G,200G");
+  sub->add_option("--cache", o->flags.cache,
+                  "cache for the dataset (K/M/G/T, binary), or a list: 0,50G,200G; 'all' for everything cached "
+                  "(needs no dataset size)");
   sub->add_option("--cache-policy", o->flags.cache_policy, "lru (the OS page cache, default) or static (a fixed subset, MinIO-like)");
   sub->add_option("--accel-speedup", o->flags.accel_speedup, "how many times faster the training step is (e.g. 2)");
   sub->add_option("--disk-bw", o->flags.disk_bw, "storage bandwidth, e.g. 2G/s (default: the measured peak)");

@@ -120,8 +120,8 @@ Result<double> CacheHitRatio(const LoaderProfile& profile, uint64_t cache_bytes,
   if (dataset == 0)
     return UnsupportedError("loader '" + profile.name +
                             "' has no dataset size, so a cache size cannot be turned into a hit ratio (its size is " +
-                            profile.bytes_per_sample.source + "); record a file-backed dataset (e.g. ImageFolder) "
-                            "or leave --cache out");
+                            profile.bytes_per_sample.source + "); record a file-backed dataset (e.g. ImageFolder), "
+                            "ask for --cache all (everything cached), or leave --cache out");
   if (first_epoch) return 0.0;  // a cold cache: every item is read once
   const double fraction = static_cast<double>(cache_bytes) / static_cast<double>(dataset);
   if (fraction >= 1) return 1.0;

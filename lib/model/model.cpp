@@ -535,14 +535,14 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // miss ratio against the profiled run's).
   const double profiled_hit = std::clamp(p.cold_hit_ratio, 0.0, 1.0);
   double hit = profiled_hit;
-  if (s.first_epoch) hit = 0;
-  if (s.cache_bytes >= kCacheAll && !s.first_epoch) {
+  if (s.first_epoch) {
+    hit = 0;  // a cold cache, whatever its size: every item is read once
+  } else if (s.cache_bytes >= kCacheAll) {
     hit = 1;
-  } else if (s.cache_bytes >= 0 || s.first_epoch) {
-    auto h = CacheHitRatio(p, static_cast<uint64_t>(std::max<int64_t>(s.cache_bytes, 0)), s.cache_policy,
-                           s.first_epoch);
-    if (s.cache_bytes >= 0 && !h.ok()) return h.error();
-    if (h.ok()) hit = *h;
+  } else if (s.cache_bytes >= 0) {
+    auto h = CacheHitRatio(p, static_cast<uint64_t>(s.cache_bytes), s.cache_policy, false);
+    if (!h.ok()) return h.error();
+    hit = *h;
   }
   out.hit_ratio = hit;
   const double miss = 1 - hit;

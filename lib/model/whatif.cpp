@@ -71,6 +71,10 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     auto parts = SplitList(f.cache, "--cache");
     if (!parts.ok()) return parts.error();
     for (const auto& part : *parts) {
+      if (part == "all") {  // everything cached: no dataset size needed
+        s.cache_bytes.push_back(kCacheAll);
+        continue;
+      }
       auto bytes = ParseBytes(part, "--cache");
       if (!bytes.ok()) return bytes.error();
       if (*bytes >= static_cast<uint64_t>(kCacheAll)) return UsageError("--cache " + part + ": too large");

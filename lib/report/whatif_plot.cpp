@@ -34,7 +34,9 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   };
   auto label = [&](const WhatIfRow& row) {
     if (r.swept == "workers") return fmt::format("{}", row.scenario.workers);
-    if (r.swept == "cache") return FormatBytes(static_cast<double>(row.scenario.cache_bytes));
+    if (r.swept == "cache")
+      return row.scenario.cache_bytes >= model::kCacheAll ? std::string("all")
+                                                          : FormatBytes(static_cast<double>(row.scenario.cache_bytes));
     if (r.swept == "cores") return fmt::format("{:g}", row.scenario.machine.cores);
     return fmt::format("{:g} cores", row.scenario.machine.cores);
   };

@@ -13,6 +13,7 @@ namespace stallprof::report {
 namespace {
 
 std::string CacheText(const model::Scenario& s) {
+  if (s.cache_bytes >= model::kCacheAll) return "all";
   return s.cache_bytes < 0 ? "as run" : FormatBytes(static_cast<double>(s.cache_bytes));
 }
 
@@ -225,8 +226,9 @@ std::string WhatIfJson(const WhatIfReport& report) {
       const auto& s = row.scenario;
       w.BeginObject();
       w.Field("cores", s.machine.cores).Field("workers", row.prediction.workers).Field("auto_workers", row.auto_workers);
-      w.Key("cache_bytes");
-      if (s.cache_bytes < 0) w.Null(); else w.Int(s.cache_bytes);
+      w.Key("cache_bytes");  // null: as run, or everything cached (cache_all)
+      if (s.cache_bytes < 0 || s.cache_bytes >= model::kCacheAll) w.Null(); else w.Int(s.cache_bytes);
+      w.Field("cache_all", s.cache_bytes >= model::kCacheAll);
       w.Field("cache_policy", model::ToString(s.cache_policy)).Field("accel_speedup", s.accel_speedup);
       w.Field("first_epoch", s.first_epoch).Field("change", row.change);
       w.Key("prediction");

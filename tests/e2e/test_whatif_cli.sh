@@ -94,6 +94,18 @@ rc=$?
 set -e
 [ "$rc" = 5 ] || fail "--cache on a dataset without files exited $rc, not 5 (unsupported)"
 grep -q "dataset size" err.txt || fail "the error does not name the missing dataset size: $(cat err.txt)"
+grep -q -- "--cache all" err.txt || fail "the error does not offer --cache all: $(cat err.txt)"
+# Everything cached needs no dataset size: its row reads "all", hit 100%,
+# and nothing to remove, since this loader reads no files: no change in io.
+$SP whatif prep.pb --cache all >all.txt 2>&1 || fail "--cache all on a dataset without files failed: $(cat all.txt)"
+grep -Eq "^ +[0-9.]+ +[0-9]+ +all +100% " all.txt || fail "no 'all' row at 100% hit: $(cat all.txt)"
+$SP whatif prep.pb --cache all --json >all.json
+"$PY" - all.json <<'PY' || fail "--cache all's JSON row is off"
+import json, sys
+row = json.load(open(sys.argv[1]))["loaders"][0]["scenarios"][0]
+assert row["cache_all"] is True and row["cache_bytes"] is None, row
+assert row["prediction"]["hit_ratio"] == 1, row["prediction"]
+PY
 
 # Two loaders (neither named train, so both are predicted), one file-backed:
 # --cache predicts the one and names the other as not predicted.
