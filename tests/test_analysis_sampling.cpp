@@ -16,6 +16,8 @@ using namespace stallprof::testing;
 
 namespace {
 
+constexpr uint64_t kUs = 1000;
+
 void ShareConfig(TraceBuilder& b, uint32_t pid, double share) {
   ConfigValue c;
   c.pid = pid;
@@ -115,6 +117,38 @@ TEST_CASE("Skipped fetches of a later, warm epoch are given no device reads from
   const double mib = std::stod(storage.evidence);
   CHECK(mib >= 100);
   CHECK(mib <= 103);
+}
+
+TEST_CASE("A skipped fetch beside one sampled fetch that read the device is not a storage fetch") {
+  // An in-memory loader: 160 fetches of 1.5 ms, 1.4 of it on CPU; the budget
+  // measured one in ten, and one measured fetch faulted 8 KiB in. The skipped
+  // fetches of its stratum are given the mean bytes, but read the device as
+  // often as their sampled neighbours did: one in 16 of them, not all.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 160;
+  spec.wait = 1500 * kUs;
+  spec.compute = 500 * kUs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t start = spec.start + i * 2 * kMs;
+    const bool measured = i % 10 == 0;
+    b.Span(w, names::kFetch, start, 1500 * kUs, 1, i, measured ? 1400 * static_cast<int64_t>(kUs) : -1, 0);
+    if (!measured) continue;
+    const uint64_t bytes = i == 40 ? 8192 : 0;
+    b.Span(w, names::kReadStorage, start, 1500 * kUs + 1000, 1, bytes);
+    b.Span(w, names::kReadCalls, start, 1500 * kUs + 1000, 1, 160);
+  }
+  ShareConfig(b, 201, 0.005);
+  auto result = Analyze(b.trace, AnalysisOptions{});
+  REQUIRE(result.ok());
+  const LoaderAnalysis& l = result->loaders.at(0);
+  const AccountLine& storage = l.account_all.Line(Cause::kStorage);
+  INFO(storage.evidence);
+  // 16 sampled fetches in one stratum: 1 read; its 144 skipped ones count 1/16 each (9), with the one: 10.
+  CHECK_THAT(storage.evidence, Catch::Contains("read from the device by 10 of 160 fetches"));
+  CHECK(storage.share < 0.01);
+  CHECK(l.bottleneck == Cause::kPrep);
 }
 
 TEST_CASE("The 95% bound of the estimated CPU holds the true CPU in about 95% of samplings") {

@@ -176,6 +176,20 @@ TEST_CASE("Without spread the miss CPU is estimated from system time less the pa
   CHECK_FALSE(EstimateReadCostFromSystemTime(cached, copy_ns_per_byte).ok());
 }
 
+TEST_CASE("One or two fetches that read from storage price no miss, whatever their kernel time") {
+  // An in-memory loader: one sampled fetch of 11 faulted 8 KiB in (a
+  // module's code) and spent 2.5 ms in the kernel; the rest ~0.
+  std::vector<ReadSample> rows(11, ReadSample{0.0015, 0, 160, 0.00001});
+  rows[4] = ReadSample{0.004, 8192, 160, 0.0025};
+  const auto one = EstimateReadCostFromSystemTime(rows, 0.1);
+  REQUIRE_FALSE(one.ok());
+  CHECK_THAT(one.error().message, Catch::Contains("only 1 fetch read from storage (3 needed"));
+  rows[7] = rows[4];
+  CHECK_FALSE(EstimateReadCostFromSystemTime(rows, 0.1).ok());
+  rows[9] = rows[4];  // three: a miss is priced
+  CHECK(EstimateReadCostFromSystemTime(rows, 0.1).ok());
+}
+
 TEST_CASE("Fetches without misses give the kernel time a miss is measured against") {
   // A warm decode pipeline: every fetch spends 2 ms in the kernel on page
   // faults (its collate) beside copying the 1 MiB it reads from the page

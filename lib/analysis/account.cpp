@@ -209,7 +209,9 @@ struct Context {
     if (miss_out) *miss_out = miss;
     w[I(Cause::kPrep)] = cpu - miss;
     w[I(Cause::kContention)] = delay;
-    const double other = f.device_bytes > 0 ? std::min(io, off_cpu_without_device_ns) : io;
+    // Off CPU beyond what fetches without device reads spend, as often as
+    // this fetch (or its stratum's sampled fetches) read the device.
+    const double other = io - f.reading * (io - std::min(io, off_cpu_without_device_ns));
     w[I(Cause::kOtherBlocking)] += other;
     w[I(Cause::kStorage)] += io - other + miss;
     return true;
@@ -331,9 +333,9 @@ void AccountWait(const Context& c, const Iteration& it, bool startup, Ledger& l,
 struct FetchMeans {
   uint64_t fetches = 0, with_cpu = 0, with_reads = 0;
   double produce = 0, cpu = 0, delay = 0, io = 0, io_no_device = 0;  // ns per fetch with CPU
-  uint64_t no_device = 0;
+  double no_device = 0;                     // fetches without device reads (a skipped one in part)
   double device_bytes = 0, call_bytes = 0;  // totals over fetches with read spans
-  uint64_t fetches_with_device_bytes = 0;
+  double fetches_with_device_bytes = 0;     // likewise: a skipped fetch counts as its stratum's share
 };
 
 FetchMeans MeansOf(const FetchFactList& fetches) {
@@ -344,7 +346,7 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
       m.with_reads++;
       m.device_bytes += static_cast<double>(f.device_bytes);
       m.call_bytes += std::max<double>(0, static_cast<double>(f.call_bytes));
-      m.fetches_with_device_bytes += f.device_bytes > 0;
+      m.fetches_with_device_bytes += f.reading;
     }
     if (!f.has_cpu) continue;
     m.with_cpu++;
@@ -354,10 +356,8 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
     m.cpu += f.cpu_ns;
     m.delay += f.delay_ns;
     m.io += io;
-    if (f.device_bytes <= 0) {
-      m.io_no_device += io;
-      m.no_device++;
-    }
+    m.io_no_device += io * (1 - f.reading);
+    m.no_device += 1 - f.reading;
   }
   if (m.with_cpu) {
     m.produce /= m.with_cpu;
@@ -365,7 +365,7 @@ FetchMeans MeansOf(const FetchFactList& fetches) {
     m.delay /= m.with_cpu;
     m.io /= m.with_cpu;
   }
-  if (m.no_device) m.io_no_device /= m.no_device;
+  if (m.no_device > 0) m.io_no_device /= m.no_device;
   return m;
 }
 
@@ -734,7 +734,7 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
           line.evidence = "0 bytes read from the device";
         else
           line.evidence = fmt::format("{} read from the device by {} of {} fetches{}", FormatBytes(m.device_bytes),
-                                      m.fetches_with_device_bytes, m.with_reads,
+                                      std::llround(m.fetches_with_device_bytes), m.with_reads,
                                       miss_cpu_s_per_batch > 0
                                           ? fmt::format(", worker CPU on misses {} per batch", Ms(miss_cpu_s_per_batch * 1e9))
                                           : "");

@@ -905,7 +905,10 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
     if (auto found = reads_of_thread.find(s.thread[f]); found != reads_of_thread.end()) {
       const int64_t storage = ContainingSpan(s, found->second.storage, f);
       const int64_t calls = ContainingSpan(s, found->second.calls, f);
-      if (storage >= 0) x.device_bytes = static_cast<int64_t>(s.arg[storage]);
+      if (storage >= 0) {
+        x.device_bytes = static_cast<int64_t>(s.arg[storage]);
+        x.reading = x.device_bytes > 0 ? 1.0f : 0.0f;
+      }
       if (calls >= 0) x.call_bytes = static_cast<int64_t>(s.arg[calls]);
       if (const int64_t system = ContainingSpan(s, found->second.system, f); system >= 0)
         x.system_ns = static_cast<int64_t>(s.arg[system]);
@@ -918,7 +921,7 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
   // epochs the first epoch's cold reads: 98.7 MiB "from the device" where the
   // job read 67.8 MiB.
   struct Bytes {
-    double fetches = 0, device = 0, calls = 0;
+    double fetches = 0, device = 0, calls = 0, reading = 0;
   };
   std::unordered_map<uint64_t, Bytes> bytes_of_stratum, bytes_of_thread;
   std::vector<uint64_t> stratum(out.size());
@@ -928,6 +931,7 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
     if (x.device_bytes < 0 || x.call_bytes < 0) continue;
     for (Bytes* b : {&bytes_of_stratum[stratum[i]], &bytes_of_thread[x.thread]}) {
       b->fetches += 1;
+      b->reading += x.device_bytes > 0;
       b->device += static_cast<double>(x.device_bytes);
       b->calls += static_cast<double>(x.call_bytes);
     }
@@ -944,6 +948,7 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
     const Bytes& b = *mean;
     x.device_bytes = std::llround(b.device / b.fetches);
     x.call_bytes = std::llround(b.calls / b.fetches);
+    x.reading = static_cast<float>(b.reading / b.fetches);
   }
   return out;
 }

@@ -147,6 +147,10 @@ struct FetchFact {
   bool estimated = false;        // the counter budget skipped it: cpu, delay and bytes are its thread's estimates
   uint64_t cpu_ns = 0, delay_ns = 0;
   int64_t device_bytes = -1;     // read_storage span: bytes from the device; -1 = not recorded
+  // Whether it read from the device: 0 or 1 when measured; for a fetch the
+  // budget skipped, the share of its stratum's sampled fetches that did
+  // (device_bytes is then their mean, a total's estimate, not this fetch's).
+  float reading = 0;
   int64_t call_bytes = -1;       // read_calls span: bytes through read syscalls; -1 = not recorded
   int64_t system_ns = -1;        // system_cpu span: the thread's CPU in the kernel; -1 = not recorded
 };
