@@ -35,7 +35,8 @@ startup_s U shutdown_s D", in seconds per batch (startup_s, shutdown_s: once):
                      The first batch's pace and making are not start-up.
   shutdown_s         joining the worker (the iterator's _shutdown_workers,
                      which a non-persistent loader runs in each epoch's last
-                     next()): the worker's exit, a floor as the fork above.
+                     next()): the worker's exit, a floor as the fork above;
+                     -1 where torch has no such method.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -157,9 +158,13 @@ def main():
     # Wall time is not thread CPU: the mean of the calls that found their batch
     # made, no less than their CPU (clocks of different resolution).
     receive_wall = max(sum(ready_walls) / len(ready_walls), receive / n) if len(ready_walls) >= MIN_BATCHES else -1
-    start = time.monotonic()
-    it._shutdown_workers()
-    shutdown = time.monotonic() - start
+    # torch's own join, a private method: a torch without it leaves the figure untimed (-1).
+    shutdown = -1.0
+    join = getattr(it, "_shutdown_workers", None)
+    if callable(join):
+        start = time.monotonic()
+        join()
+        shutdown = time.monotonic() - start
     print("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
           "pace_s %.6f startup_s %.6f shutdown_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall,
                                                           max(0, shared_extra) / n, max(0, touch) / n, batches, pace,
