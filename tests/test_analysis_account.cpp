@@ -386,6 +386,8 @@ TEST_CASE("Fetches without read spans are not called storage") {
   CHECK(l.account_steady.Seconds(Cause::kStorage) == 0);
   CHECK(l.account_steady.Seconds(Cause::kOtherBlocking) == Approx(13 * 0.019));
   CHECK_THAT(l.account_steady.Line(Cause::kStorage).evidence, Catch::Contains("not recorded"));
+  // Nor taken as blocking a cache would keep: unrecorded, the model scales all of it with the misses.
+  CHECK(l.fetch_off_cpu_storage_share == 1);
 }
 
 namespace {

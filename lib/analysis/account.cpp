@@ -1683,7 +1683,8 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     for (const auto& f : fetches) {
       Weights w{};
       double miss = 0;
-      if (!c.WeightsOf(f, w, &miss)) continue;
+      // Without read spans nothing says whether it was storage: the share stays unknown (1).
+      if (f.device_bytes < 0 || !c.WeightsOf(f, w, &miss)) continue;
       off_cpu += w[I(Cause::kOtherBlocking)] + w[I(Cause::kStorage)] - miss;
       storage += w[I(Cause::kStorage)] - miss;
     }

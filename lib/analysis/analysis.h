@@ -466,8 +466,9 @@ struct LoaderAnalysis {
     uint32_t later_epochs = 0;
   } startup_split;
   // Of the fetch spans' off-CPU time, the share the account calls storage
-  // (beyond what fetches without device reads spend off CPU); 1 when no
-  // fetch has CPU, as every off-CPU second was taken before.
+  // (beyond what fetches without device reads spend off CPU), over the
+  // fetches with CPU and read spans; 1 without any, as every off-CPU second
+  // was taken before.
   double fetch_off_cpu_storage_share = 1;
   // The fetching threads' CPU in the kernel (system CPU of the fetch spans, the
   // hook's system_cpu spans), as a share of their CPU; -1 when not recorded.
