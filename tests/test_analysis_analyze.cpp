@@ -117,23 +117,74 @@ TEST_CASE("A loader whose epochs are shorter than the warm-up falls back to all 
 
 namespace {
 // Appends `epochs` epochs of `iterations` next() calls of loader 1 on
-// `thread`, the i-th of each epoch waiting wait_of(i), each followed by 5 ms
-// of compute; epochs 50 ms apart.
-template <typename WaitOf>
-void AddEpochsOfWaits(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_t iterations, WaitOf wait_of) {
+// `thread`, the i-th of each epoch waiting wait_of(i), each followed by
+// compute_of(i) of compute; epochs 50 ms apart.
+template <typename WaitOf, typename ComputeOf>
+void AddEpochsOfSteps(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_t iterations, WaitOf wait_of,
+                      ComputeOf compute_of) {
   uint64_t t = 1000 * kMs;
   for (uint32_t e = 0; e < epochs; ++e) {
     b.Instant(thread, names::kEpoch, t, 1, e);
     for (uint32_t i = 0; i < iterations; ++i) {
       const uint64_t wait = wait_of(i);
       b.Span(thread, names::kWait, t, wait, 1, i);
-      t += wait + 5 * kMs;
+      t += wait + compute_of(i);
     }
     b.Instant(thread, names::kEpochEnd, t, 1, iterations);
     t += 50 * kMs;
   }
 }
+
+// The same, every step computing 5 ms.
+template <typename WaitOf>
+void AddEpochsOfWaits(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_t iterations, WaitOf wait_of) {
+  AddEpochsOfSteps(b, thread, epochs, iterations, wait_of, [](uint32_t) { return 5 * kMs; });
+}
 }  // namespace
+
+TEST_CASE("A loader whose only batches past the warm-up are partial last batches falls back to all iterations") {
+  // 1354 samples, batch 256: 5 full batches and one of 74 an epoch, so the
+  // warm-up of 5 leaves each epoch's partial batch alone. Full batches
+  // compute 60 ms, the partial one 18 ms: taken as the steady state, a
+  // batch's compute would be 18 ms against 226 samples a batch.
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "batch_size", 256);
+  b.Config(100, 1, "dataset_len", 1354);
+  AddEpochsOfSteps(b, main, 4, 6, [](uint32_t) { return 10 * kMs; },
+                   [](uint32_t i) { return i == 5 ? 18 * kMs : 60 * kMs; });
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  CHECK(loader.steady_fallback);
+  CHECK(loader.compute_steady.count == 24);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK_FALSE(profiles->front().steady_state_measured);
+  CHECK(profiles->front().compute_s_per_batch == Approx((5 * 0.060 + 0.018) / 6));
+  CHECK(profiles->front().SamplesPerBatch() == Approx(1354.0 / 6));
+}
+
+TEST_CASE("The model's compute per batch weighs a partial last batch as often as it came in the run") {
+  // 1610 samples, batch 256: 6 full batches and one of 74 an epoch; the
+  // steady iterations (5, 6) are a full batch (60 ms of compute) and the
+  // partial one (18 ms), which is 1 of 7 batches in the run, not 1 of 2.
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "batch_size", 256);
+  b.Config(100, 1, "dataset_len", 1610);
+  AddEpochsOfSteps(b, main, 4, 7, [](uint32_t) { return 10 * kMs; },
+                   [](uint32_t i) { return i == 6 ? 18 * kMs : 60 * kMs; });
+  const auto result = Analyze(b.trace, {});
+  const auto& loader = OnlyLoader(result);
+  REQUIRE_FALSE(loader.steady_fallback);
+  CHECK(loader.compute_steady.mean == Approx(0.039));
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  CHECK(profiles->front().compute_s_per_batch == Approx(6.0 / 7 * 0.060 + 1.0 / 7 * 0.018));
+  CHECK(profiles->front().SamplesPerBatch() == Approx(1610.0 / 7));
+}
 
 TEST_CASE("Steady samples per second count a partial last batch as the samples it held, as often as it came") {
   // 130 samples, batch 16: 8 full batches and one of 2 an epoch, no workers.

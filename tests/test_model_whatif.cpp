@@ -150,6 +150,40 @@ TEST_CASE("A sweep predicts every combination against the measured baseline and 
   CHECK_FALSE(r->inputs.empty());
 }
 
+TEST_CASE("Without a measured steady state a row's change compares whole runs, in whatif and in the advice's counts") {
+  // Short epochs (no full batch past the warm-up): 4 epochs of 5 batches,
+  // each starting its worker for 0.2 s. The steady figures leave the
+  // start-up out, so a steady row against the measured whole run would
+  // credit the scenario with it.
+  LoaderProfile p = Loader();
+  p.steady_state_measured = false;
+  p.measured_samples_per_s = 0;
+  p.epochs = 4;
+  p.samples_per_epoch = 50;
+  p.startup_first_s = p.startup_later_s = 0.2;
+  p.startup_timed = true;
+  p.measured_whole_run_samples_per_s = 30;
+  Sweep sweep;
+  sweep.workers = {2};
+  auto r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK(r->change_of_whole_run);
+  REQUIRE(r->rows.size() == 1);
+  const Prediction& two = r->rows[0].prediction;
+  REQUIRE(two.whole_run_samples_per_s < 0.9 * two.samples_per_s);  // the start-up weighs
+  CHECK(r->rows[0].change == Approx(two.whole_run_samples_per_s / 30 - 1));
+  auto counts = PredictWorkerCounts(p, OneCore(), {2});
+  REQUIRE(counts.ok());
+  CHECK(counts->at(0).change == Approx(r->rows[0].change));
+  // Measured steady state: the steady figures.
+  p.steady_state_measured = true;
+  p.measured_samples_per_s = 40;
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->change_of_whole_run);
+  CHECK(r->rows[0].change == Approx(r->rows[0].prediction.samples_per_s / 40 - 1));
+}
+
 TEST_CASE("A cache sweep reports the cold first epoch beside the steady state") {
   LoaderProfile p = Loader();
   p.cpu_s_per_batch = 0.01;

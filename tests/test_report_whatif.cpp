@@ -276,12 +276,13 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   REQUIRE(d.at("loaders").size() == 1);
   const Json& l = d.at("loaders").at(0);
   CHECK(Keys(l) == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
-                                             "measured_whole_run_samples_per_s", "whole_run_model_error",
+                                             "measured_whole_run_samples_per_s", "whole_run_model_error", "change_of",
                                              "profiled_background_threads", "scenario_background_threads", "swept", "scenarios", "inputs"});
   CHECK(l.at("loader").get<std::string>() == "train");
   CHECK(l.at("profiled_cores").get<double>() == 2);
   CHECK(l.at("measured_samples_per_s").get<double>() == 400);
   CHECK(l.at("model_error").get<double>() == 0.05);
+  CHECK(l.at("change_of").get<std::string>() == "steady_state");
   CHECK(l.at("swept").get<std::string>() == "cores");
   CHECK(l.at("baseline").at("samples_per_s").get<double>() == 420);
   CHECK(l.at("baseline").at("bottleneck").get<std::string>() == "cpu prep");

@@ -402,8 +402,8 @@ struct PrefetchThread {
 
 struct WorkersPrediction {
   uint32_t workers = 0;
-  double samples_per_s = 0;  // steady state
-  double change = 0;         // against the measured steady state, as whatif's change column
+  double samples_per_s = 0;  // steady state (whole run where the loader has none: steady_fallback)
+  double change = 0;         // against the measured steady state (whole run), as whatif's change column
   std::string bottleneck;    // the model's, in that scenario ("compute", "cpu prep", ...)
   double handoff_s = 0;      // the main process receiving a batch from a worker, per batch
 };
@@ -512,7 +512,14 @@ struct LoaderAnalysis {
   // tails, and a 9-batch epoch of 130 samples (batch 16) read 900 samples/s
   // as full batches where the job measured 740.
   double steady_samples_per_s = 0;
+  // The steady compute per batch weighed the same way (full and partial
+  // batches as often as they came in the run): the model's compute per
+  // batch, against its samples per batch (the run's). 0 when unknown.
+  double steady_compute_per_batch_s = 0;
   std::vector<EpochStats> epochs;
+  // The iteration is its epoch's last and lacked samples (the dataset's
+  // length not a multiple of the batch size, drop_last off).
+  bool PartialLastBatch(const Iteration& it) const;
   FirstEpochComparison first_epoch;
   // The iterations whose step lies in their epoch's time (EpochStats::unstepped).
   uint64_t SteppedIterations() const {

@@ -50,7 +50,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.workers = loader.config.num_workers;
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
-  p.compute_s_per_batch = loader.compute_steady.mean;
+  // Weighed as the run had full and partial batches, as samples_per_batch is.
+  p.compute_s_per_batch = loader.steady_compute_per_batch_s > 0 ? loader.steady_compute_per_batch_s : loader.compute_steady.mean;
   if (loader.prefetch_thread.HandsOn()) p.prefetch_thread_tid = loader.prefetch_thread.tid;
   for (const auto& z : loader.zipped_loaders) {
     if (loader.compute_steady.count > 0) p.zipped_s_per_batch += ZippedSeconds(loader, z, false) / loader.compute_steady.count;
@@ -524,8 +525,11 @@ void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis) {
     if (counts.empty()) continue;
     auto rows = model::PredictWorkerCounts(BuildProfile(trace, analysis, loader), machine, counts);
     if (!rows.ok()) continue;  // the advice stays as it was, without figures
+    // Without a steady state the change compares whole runs: so does the figure.
     for (const model::WhatIfRow& row : *rows)
-      loader.worker_predictions.push_back({static_cast<uint32_t>(row.scenario.workers), row.prediction.samples_per_s,
+      loader.worker_predictions.push_back({static_cast<uint32_t>(row.scenario.workers),
+                                           loader.steady_fallback ? row.prediction.whole_run_samples_per_s
+                                                                  : row.prediction.samples_per_s,
                                            row.change, model::ToString(row.prediction.bottleneck),
                                            row.prediction.handoff_s});
     WriteAdvice(loader, cores);

@@ -108,7 +108,7 @@ struct LoaderProfile {
   std::vector<StageProfile> stages;
   std::vector<MainStageProfile> main_stages;  // in compute_s_per_batch, most time first
   // Added by the model engineer (0 = unknown; the model then says so):
-  bool steady_state_measured = true;     // false: every epoch ended within the warm-up
+  bool steady_state_measured = true;     // false: no full batch past any epoch's warm-up
   uint32_t warmup = 5;                   // analyze's --warmup: iterations of each epoch before its steady state
   double measured_samples_per_s = 0;     // analyze's steady samples/s: the baseline whatif and recommend compare to
   // Other loaders iterated with this one (zip), whose next() calls are in its

@@ -90,7 +90,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                                : "",
                      l.samples, FormatSeconds(l.active_s), l.samples_per_s,
                      l.steady_samples_per_s > 0 && l.steady_fallback
-                         ? fmt::format("{:.1f} samples/s over all iterations (none past the warm-up, so no steady state: "
+                         ? fmt::format("{:.1f} samples/s over all iterations (no full batch past the warm-up, so no steady state: "
                                        "whatif compares the whole run)",
                                        l.steady_samples_per_s)
                      : l.steady_samples_per_s > 0
@@ -107,7 +107,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   Heading(out, style, "  Step time (ms)");
   out += fmt::format("    {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "", "mean", "p50", "p90", "p99", "total");
   if (l.steady_fallback)
-    out += fmt::format("    steady state: no iteration past the {} warm-up iterations of an epoch{}; all {} iterations used\n",
+    out += fmt::format("    steady state: no full batch past the {} warm-up iterations of an epoch{}; all {} iterations used\n",
                        warmup, l.drain_iterations ? fmt::format(" before its last {}", l.drain_iterations) : "", l.step_steady.count);
   else
     out += fmt::format("    steady state ({} iterations, first {}{} of each epoch skipped)\n", l.step_steady.count, warmup,
@@ -134,7 +134,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
                        FormatSeconds(a.seconds), Pct1(a.share), FormatSeconds(st.seconds), Pct1(st.share), a.evidence);
   }
   out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}\n", "wall time", FormatSeconds(all.wall_s), "", FormatSeconds(steady.wall_s), "");
-  if (l.steady_fallback) out += "    * no iteration past the warm-up: the steady columns are the whole run\n";
+  if (l.steady_fallback) out += "    * no full batch past the warm-up: the steady columns are the whole run\n";
   if (estimated)
     out += "    ~ estimated in part: the counter budget sampled CPU, delay and bytes read; the evidence gives the 95% bound\n";
   if (!l.advice.empty()) {

@@ -63,7 +63,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
   if (r.measured_samples_per_s > 0)
     out += fmt::format("; measured {:.1f} samples/s: model error {:+.1f}%\n", r.measured_samples_per_s, r.model_error * 100);
   else if (!r.steady_state_measured)
-    out += "; measured: no steady state (every epoch ended within the warm-up): compare the whole run\n";
+    out += "; measured: no steady state (no full batch past any epoch's warm-up): compare the whole run\n";
   else
     out += "; measured throughput unknown\n";
   out += fmt::format("  steady state above (past the warm-up); whole run, every epoch from iterator creation: predicted "
@@ -125,9 +125,14 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "this figure may be off by about 10% either way (docs/model.md)\n",
                          "", p.waiting_threads);
   }
-  out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
-                     "state against the {} baseline.",
-                     r.measured_samples_per_s > 0 ? "measured" : "predicted");
+  if (r.change_of_whole_run)
+    out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the whole "
+                       "run against the {} baseline's (no steady state was measured: no full batch past the warm-up).",
+                       r.measured_whole_run_samples_per_s > 0 ? "measured" : "predicted");
+  else
+    out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the steady "
+                       "state against the {} baseline.",
+                       r.measured_samples_per_s > 0 ? "measured" : "predicted");
   // Workers added to a profile that could not measure their start-up.
   const bool adds_workers = std::any_of(r.rows.begin(), r.rows.end(), [](const auto& row) {
     return row.prediction.workers > 0 && !row.prediction.startup_measured;
@@ -218,6 +223,8 @@ std::string WhatIfJson(const WhatIfReport& report) {
     if (r.measured_whole_run_samples_per_s > 0) w.Number(r.measured_whole_run_samples_per_s); else w.Null();
     w.Key("whole_run_model_error");
     if (r.measured_whole_run_samples_per_s > 0) w.Number(r.whole_run_model_error); else w.Null();
+    // What the rows' change compares: "steady_state", or "whole_run" where no steady state was measured.
+    w.Field("change_of", r.change_of_whole_run ? "whole_run" : "steady_state");
     w.Field("profiled_background_threads", r.profiled_background_threads);
     w.Field("scenario_background_threads", r.scenario_background_threads);
     w.Field("swept", r.swept);
