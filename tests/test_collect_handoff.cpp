@@ -111,26 +111,55 @@ TEST_CASE("A calibration that exits non-zero is an error with its last line, one
   r.pid = 1;
   r.bytes = {64};
   r.python = Script(dir.path, "echo 'ModuleNotFoundError: No module named torch' >&2; exit 1");
-  auto failed = TimeHandoff(r, dir.path.string(), 10);
-  REQUIRE_FALSE(failed.ok());
-  CHECK(failed.error().message.find("No module named torch") != std::string::npos);
+  auto failed = TimeHandoffs({&r}, dir.path.string(), 10);
+  REQUIRE(failed.size() == 1);
+  REQUIRE_FALSE(failed[0].ok());
+  CHECK(failed[0].error().message.find("No module named torch") != std::string::npos);
 
   r.python = Script(dir.path, "exec sleep 30");
   const auto start = std::chrono::steady_clock::now();
-  auto hung = TimeHandoff(r, dir.path.string(), 0.5);
+  auto hung = TimeHandoffs({&r}, dir.path.string(), 0.5);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  REQUIRE_FALSE(hung.ok());
-  CHECK(hung.error().message.find("longer than") != std::string::npos);
+  REQUIRE(hung.size() == 1);
+  REQUIRE_FALSE(hung[0].ok());
+  CHECK(hung[0].error().message.find("longer than") != std::string::npos);
   CHECK(took < 10);
+}
 
-  // The arguments it gets: -m stallprof.calibrate_ipc and the sizes.
-  r.bytes = {786432, 128};
-  r.pace_s = 0.0345;
-  r.python = Script(dir.path, "[ \"$*\" = '-m stallprof.calibrate_ipc 786432 128 --pace 0.034500' ] || exit 3\n"
-                              "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
-                              "batches 50'");
-  auto ok = TimeHandoff(r, dir.path.string(), 10);
-  REQUIRE(ok.ok());
-  CHECK(ok->loop_cpu_s == Approx(0.002));
-  CHECK(ok->batches == 50);
+TEST_CASE("Several batches are timed in one calibration run, a line each in order") {
+  // The arguments it gets: -m stallprof.calibrate_ipc and each batch's
+  // sizes with its pace; it prints a line a batch (a warning between them,
+  // a batch whose timing raised as "failed").
+  TempDir dir;
+  HandoffRequest a, b, c;
+  a.bytes = {786432, 128};
+  a.pace_s = 0.0345;
+  b.bytes = {64};
+  c.bytes = {32};
+  const std::string python =
+      Script(dir.path, "[ \"$*\" = '-m stallprof.calibrate_ipc 786432,128@0.034500 64 32' ] || exit 3\n"
+                       "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
+                       "batches 50'\n"
+                       "echo 'UserWarning: something'\n"
+                       "echo 'failed RuntimeError: unable to open shared memory'\n"
+                       "echo 'loop_cpu_s 0.005 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
+                       "batches 20'");
+  a.python = b.python = c.python = python;
+  auto timed = TimeHandoffs({&a, &b, &c}, dir.path.string(), 10);
+  REQUIRE(timed.size() == 3);
+  REQUIRE(timed[0].ok());
+  CHECK(timed[0]->loop_cpu_s == Approx(0.002));
+  CHECK(timed[0]->batches == 50);
+  REQUIRE_FALSE(timed[1].ok());
+  CHECK(timed[1].error().message.find("unable to open shared memory") != std::string::npos);
+  REQUIRE(timed[2].ok());
+  CHECK(timed[2]->loop_cpu_s == Approx(0.005));
+  // A run that printed fewer lines than batches: the rest are errors.
+  const std::string short_python = Script(dir.path, "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 "
+                                                    "touch_cpu_s 0.0004 batches 50'");
+  a.python = b.python = short_python;
+  timed = TimeHandoffs({&a, &b}, dir.path.string(), 10);
+  REQUIRE(timed.size() == 2);
+  CHECK(timed[0].ok());
+  CHECK_FALSE(timed[1].ok());
 }

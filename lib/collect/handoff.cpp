@@ -97,12 +97,17 @@ std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir) {
   return out;
 }
 
-Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s) {
-  std::vector<std::string> args = {request.python, "-m", "stallprof.calibrate_ipc"};
-  for (uint64_t b : request.bytes) args.push_back(std::to_string(b));
-  if (request.pace_s > 0) {
-    args.push_back("--pace");
-    args.push_back(fmt::format("{:.6f}", request.pace_s));
+namespace {
+// Runs the calibration for `requests`; its output, or why it failed.
+Result<std::string> RunCalibration(const std::vector<const HandoffRequest*>& requests, const std::string& python_dir,
+                                   double timeout_s) {
+  const std::string& python = requests.front()->python;
+  std::vector<std::string> args = {python, "-m", "stallprof.calibrate_ipc"};
+  for (const HandoffRequest* request : requests) {
+    std::string batch;
+    for (uint64_t b : request->bytes) batch += (batch.empty() ? "" : ",") + std::to_string(b);
+    if (request->pace_s > 0) batch += fmt::format("@{:.6f}", request->pace_s);
+    args.push_back(std::move(batch));
   }
   std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
   for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
@@ -164,9 +169,26 @@ Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::stri
     std::istringstream in(output);
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) last = line;
-    return RuntimeError(request.python + " -m stallprof.calibrate_ipc failed" + (last.empty() ? "" : ": " + last));
+    return RuntimeError(python + " -m stallprof.calibrate_ipc failed" + (last.empty() ? "" : ": " + last));
   }
-  return ParseHandoffTiming(output);
+  return output;
+}
+}  // namespace
+
+std::vector<Result<HandoffTiming>> TimeHandoffs(const std::vector<const HandoffRequest*>& requests,
+                                                const std::string& python_dir, double timeout_s) {
+  std::vector<Result<HandoffTiming>> out;
+  if (requests.empty()) return out;
+  const auto output = RunCalibration(requests, python_dir, timeout_s * static_cast<double>(requests.size()));
+  if (!output.ok()) return std::vector<Result<HandoffTiming>>(requests.size(), output.error());
+  // A line a request, in order; Python may warn between them.
+  std::istringstream in(*output);
+  for (std::string line; out.size() < requests.size() && std::getline(in, line);) {
+    if (line.rfind("loop_cpu_s ", 0) == 0) out.push_back(ParseHandoffTiming(line));
+    else if (line.rfind("failed ", 0) == 0) out.push_back(RuntimeError("the calibration " + line));
+  }
+  while (out.size() < requests.size()) out.push_back(InputError("the calibration printed no line for this batch"));
+  return out;
 }
 
 }  // namespace stallprof::collect

@@ -52,9 +52,13 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 // The requests in `dir` (unreadable or malformed files are skipped).
 std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir);
 
-// Runs `python -m stallprof.calibrate_ipc <bytes...> [--pace S]` with `python_dir` as its
-// only PYTHONPATH entry (the hook's package, not its bootstrap: nothing is
-// recorded) and no ring, killing it after `timeout_s`.
-Result<HandoffTiming> TimeHandoff(const HandoffRequest& request, const std::string& python_dir, double timeout_s);
+// Times the requests' batches in one run of the first request's Python,
+// `python -m stallprof.calibrate_ipc B,B,...@PACE ...` (torch imported once,
+// 1.7-2.3 s a process here), with `python_dir` as its only PYTHONPATH entry
+// (the hook's package, not its bootstrap: nothing is recorded) and no ring,
+// killed after `timeout_s` a request. One result per request, in order: its
+// line's, or the run's error where it failed or hung.
+std::vector<Result<HandoffTiming>> TimeHandoffs(const std::vector<const HandoffRequest*>& requests,
+                                                const std::string& python_dir, double timeout_s);
 
 }  // namespace stallprof::collect

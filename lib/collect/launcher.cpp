@@ -395,29 +395,44 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     for (uint64_t b : r.bytes) sum += static_cast<double>(b);
     return sum;
   };
+  // The distinct batches (by Python and tensor sizes, the first request's
+  // pace), timed in one process per Python: torch imported once.
+  std::vector<const HandoffRequest*> timed;
+  for (const HandoffRequest& r : requests)
+    if (timed.size() < kMaxTimings && std::none_of(timed.begin(), timed.end(), [&](const HandoffRequest* t) {
+          return t->python == r.python && t->bytes == r.bytes;
+        }))
+      timed.push_back(&r);
   std::vector<std::pair<const HandoffRequest*, Result<HandoffTiming>>> done;
+  for (size_t i = 0; i < timed.size() && !g_pending_signal; ++i) {
+    if (std::any_of(done.begin(), done.end(), [&](const auto& d) { return d.first->python == timed[i]->python; }))
+      continue;  // timed with an earlier batch of its Python
+    std::vector<const HandoffRequest*> same_python;
+    for (const HandoffRequest* t : timed)
+      if (t->python == timed[i]->python) same_python.push_back(t);
+    auto results = TimeHandoffs(same_python, python_dir, 60);
+    for (size_t k = 0; k < same_python.size(); ++k) {
+      const std::string warning = results[k].ok() ? "" : "could not time a worker's batch handoff (" +
+                                                               results[k].error().message +
+                                                               "); whatif takes it as 0 for loaders without workers";
+      if (!warning.empty() && std::find(summary.warnings.begin(), summary.warnings.end(), warning) == summary.warnings.end())
+        summary.warnings.push_back(warning);  // once for a run that failed for all its batches
+      done.emplace_back(same_python[k], std::move(results[k]));
+    }
+  }
   for (const HandoffRequest& r : requests) {
-    if (g_pending_signal) break;
     const Result<HandoffTiming>* timing = nullptr;
     for (const auto& [seen, result] : done)
       if (seen->python == r.python && seen->bytes == r.bytes) timing = &result;
-    if (!timing && done.size() >= kMaxTimings) {
+    if (!timing) {  // beyond kMaxTimings: the timed batch closest in bytes from the same Python
       double best = -1;
       for (const auto& [seen, result] : done)
         if (result.ok() && seen->python == r.python && (best < 0 || std::abs(total(*seen) - total(r)) < best)) {
           best = std::abs(total(*seen) - total(r));
           timing = &result;
         }
-      if (!timing) continue;
     }
-    if (!timing) {
-      done.emplace_back(&r, TimeHandoff(r, python_dir, 60));
-      timing = &done.back().second;
-      if (!timing->ok())
-        summary.warnings.push_back("could not time a worker's batch handoff (" + timing->error().message +
-                                   "); whatif takes it as 0 for loaders without workers");
-    }
-    if (!timing->ok()) continue;
+    if (!timing || !timing->ok()) continue;
     const auto config = [&](const char* key, double value) {
       pb::Chunk chunk;
       auto* c = chunk.mutable_config();

@@ -2,13 +2,19 @@
 in CPU, for a batch of tensors of the given sizes: run by `stallprof run`
 after a job whose loaders had no workers, where the profile cannot see it.
 
-  python3 -m stallprof.calibrate_ipc BYTES [BYTES ...] [--batches N] [--pace S]
+  python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N]
 
-A DataLoader with one persistent worker delivers N batches (after a warm-up)
-whose tensors the worker allocates in shared memory and fills, as torch's
-collate does. Printed as one line, "loop_cpu_s X receive_cpu_s Y
-receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N pace_s P
-startup_s U shutdown_s D", in seconds per batch (startup_s, shutdown_s: once):
+BATCH is a batch's tensor sizes in bytes, comma-separated, and optionally
+"@S", the job's seconds a batch (the pace below): "16384000,2048@0.036". The
+batches are timed in turn in this one process, so torch is imported once
+(1.7-2.3 s here): the torchaudio speech-command tutorial's two loaders
+took 7.7 s, against 5.0 and 4.8 s timed in a process each.
+For each, a DataLoader with one persistent worker delivers N batches (after
+a warm-up) whose tensors the worker allocates in shared memory and fills, as
+torch's collate does. Printed as one line a batch, in order, "loop_cpu_s X
+receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N
+pace_s P startup_s U shutdown_s D", in seconds per batch (startup_s,
+shutdown_s: once), or "failed <why>" where its timing raised:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -40,7 +46,7 @@ startup_s U shutdown_s D", in seconds per batch (startup_s, shutdown_s: once):
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
---pace S makes the worker take S seconds a batch (a sleep before each), as
+A pace of S makes the worker take S seconds a batch (a sleep before each), as
 the job's loop did: threads that sleep between batches and are woken for
 each cost more than threads kept busy (on this VM the loop and receive CPU
 of a 288-byte batch were 1.6-1.8x higher at a 20 ms pace than back to back
@@ -94,16 +100,35 @@ class Batches(Dataset):
         return tensors, heap_ns, shared_ns, entered_cpu_ns, made - made_from, made
 
 
+def parse_batch(text):
+    """ "B1,B2,...[@PACE]" -> ([B1, B2, ...], pace_s); argparse's type."""
+    sizes, _, pace = text.partition("@")
+    try:
+        parsed = [int(b) for b in sizes.split(",")], float(pace) if pace else 0.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS]: {text!r}")
+    if not parsed[0] or min(parsed[0]) < 0 or not 0 <= parsed[1] < float("inf"):
+        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS]: {text!r}")
+    return parsed
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("bytes", type=int, nargs="+")
+    p.add_argument("batch", type=parse_batch, nargs="+", help="BYTES[,BYTES...][@SECONDS a batch in the job's loop]")
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--pace", type=float, default=0, help="seconds a batch in the job's loop (0: back to back)")
     args = p.parse_args()
-    pace = min(max(args.pace, 0), 0.02)
     torch.set_num_threads(1)
-    loader = DataLoader(Batches(args.bytes, args.warmup + args.batches + 1, pace), batch_size=None, num_workers=1,
+    for sizes, pace in args.batch:
+        try:
+            line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
+        except Exception as e:  # this batch's timing alone: the next ones still run
+            line = f"failed {type(e).__name__}: {e}".replace("\n", " ")
+        print(line, flush=True)
+
+
+def time_handoff(sizes, pace, warmup, batch_count):
+    loader = DataLoader(Batches(sizes, warmup + batch_count + 1, pace), batch_size=None, num_workers=1,
                         persistent_workers=True, multiprocessing_context="fork")
     start = time.monotonic()
     it = iter(loader)
@@ -111,11 +136,11 @@ def main():
     # Beyond the batch itself (the worker's pace and making it): the fork and the loop's start.
     first_batch_s = time.monotonic() - start - pace - first_making_s
     start = time.monotonic()
-    for done in range(args.warmup):
+    for done in range(warmup):
         if done >= 3 and time.monotonic() - start > WARMUP_S:
             break
         next(it)
-    resident = [torch.ones(size, dtype=torch.uint8) for size in args.bytes]  # the same read without faults
+    resident = [torch.ones(size, dtype=torch.uint8) for size in sizes]  # the same read without faults
     receive = shared_extra = touch = 0
     batches = 0
     worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
@@ -123,7 +148,7 @@ def main():
     ready_walls = []  # next() calls that found their batch made
     making_s = 0.0    # the worker's wall time to make the previous batch
     timed_from = time.monotonic()
-    while batches < args.batches and (batches < MIN_BATCHES or time.monotonic() - timed_from < TIMED_S):
+    while batches < batch_count and (batches < MIN_BATCHES or time.monotonic() - timed_from < TIMED_S):
         # On CPU as a step would be, the GIL let go as torch ops do, until the
         # worker has made this batch.
         on_cpu_until = time.monotonic() + pace + making_s
@@ -165,10 +190,10 @@ def main():
         start = time.monotonic()
         join()
         shutdown = time.monotonic() - start
-    print("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
-          "pace_s %.6f startup_s %.6f shutdown_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall,
-                                                          max(0, shared_extra) / n, max(0, touch) / n, batches, pace,
-                                                          startup, shutdown))
+    return ("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
+            "pace_s %.6f startup_s %.6f shutdown_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall,
+                                                            max(0, shared_extra) / n, max(0, touch) / n, batches, pace,
+                                                            startup, shutdown))
 
 
 if __name__ == "__main__":
