@@ -234,7 +234,8 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   else if (p.startup_timed)
     in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker forked from a fresh "
                              "process, to its first batch beyond a later one's{}; a floor: the job's larger process "
-                             "forks slower, and it ran no worker_init_fn)",
+                             "forks slower, its steps then write pages copy-on-write while the workers live, and it ran "
+                             "no worker_init_fn)",
                              FormatSeconds(p.startup_first_s),
                              p.shutdown_s_per_worker > 0
                                  ? fmt::format(", shutdown {} per worker each epoch without persistent workers",
