@@ -33,18 +33,25 @@ for epoch in range(4):
         time.sleep(0.0005)
 PY
 $SP run -q -o two.pb -- "$PY" shards.py 2 >run2.log 2>&1 || fail "the 2-worker run failed: $(tail -3 run2.log)"
-$SP run -q -o four.pb -- "$PY" shards.py 4 >run4.log 2>&1 || fail "the 4-worker run failed: $(tail -3 run4.log)"
+# Three 4-worker runs, held against their median: 4 sleeping workers on 2
+# cores wake as the host lets them, and single runs measured 2035-2181
+# samples/s here (a full ctest run beside other tests once missed by more
+# than the bound).
+for run in four fourb fourc; do
+  $SP run -q -o $run.pb -- "$PY" shards.py 4 >run4.log 2>&1 || fail "the 4-worker run failed: $(tail -3 run4.log)"
+  $SP whatif $run.pb --json >$run.json || fail "whatif of the 4-worker run failed"
+done
 $SP whatif two.pb --workers 4 --json >two.json || fail "whatif failed"
-$SP whatif four.pb --json >four.json || fail "whatif of the 4-worker run failed"
 $SP analyze two.pb >two.txt || fail "analyze failed"
 grep -q "uneven stream: the workers made 15 to 30 batches an epoch" two.txt || fail "analyze does not name the uneven split: $(grep -A4 advice: two.txt)"
-"$PY" - two.json four.json <<'PY' || fail "the uneven split is predicted wrong (above)"
+"$PY" - two.json four.json fourb.json fourc.json <<'PY' || fail "the uneven split is predicted wrong (above)"
 import json, sys
 two = json.load(open(sys.argv[1]))["loaders"][0]
-four = json.load(open(sys.argv[2]))["loaders"][0]
+fours = sorted(json.load(open(f))["loaders"][0]["measured_samples_per_s"] for f in sys.argv[2:])
 baseline, measured2 = two["baseline"]["samples_per_s"], two["measured_samples_per_s"]
-predicted4, measured4 = two["scenarios"][0]["prediction"]["samples_per_s"], four["measured_samples_per_s"]
-print(f"2 workers: predicted {baseline:.0f}, measured {measured2:.0f}; 4 workers: predicted {predicted4:.0f}, measured {measured4:.0f}")
+predicted4, measured4 = two["scenarios"][0]["prediction"]["samples_per_s"], fours[1]
+print(f"2 workers: predicted {baseline:.0f}, measured {measured2:.0f}; 4 workers: predicted {predicted4:.0f}, "
+      f"measured {measured4:.0f} (median of {[round(f) for f in fours]})")
 print([l for l in two["inputs"] if "stream" in l])
 # The runs bear the set costs out: an even split would be 240/180 ms and 120/96 ms an epoch faster.
 assert measured2 < 0.85 * 45 * 8 / 0.180, "the 2-worker run is not held back by its split: the test cannot tell"
