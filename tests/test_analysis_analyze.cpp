@@ -135,6 +135,20 @@ void AddEpochsOfSteps(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_
   }
 }
 
+// 4 epochs of `batches` next() calls of loader 1 (batch 256, `dataset_len`
+// samples, no workers), each waiting 10 ms; the full batches compute 60 ms,
+// the epoch's last (partial) one 18 ms.
+TraceBuilder PartialBatchEpochs(uint64_t dataset_len, uint32_t batches) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  const uint32_t main = b.Thread(100, 100);
+  b.Config(100, 1, "batch_size", 256);
+  b.Config(100, 1, "dataset_len", dataset_len);
+  AddEpochsOfSteps(b, main, 4, batches, [](uint32_t) { return 10 * kMs; },
+                   [=](uint32_t i) { return i + 1 == batches ? 18 * kMs : 60 * kMs; });
+  return b;
+}
+
 // The same, every step computing 5 ms.
 template <typename WaitOf>
 void AddEpochsOfWaits(TraceBuilder& b, uint32_t thread, uint32_t epochs, uint32_t iterations, WaitOf wait_of) {
@@ -147,13 +161,7 @@ TEST_CASE("A loader whose only batches past the warm-up are partial last batches
   // warm-up of 5 leaves each epoch's partial batch alone. Full batches
   // compute 60 ms, the partial one 18 ms: taken as the steady state, a
   // batch's compute would be 18 ms against 226 samples a batch.
-  TraceBuilder b;
-  b.Process(100, 1);
-  const uint32_t main = b.Thread(100, 100);
-  b.Config(100, 1, "batch_size", 256);
-  b.Config(100, 1, "dataset_len", 1354);
-  AddEpochsOfSteps(b, main, 4, 6, [](uint32_t) { return 10 * kMs; },
-                   [](uint32_t i) { return i == 5 ? 18 * kMs : 60 * kMs; });
+  const TraceBuilder b = PartialBatchEpochs(1354, 6);
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   CHECK(loader.steady_fallback);
@@ -169,13 +177,7 @@ TEST_CASE("The model's compute per batch weighs a partial last batch as often as
   // 1610 samples, batch 256: 6 full batches and one of 74 an epoch; the
   // steady iterations (5, 6) are a full batch (60 ms of compute) and the
   // partial one (18 ms), which is 1 of 7 batches in the run, not 1 of 2.
-  TraceBuilder b;
-  b.Process(100, 1);
-  const uint32_t main = b.Thread(100, 100);
-  b.Config(100, 1, "batch_size", 256);
-  b.Config(100, 1, "dataset_len", 1610);
-  AddEpochsOfSteps(b, main, 4, 7, [](uint32_t) { return 10 * kMs; },
-                   [](uint32_t i) { return i == 6 ? 18 * kMs : 60 * kMs; });
+  const TraceBuilder b = PartialBatchEpochs(1610, 7);
   const auto result = Analyze(b.trace, {});
   const auto& loader = OnlyLoader(result);
   REQUIRE_FALSE(loader.steady_fallback);

@@ -804,11 +804,10 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   for (const auto& it : loader.iterations) {
     if (it.compute_unknown || (!loader.steady_fallback && !it.steady) || it.epoch >= loader.epochs.size()) continue;
     const auto& epoch = loader.epochs[it.epoch];
-    const double lacking = epoch.iterations * loader.config.batch_size - epoch.samples;
-    if (it.index_in_epoch + 1 == epoch.iterations && lacking > 0) {
+    if (loader.PartialLastBatch(it)) {
       partial_step += it.step_s;
       partial_compute += it.compute_s;
-      partial_samples += loader.config.batch_size - lacking;
+      partial_samples += epoch.samples - (epoch.iterations - 1) * loader.config.batch_size;
       partial++;
     } else {
       full_step += it.step_s;
@@ -824,7 +823,6 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
   loader.steady_compute_per_batch_s =
       (full ? (1 - share) * full_compute / full : 0) + (partial ? share * partial_compute / partial : 0);
 }
-
 
 // The read span of `reads` (indices sorted by start) that contains span f, or -1.
 int64_t ContainingSpan(const SpanTable& s, const std::vector<uint32_t>& reads, uint32_t f) {
@@ -2067,6 +2065,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
         if (partial) loader.config.batch_size_set = loader.config.batch_size;
         loader.config.batch_size = static_cast<double>(samples) / batches;  // a mean: a batch sampler's batches vary
         loader.config.batch_size_from = "getitem spans";
+        FillSummaries(loader);  // which batches are partial, so the steady state, follows the batch size
         FillEpochs(trace, loader);
         loader.stages.clear();
         FillStages(trace, accumulators, fetch_name, sampled, loader);

@@ -51,7 +51,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.prefetch_factor = loader.config.prefetch_factor;
   p.batches = loader.compute_steady.count;
   // Weighed as the run had full and partial batches, as samples_per_batch is.
-  p.compute_s_per_batch = loader.steady_compute_per_batch_s > 0 ? loader.steady_compute_per_batch_s : loader.compute_steady.mean;
+  p.compute_s_per_batch = loader.steady_compute_per_batch_s;
   if (loader.prefetch_thread.HandsOn()) p.prefetch_thread_tid = loader.prefetch_thread.tid;
   for (const auto& z : loader.zipped_loaders) {
     if (loader.compute_steady.count > 0) p.zipped_s_per_batch += ZippedSeconds(loader, z, false) / loader.compute_steady.count;

@@ -403,13 +403,15 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
           return t->python == r.python && t->bytes == r.bytes;
         }))
       timed.push_back(&r);
+  std::vector<std::string> pythons;
+  for (const HandoffRequest* t : timed)
+    if (std::find(pythons.begin(), pythons.end(), t->python) == pythons.end()) pythons.push_back(t->python);
   std::vector<std::pair<const HandoffRequest*, Result<HandoffTiming>>> done;
-  for (size_t i = 0; i < timed.size() && !g_pending_signal; ++i) {
-    if (std::any_of(done.begin(), done.end(), [&](const auto& d) { return d.first->python == timed[i]->python; }))
-      continue;  // timed with an earlier batch of its Python
+  for (const std::string& python : pythons) {
+    if (g_pending_signal) break;
     std::vector<const HandoffRequest*> same_python;
     for (const HandoffRequest* t : timed)
-      if (t->python == timed[i]->python) same_python.push_back(t);
+      if (t->python == python) same_python.push_back(t);
     auto results = TimeHandoffs(same_python, python_dir, 60);
     for (size_t k = 0; k < same_python.size(); ++k) {
       const std::string warning = results[k].ok() ? "" : "could not time a worker's batch handoff (" +

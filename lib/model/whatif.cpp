@@ -515,7 +515,6 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
                                 out.measured_whole_run_samples_per_s;
   }
   const ChangeReference reference = ReferenceFor(profile, out.baseline);
-  out.change_of_whole_run = reference.whole_run;
   if (!sweep.move_to_workers.empty()) {  // the scenarios only: the baseline is the run as it was
     auto moved = MoveStagesToWorkers(profile, sweep.move_to_workers);
     if (!moved.ok()) return moved.error();

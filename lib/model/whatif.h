@@ -96,8 +96,8 @@ struct WhatIfResult {
   Machine profiled;
   Prediction baseline;                 // predicted for the profiled configuration
   double measured_samples_per_s = 0;   // steady state (mean step past the warm-up); 0 = unknown
-  bool steady_state_measured = true;   // false: no full batch past any epoch's warm-up (compare the whole run)
-  bool change_of_whole_run = false;    // the rows' change compares whole runs (no steady state measured)
+  // false: no full batch past any epoch's warm-up; the rows' change then compares whole runs
+  bool steady_state_measured = true;
   double model_error = 0;              // (predicted - measured) / measured at the baseline
   double measured_whole_run_samples_per_s = 0;  // samples / epoch wall times (start-up included); 0 = unknown
   double whole_run_model_error = 0;

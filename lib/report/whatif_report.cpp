@@ -125,7 +125,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "this figure may be off by about 10% either way (docs/model.md)\n",
                          "", p.waiting_threads);
   }
-  if (r.change_of_whole_run)
+  if (!r.steady_state_measured)
     out += fmt::format("\nsamples/s is the steady state, whole run includes each epoch's start-up; change is the whole "
                        "run against the {} baseline's (no steady state was measured: no full batch past the warm-up).",
                        r.measured_whole_run_samples_per_s > 0 ? "measured" : "predicted");
@@ -224,7 +224,7 @@ std::string WhatIfJson(const WhatIfReport& report) {
     w.Key("whole_run_model_error");
     if (r.measured_whole_run_samples_per_s > 0) w.Number(r.whole_run_model_error); else w.Null();
     // What the rows' change compares: "steady_state", or "whole_run" where no steady state was measured.
-    w.Field("change_of", r.change_of_whole_run ? "whole_run" : "steady_state");
+    w.Field("change_of", r.steady_state_measured ? "steady_state" : "whole_run");
     w.Field("profiled_background_threads", r.profiled_background_threads);
     w.Field("scenario_background_threads", r.scenario_background_threads);
     w.Field("swept", r.swept);
