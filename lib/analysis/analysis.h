@@ -256,10 +256,10 @@ struct PrefetchStats {
   bool SendsTold() const { return sends_held + sends_free >= kMinSends; }
   bool SendsHeld() const { return SendsTold() && 2 * sends_held >= sends_held + sends_free; }
   // The same question without workers: the hook's probe thread asked for the
-  // GIL as a main-process fetch began (names::kGilProbe). Held: it got the
-  // GIL only halfway or later from its ask to the fetch's end, or after half
-  // the switch interval (when the interpreter forces the holder to let go; a
-  // sending thread needs it several times a batch). Probes asked within
+  // GIL as a main-process fetch began (names::kGilProbe), up to 16 times as
+  // a sending thread does. Held: its waits summed to half or more of the time
+  // from its first ask to the fetch's end, or to half the switch interval
+  // (when the interpreter forces the holder to let go). Probes asked within
   // 200 us of the fetch's end tell neither.
   uint64_t gil_probes_held = 0, gil_probes_free = 0;
 };

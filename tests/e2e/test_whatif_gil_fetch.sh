@@ -44,6 +44,9 @@ class PythonSamples(Dataset):
             time.sleep(0.0003)  # lets the GIL go
         elif sys.argv[3] == "burn":
             burn(0.3)
+        elif sys.argv[3] == "zeros":
+            burn(0.3)
+            return torch.zeros(8)  # a torch op: lets the GIL go for microseconds
         return SAMPLE
 
 
@@ -59,7 +62,7 @@ for depth in 2 4; do
   $SP whatif p$depth.pb --json >p$depth.json || fail "whatif failed"
   $SP analyze p$depth.pb --json >a$depth.json || fail "analyze failed"
 done
-for kind in burn sleep; do
+for kind in burn sleep zeros; do
   $SP run -q -o w0$kind.pb -- "$PY" pyloader.py 2 0 $kind >run0$kind.log 2>&1 || fail "the run failed: $(tail -3 run0$kind.log)"
   $SP analyze w0$kind.pb --json >a0$kind.json || fail "analyze failed"
 done
@@ -72,6 +75,14 @@ for again in b c; do
   $SP whatif p2$again.pb --json >p2$again.json || fail "whatif failed"
   $SP analyze p2$again.pb --json >a2$again.json || fail "analyze failed"
 done
+# A fetch that calls a torch op per sample lets the GIL go for microseconds
+# 16 times a batch: its worker's sending thread still waits (1-worker runs
+# here sent 144 of 145 batches held), while a probe that asked once won one
+# of those releases often, by the host's wake-up latency (10, 12 and 16 of 17
+# probes held here on 2026-12-02, 9 of 17 on the CI host). The probe asks as
+# often as a sending thread does.
+$SP run -q -o w1zeros.pb -- "$PY" pyloader.py 2 1 zeros >run1zeros.log 2>&1 || fail "the run failed: $(tail -3 run1zeros.log)"
+$SP analyze w1zeros.pb --json >a1zeros.json || fail "analyze failed"
 # Beside a busy loop the probe thread wakes within microseconds: it must
 # still ask inside the fetch it probes (it once asked before the fetch's
 # counter reads ended, and no probe told). Whether it then gets the GIL is
@@ -123,6 +134,12 @@ assert burn["gil_probes_held"] >= 10 and burn["gil_probes_held"] > 2 * burn["gil
 # (A probe woken late, after its fetch ended, tells nothing: of the sleeping
 # run's 16-20 probes, 7-14 landed in a fetch.)
 assert sleep["gil_probes_free"] >= 4 and sleep["gil_probes_held"] == 0, sleep
+zeros = json.load(open("a0zeros.json"))["loaders"][0]["prefetch"]
+sends = json.load(open("a1zeros.json"))["loaders"][0]["prefetch"]
+print(f"a torch op per sample: probes held {zeros['gil_probes_held']}, free {zeros['gil_probes_free']}; "
+      f"its 1-worker run's sends held {sends['sends_held']}, free {sends['sends_free']}")
+assert sends["sends_held"] >= 10 and sends["sends_held"] > 2 * sends["sends_free"], sends
+assert zeros["gil_probes_held"] >= 10 and 8 * zeros["gil_probes_free"] <= zeros["gil_probes_held"], zeros
 hog = json.load(open(sys.argv[5]))["loaders"][0]["prefetch"]
 print(f"beside a busy loop: held {hog['gil_probes_held']}, free {hog['gil_probes_free']}")
 assert hog["gil_probes_held"] + hog["gil_probes_free"] >= 10, hog

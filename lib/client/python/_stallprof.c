@@ -804,12 +804,16 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * "A fetch that holds the GIL"). A profile with workers sees that in when
  * batches arrive; one with num_workers=0 has no sending thread to watch. So
  * there a thread of the hook's own does what a sending thread does: at the
- * start of a main-process fetch it asks for the GIL and records a gil_probe
- * span from its ask to the moment it got it, arg = the switch interval in ns
- * (after which the interpreter forces the holder to let go). Analysis holds
- * it against the fetch span it began in. The probe runs no Python code, but
+ * start of a main-process fetch it asks for the GIL, up to GIL_PROBE_ASKS
+ * times with a pause off it between asks (a sending thread needs it several
+ * times a batch: one ask won a torch op's brief release on a host that wakes
+ * threads fast, while the real sends waited), and records a gil_probe span
+ * from its first ask, as long as its waits summed, arg = the switch interval
+ * in ns (after which the interpreter forces the holder to let go). Analysis
+ * holds it against the fetch span it began in. The probe runs no Python code, but
  * where the main thread holds the GIL the forced switch costs it 0.6-1.4 ms
- * (wake-ups across cores; measured on a 2-vCPU VM), so the first 16 probes
+ * (wake-ups across cores; measured on a 2-vCPU VM; the asks that win brief
+ * releases, 0.77 ms a probe of a fetch with a torch op per sample), so the first 16 probes
  * (analysis needs 10 that land inside a fetch) are 50 ms apart, the rest 1 s,
  * a process makes 64 at most (about 10-20 ms once, then 0.06-0.14% of the
  * main thread), and only after two fetches in a row of 1 ms or more: a probe
@@ -819,12 +823,15 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * (0.87-0.90 ms where the later ones took 0.07-0.12 ms, over 1 ms in a slow
  * minute of the host, which then probed a fast loader). */
 #include <pthread.h>
+#include <time.h>
 
 #define GIL_PROBE_FIRST 16
 #define GIL_PROBE_FIRST_EVERY_NS 50000000ull
 #define GIL_PROBE_THEN_EVERY_NS 1000000000ull
 #define GIL_PROBE_MAX 64
 #define GIL_PROBE_MIN_FETCH_NS 1000000ull
+#define GIL_PROBE_ASKS 16
+#define GIL_PROBE_PAUSE_NS 50000
 
 static struct {
   pthread_mutex_t mu;
@@ -833,6 +840,7 @@ static struct {
   int thread_started;          /* this process's probe thread runs */
   int busy;                    /* a probe is pending or running (main sets, probe clears) */
   uint64_t request_ns;         /* the probed fetch's start; 0: nothing asked */
+  uint64_t fetch_end_ns;       /* the probed fetch's end (main sets); 0: not ended */
   uint16_t scope;
   uint32_t name;
   uint64_t switch_interval_ns;
@@ -852,12 +860,30 @@ static void* gil_probe_thread(void* unused) {
     g_probe.request_ns = 0;
     const uint16_t scope = g_probe.scope;
     pthread_mutex_unlock(&g_probe.mu);
-    const uint64_t ask = stallprof_now_ns();
-    PyEval_RestoreThread(ts); /* the wait a sending thread has; exits this thread if the interpreter is finalizing */
-    const uint64_t got = stallprof_now_ns();
-    ts = PyEval_SaveThread();
+    /* Asks GIL_PROBE_ASKS times, as a sending thread does for one batch, a
+     * pause off the GIL between asks (its syscalls; the main thread takes the
+     * GIL back meanwhile). The span is the sum of the waits, each counted up
+     * to the fetch's end only (the step after it may hold the GIL too), from
+     * the first ask; it stops at the fetch's end or once the waits reach half
+     * the switch interval (held either way: each further forced switch costs
+     * the main thread about a millisecond). */
+    const uint64_t first_ask = stallprof_now_ns();
+    const uint64_t enough_ns = g_probe.switch_interval_ns / 2;
+    uint64_t waited = 0;
+    for (int n = 0; n < GIL_PROBE_ASKS; n++) {
+      const uint64_t ask = n == 0 ? first_ask : stallprof_now_ns();
+      PyEval_RestoreThread(ts); /* the wait a sending thread has; exits this thread if the interpreter is finalizing */
+      const uint64_t got = stallprof_now_ns();
+      ts = PyEval_SaveThread();
+      const uint64_t ended = __atomic_load_n(&g_probe.fetch_end_ns, __ATOMIC_ACQUIRE);
+      const uint64_t until = ended != 0 && ended < got ? ended : got;
+      waited += until > ask ? until - ask : 0;
+      if (ended != 0 || waited >= enough_ns) break;
+      const struct timespec pause = {0, GIL_PROBE_PAUSE_NS};
+      nanosleep(&pause, NULL);
+    }
     __atomic_store_n(&g_probe.busy, 0, __ATOMIC_RELEASE);
-    stallprof_span_complete(g_probe.name, ask, got - ask, g_probe.switch_interval_ns, scope);
+    stallprof_span_complete(g_probe.name, first_ask, waited, g_probe.switch_interval_ns, scope);
   }
   return NULL;
 }
@@ -869,6 +895,7 @@ static void gil_probe_after_fork_child(void) {
   g_probe.thread_started = 0;
   g_probe.busy = 0;
   g_probe.request_ns = 0;
+  g_probe.fetch_end_ns = 0;
   g_probe.left = GIL_PROBE_MAX;
   g_probe.long_fetches = 0;
 }
@@ -900,6 +927,7 @@ static uint64_t gil_probe_fetch_started(uint16_t scope) {
     g_probe.thread_started = 1;
   }
   __atomic_store_n(&g_probe.busy, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_probe.fetch_end_ns, 0, __ATOMIC_RELEASE);
   pthread_mutex_lock(&g_probe.mu);
   g_probe.scope = scope;
   g_probe.request_ns = now;
@@ -910,6 +938,7 @@ static uint64_t gil_probe_fetch_started(uint16_t scope) {
 
 static void gil_probe_fetch_ended(uint64_t started) {
   const uint64_t now = stallprof_now_ns();
+  __atomic_store_n(&g_probe.fetch_end_ns, now, __ATOMIC_RELEASE); /* the probe thread stops asking */
   if (now >= started + GIL_PROBE_MIN_FETCH_NS) {
     g_probe.long_fetches++;
     return;
