@@ -127,6 +127,26 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   // The timing's join stands for each epoch's shutdown of a non-persistent worker.
   b.ConfigDouble(100, 1, "ipc_shutdown_s", 0.012);
   CHECK(measure().shutdown_s_per_worker == Approx(0.012));
+  CHECK(measure().startup_fork_extra_s == 0);  // the fork's cost a MiB not timed
+  // The job's process of 1250 MiB forks its workers slower than the timing's
+  // of 250 MiB by 1000 MiB x 20 us, and each exit tears down as much more.
+  b.ConfigDouble(100, 1, "ipc_rss_bytes", 250.0 * 1048576);
+  b.ConfigDouble(100, 1, "ipc_fork_s_per_mib", 20e-6);
+  b.ConfigDouble(100, 1, "ipc_exit_s_per_mib", 15e-6);
+  CHECK(measure().startup_fork_extra_s == 0);  // the job's resident memory not sampled
+  ProcessSeries series;
+  series.pid = 100;
+  series.t_ns = {0, 1'000'000'000'000};
+  series.rss_bytes = {1250ull << 20, 1250ull << 20};
+  b.trace.process_series.push_back(series);
+  const auto scaled = measure();
+  CHECK(scaled.startup_fork_extra_s == Approx(0.020));
+  CHECK(scaled.startup_first_s == Approx(0.031 + 0.020));
+  CHECK(scaled.startup_later_s == Approx(0.031 + 0.020));
+  // The job's whole fork (1250 MiB x 20 us) is the part that runs worker after worker.
+  CHECK(scaled.startup_serial_share == Approx(0.025 / 0.051));
+  CHECK(scaled.shutdown_exit_extra_s == Approx(0.015));
+  CHECK(scaled.shutdown_s_per_worker == Approx(0.012));
 }
 
 TEST_CASE("Profiles of a trace without loaders fail with a message naming what is missing") {

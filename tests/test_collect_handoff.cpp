@@ -89,6 +89,15 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
   CHECK(with_startup->startup_s == Approx(0.031));
   CHECK(with_startup->shutdown_s == Approx(0.012));
   CHECK(with_startup->receive_wall_s == Approx(0.0014));
+  CHECK(with_startup->rss_bytes == -1);  // not printed: not timed
+  CHECK(with_startup->fork_s_per_mib == -1);
+  auto with_fork = ParseHandoffTiming(
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 batches 200 "
+      "rss_bytes 238026752 fork_s_per_mib 0.000026 exit_s_per_mib 0.000024\n");
+  REQUIRE(with_fork.ok());
+  CHECK(with_fork->rss_bytes == Approx(238026752));
+  CHECK(with_fork->fork_s_per_mib == Approx(0.000026));
+  CHECK(with_fork->exit_s_per_mib == Approx(0.000024));
   // Too few calls found their batch made: printed as -1, not timed.
   auto without_wall = ParseHandoffTiming(
       "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s -1.000000000 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "

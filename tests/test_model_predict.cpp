@@ -728,6 +728,34 @@ TEST_CASE("A profile without workers predicts their start-up from the worker tim
   CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(1.0));
 }
 
+TEST_CASE("A timed start-up's fork of the job's process runs worker after worker, and its workers' exits in waves") {
+  LoaderProfile p = BaseProfile();
+  p.workers = 0;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;
+  p.epochs = 4;
+  p.batches_per_epoch = 10;
+  p.startup_timed = true;
+  p.startup_first_s = p.startup_later_s = 0.5;
+  p.startup_serial_share = 0.8;  // 0.4 s of it the fork of the job's process
+  p.shutdown_s_per_worker = 0.01;
+  // 2 workers on 4 cores: the forks twice, the rest once (one wave); the
+  // epoch's figure holds the workers' shutdown too.
+  auto two = Predict(p, On(4, 2));
+  REQUIRE(two.ok());
+  const double startup = 0.5 * (0.8 * 2 + 0.2);
+  CHECK(two->startup_s_per_epoch == Approx(startup + 2 * 0.01));
+  CHECK(two->whole_run_samples_per_s == Approx(400 / (4 * (startup + 0.01 + 1.0) + 4 * 2 * 0.01)).epsilon(1e-3));
+  // The exits' growth with the job's page tables: once per wave of workers over the cores.
+  p.shutdown_exit_extra_s = 0.05;
+  const double with_exits = 400 / (4 * (startup + 0.01 + 1.0) + 4 * (2 * 0.01 + 0.05));
+  CHECK(Predict(p, On(4, 2))->whole_run_samples_per_s == Approx(with_exits).epsilon(1e-3));
+  CHECK(Predict(p, On(4, 2))->startup_s_per_epoch == Approx(startup + 2 * 0.01 + 0.05));
+  // 8 workers on 4 cores: the forks 8 times, the rest and the exits in two waves.
+  const double eight = 0.5 * (0.8 * 8 + 0.2 * 2) + 8 * 0.01 + 2 * 0.05;
+  CHECK(Predict(p, On(4, 8))->startup_s_per_epoch == Approx(eight));
+}
+
 TEST_CASE("Persistent workers do not outlive their DataLoader: a loader built anew each epoch restarts them all the same") {
   LoaderProfile p = BaseProfile();
   p.workers = 2;

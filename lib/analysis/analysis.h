@@ -355,6 +355,9 @@ struct LoaderConfig {
   double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
   double ipc_startup_s = -1;  // the timing's forked worker started, to its first batch beyond a later one's
   double ipc_shutdown_s = -1;  // the timing's worker joined (_shutdown_workers)
+  double ipc_rss_bytes = -1;   // the timing process's resident memory as it forked its worker
+  double ipc_fork_s_per_mib = -1;  // a fork's cost to the parent per MiB resident (the page tables it copies)
+  double ipc_exit_s_per_mib = -1;  // the forked child's exit per MiB resident (tearing them down)
   uint32_t intra_op_threads = 0;  // torch.get_num_threads() at iterator creation; 0 = not recorded
 };
 

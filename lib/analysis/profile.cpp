@@ -39,8 +39,26 @@ double SiblingBusyThreads(const Trace& trace, const TraceAnalysis& analysis, con
   return wall_s > 0 ? std::max(0.0, cpu_s / wall_s) : 0;
 }
 
+// The loader's process's resident bytes as its epochs began (the mean over
+// them; /proc sampler), where a fork of its workers would copy its page
+// tables; 0 when not sampled.
+double MainRssAtEpochStarts(const Trace& trace, const LoaderAnalysis& loader) {
+  for (const auto& series : trace.process_series) {
+    if (series.pid != loader.pid || series.t_ns.empty() || series.rss_bytes.size() != series.t_ns.size()) continue;
+    double sum = 0;
+    uint32_t n = 0;
+    for (const auto& e : loader.epochs) {
+      sum += SeriesAt(series.t_ns, series.rss_bytes, e.start_ns);
+      n++;
+    }
+    return n > 0 ? sum / n : 0;
+  }
+  return 0;
+}
+
 model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
   constexpr double kNs = 1e-9;
+  constexpr double kMiB = 1048576.0;
   model::LoaderProfile p;
   p.name = loader.config.name;
   p.outside_busy_cores = analysis.system.outside_busy_cores;
@@ -302,6 +320,24 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {
     p.startup_first_s = p.startup_later_s = loader.config.ipc_startup_s;
     p.startup_timed = true;
+    // A fork copies the page tables of the whole process: the job's, larger
+    // than the timing's, forks slower by its extra resident MiB at the cost a
+    // MiB timed there. The forks run one after another in __iter__, so that
+    // part grows with the workers (startup_serial_share).
+    const double job_rss = MainRssAtEpochStarts(trace, loader);
+    if (job_rss > 0 && loader.config.ipc_rss_bytes >= 0 && loader.config.ipc_fork_s_per_mib >= 0) {
+      p.job_rss_bytes = job_rss;
+      p.timing_rss_bytes = loader.config.ipc_rss_bytes;
+      p.fork_s_per_mib = loader.config.ipc_fork_s_per_mib;
+      p.startup_fork_extra_s = std::max(0.0, job_rss - loader.config.ipc_rss_bytes) / kMiB * p.fork_s_per_mib;
+      p.startup_first_s += p.startup_fork_extra_s;
+      p.startup_later_s += p.startup_fork_extra_s;
+      if (p.startup_first_s > 0)
+        p.startup_serial_share = std::clamp(job_rss / kMiB * p.fork_s_per_mib / p.startup_first_s, 0.0, 1.0);
+      if (loader.config.ipc_exit_s_per_mib >= 0 && loader.config.ipc_shutdown_s >= 0)
+        p.shutdown_exit_extra_s =
+            std::max(0.0, job_rss - loader.config.ipc_rss_bytes) / kMiB * loader.config.ipc_exit_s_per_mib;
+    }
     // Its join, which a non-persistent loader pays in each epoch's last next().
     if (loader.config.ipc_shutdown_s >= 0) p.shutdown_s_per_worker = loader.config.ipc_shutdown_s;
   }

@@ -77,6 +77,9 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "startup_s" && value >= 0) t.startup_s = value;
     else if (key == "shutdown_s" && value >= 0) t.shutdown_s = value;
     else if (key == "receive_wall_s" && value >= 0) t.receive_wall_s = value;
+    else if (key == "rss_bytes" && value >= 0) t.rss_bytes = value;
+    else if (key == "fork_s_per_mib" && value >= 0) t.fork_s_per_mib = value;
+    else if (key == "exit_s_per_mib" && value >= 0) t.exit_s_per_mib = value;
   }
   if (seen != 15 || t.batches == 0)
     return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s, collate_shm_cpu_s, touch_cpu_s or "

@@ -39,6 +39,9 @@ struct HandoffTiming {
   double pace_s = 0;             // seconds a batch the worker was paced at (0: back to back)
   double startup_s = -1;         // starting the (forked) worker, to its first batch beyond a later one's; -1: not printed
   double shutdown_s = -1;        // joining the worker (_shutdown_workers); -1: not printed
+  double rss_bytes = -1;         // the timing process's resident memory as it forked; -1: not printed
+  double fork_s_per_mib = -1;    // a fork's cost to the parent per resident MiB; -1: not printed
+  double exit_s_per_mib = -1;    // the forked child's exit per resident MiB; -1: not printed
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
@@ -46,7 +49,8 @@ struct HandoffTiming {
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
 // collate_shm_cpu_s Z touch_cpu_s T batches N [receive_wall_s W] [pace_s P]
-// [startup_s U] [shutdown_s D]" (keys in any order; W = -1: not timed).
+// [startup_s U] [shutdown_s D] [rss_bytes R] [fork_s_per_mib F] [exit_s_per_mib E]" (keys in
+// any order; W = -1: not timed).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).

@@ -453,6 +453,9 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     config("ipc_pace_s", (*timing)->pace_s);
     if ((*timing)->startup_s >= 0) config("ipc_startup_s", (*timing)->startup_s);
     if ((*timing)->shutdown_s >= 0) config("ipc_shutdown_s", (*timing)->shutdown_s);
+    if ((*timing)->rss_bytes >= 0) config("ipc_rss_bytes", (*timing)->rss_bytes);
+    if ((*timing)->fork_s_per_mib >= 0) config("ipc_fork_s_per_mib", (*timing)->fork_s_per_mib);
+    if ((*timing)->exit_s_per_mib >= 0) config("ipc_exit_s_per_mib", (*timing)->exit_s_per_mib);
   }
   RestoreDefaultSignals();
 }

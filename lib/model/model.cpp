@@ -630,7 +630,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     // The timing after a run without workers started one worker.
     const double profiled_waves = p.workers > 0 ? waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores) : 1;
     // The serial part grows with the workers, the parallel part with the waves.
-    const double serial = p.workers > 0 ? std::clamp(p.startup_serial_share, 0.0, 1.0) : 0;
+    // (Timed after a run without workers: the serial part is the job's fork.)
+    const double serial = p.workers > 0 || p.startup_timed ? std::clamp(p.startup_serial_share, 0.0, 1.0) : 0;
     const double scale = serial * workers / std::max(1u, p.workers) + (1 - serial) * waves(workers, cores) / profiled_waves;
     startup_first = p.startup_first_s * scale;
     // Workers restart with each epoch, or with persistent_workers=True with
@@ -658,7 +659,9 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // worker (measured where the profile had them; else unknown, 0).
   double shutdowns = 0;
   if (workers > 0) {
-    shutdowns = persistent ? 0 : epochs * p.shutdown_s_per_worker * workers;
+    shutdowns = persistent ? 0
+                           : epochs * (p.shutdown_s_per_worker * workers +
+                                       p.shutdown_exit_extra_s * std::max(1.0, workers / std::max(cores, 1.0)));
   }
   // Later epochs that fork workers, the scenario's against the profile's.
   const double profiled_reforks = static_cast<double>(StartingEpochs(p, p.persistent_workers, epochs)) - 1;

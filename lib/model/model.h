@@ -250,6 +250,18 @@ struct LoaderProfile {
   // started after the job to time its handoff (forked from a fresh process,
   // so a floor for the job's), not measured in the job.
   bool startup_timed = false;
+  // Of that timed start-up: the job's process forks slower than the timing's
+  // by its extra resident memory (a fork copies the page tables), priced at
+  // the timing's fork cost a MiB; the start-up above includes it, and its
+  // share of the start-up that is the job's whole fork
+  // (startup_serial_share) grows with the workers. 0 / -1: not timed.
+  double startup_fork_extra_s = 0;
+  double job_rss_bytes = -1, timing_rss_bytes = -1, fork_s_per_mib = -1;
+  // Likewise a worker's exit tears down the job's larger page tables: the
+  // timed shutdown's growth (exit cost a MiB x the extra MiB). The workers
+  // exit at once when told, so it is paid per wave of workers over the cores,
+  // on top of shutdown_s_per_worker x workers.
+  double shutdown_exit_extra_s = 0;
   // Seconds the next() that raised StopIteration took to shut the workers
   // down (joining them), per worker and epoch: measured on non-persistent
   // workers, which do it every epoch; 0 = not measured (persistent, or none).

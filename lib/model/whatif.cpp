@@ -233,15 +233,27 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                  : ""));
   else if (p.startup_timed)
     in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker forked from a fresh "
-                             "process, to its first batch beyond a later one's{}; a floor: the job's larger process "
-                             "forks slower, its steps then write pages copy-on-write while the workers live, and it ran "
-                             "no worker_init_fn)",
+                             "process, to its first batch beyond a later one's{}{}; a floor: its steps then write pages "
+                             "copy-on-write while the workers live, and it ran no worker_init_fn)",
                              FormatSeconds(p.startup_first_s),
                              p.shutdown_s_per_worker > 0
                                  ? fmt::format(", shutdown {} per worker each epoch without persistent workers",
                                                FormatSeconds(p.shutdown_s_per_worker))
                                  : "",
-                             p.shutdown_s_per_worker > 0 ? ", and joined" : ""));
+                             p.shutdown_s_per_worker > 0 ? ", and joined" : "",
+                             p.fork_s_per_mib >= 0
+                                 ? fmt::format("; with {} for the job's process of {} forking each worker where the "
+                                               "timing's had {} ({} a MiB, timed there; the forks run one after another, "
+                                               "so {:.0f}% of it grows with the workers){}",
+                                               FormatSeconds(p.startup_fork_extra_s), FormatBytes(p.job_rss_bytes),
+                                               FormatBytes(p.timing_rss_bytes), FormatSeconds(p.fork_s_per_mib),
+                                               p.startup_serial_share * 100,
+                                               p.shutdown_exit_extra_s > 0
+                                                   ? fmt::format(", and {} for each wave of workers' exits over the "
+                                                                 "cores (tearing down the larger page tables)",
+                                                                 FormatSeconds(p.shutdown_exit_extra_s))
+                                                   : "")
+                                 : "; the job's larger process forks slower (not timed)"));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   if (p.workers > 0 && p.WorkerSetupSeconds() > 0) {

@@ -23,7 +23,9 @@ std::string WholeRunLine(const model::Recommendation& r, const model::LoaderProf
   if (!w.startup_measured)
     out += " without the workers' start-up (the profile had no workers to time it)";
   else if (r.workers > 0 && p.startup_timed)
-    out += fmt::format(" with start-up {} per epoch (a floor: the worker timed after the run)", FormatSeconds(w.startup_s_per_epoch));
+    out += fmt::format(" with start-up {} per epoch (a floor: the worker timed after the run{})",
+                       FormatSeconds(w.startup_s_per_epoch),
+                       p.fork_s_per_mib >= 0 ? ", its fork scaled to the job's process" : "");
   else
     out += fmt::format(" with start-up {} per epoch", FormatSeconds(w.startup_s_per_epoch));
   if (w.loop_work_s_per_epoch > 0)

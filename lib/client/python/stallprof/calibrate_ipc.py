@@ -13,8 +13,9 @@ For each, a DataLoader with one persistent worker delivers N batches (after
 a warm-up) whose tensors the worker allocates in shared memory and fills, as
 torch's collate does. Printed as one line a batch, in order, "loop_cpu_s X
 receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N
-pace_s P startup_s U shutdown_s D", in seconds per batch (startup_s,
-shutdown_s: once), or "failed <why>" where its timing raised:
+pace_s P startup_s U shutdown_s D rss_bytes R fork_s_per_mib F
+exit_s_per_mib E", in seconds per batch (the last five: once), or
+"failed <why>" where its timing raised:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -43,6 +44,18 @@ shutdown_s: once), or "failed <why>" where its timing raised:
                      which a non-persistent loader runs in each epoch's last
                      next()): the worker's exit, a floor as the fork above;
                      -1 where torch has no such method.
+  rss_bytes          this process's resident memory as it forked the worker;
+  fork_s_per_mib     what a fork costs the parent per MiB of resident memory
+                     (it copies the page tables of the whole process): this
+                     process's fork timed as it is and with 512 MiB more
+                     resident, the fastest of 5 each (256 MiB more read 17-45
+                     us a MiB here where 2 GiB read 23-29: too little beside
+                     the host's noise), when twice that is available. analysis adds it for the
+                     job's larger process (14.7 ms to start a worker from 229
+                     MiB here, 60.5 ms from 2.2 GiB).
+  exit_s_per_mib     the same for the forked child's exit (it tears down those
+                     page tables), from the fork to the child reaped beyond
+                     the fork itself: a worker's shutdown grows with it.
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -62,6 +75,7 @@ timed batches after --batches or 2 s (at least 20). A 9.4 MiB batch took 11 s
 for 200 batches on this VM; small batches still run all 200.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -100,6 +114,53 @@ class Batches(Dataset):
         return tensors, heap_ns, shared_ns, entered_cpu_ns, made - made_from, made
 
 
+def resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def fork_seconds(tries=5):
+    """The fastest of `tries` forks of this process in the parent, and of the
+    child's exit beyond it (from the fork to the child reaped; it exits at once)."""
+    fork = exit = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        forked = time.perf_counter()
+        os.waitpid(pid, 0)
+        fork, exit = min(fork, forked - start), min(exit, time.perf_counter() - forked)
+    return fork, exit
+
+
+def available_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def fork_cost(extra_mib=512):
+    """(resident bytes, seconds a fork and a child's exit cost per resident MiB),
+    -1 for the costs where it cannot tell."""
+    rss = resident_bytes()
+    try:
+        if available_bytes() < 2 * (extra_mib << 20):
+            return rss, -1.0, -1.0
+        small = fork_seconds()
+        block = b"\x01" * (extra_mib << 20)  # resident: every page written
+        grown = (resident_bytes() - rss) / 2**20
+        large = fork_seconds()
+        del block
+    except (OSError, MemoryError):
+        return rss, -1.0, -1.0
+    if grown < 1:
+        return rss, -1.0, -1.0
+    return rss, max(0.0, large[0] - small[0]) / grown, max(0.0, large[1] - small[1]) / grown
+
+
 def parse_batch(text):
     """ "B1,B2,...[@PACE]" -> ([B1, B2, ...], pace_s); argparse's type."""
     sizes, _, pace = text.partition("@")
@@ -119,9 +180,11 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     args = p.parse_args()
     torch.set_num_threads(1)
+    rss, fork_s_per_mib, exit_s_per_mib = fork_cost()
     for sizes, pace in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
+            line += " rss_bytes %d fork_s_per_mib %.9f exit_s_per_mib %.9f" % (rss, fork_s_per_mib, exit_s_per_mib)
         except Exception as e:  # this batch's timing alone: the next ones still run
             line = f"failed {type(e).__name__}: {e}".replace("\n", " ")
         print(line, flush=True)
