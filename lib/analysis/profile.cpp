@@ -329,14 +329,14 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
       p.job_rss_bytes = job_rss;
       p.timing_rss_bytes = loader.config.ipc_rss_bytes;
       p.fork_s_per_mib = loader.config.ipc_fork_s_per_mib;
-      p.startup_fork_extra_s = std::max(0.0, job_rss - loader.config.ipc_rss_bytes) / kMiB * p.fork_s_per_mib;
+      const double extra_mib = std::max(0.0, job_rss - loader.config.ipc_rss_bytes) / kMiB;
+      p.startup_fork_extra_s = extra_mib * p.fork_s_per_mib;
       p.startup_first_s += p.startup_fork_extra_s;
       p.startup_later_s += p.startup_fork_extra_s;
       if (p.startup_first_s > 0)
         p.startup_serial_share = std::clamp(job_rss / kMiB * p.fork_s_per_mib / p.startup_first_s, 0.0, 1.0);
       if (loader.config.ipc_exit_s_per_mib >= 0 && loader.config.ipc_shutdown_s >= 0)
-        p.shutdown_exit_extra_s =
-            std::max(0.0, job_rss - loader.config.ipc_rss_bytes) / kMiB * loader.config.ipc_exit_s_per_mib;
+        p.shutdown_exit_extra_s = extra_mib * loader.config.ipc_exit_s_per_mib;
     }
     // Its join, which a non-persistent loader pays in each epoch's last next().
     if (loader.config.ipc_shutdown_s >= 0) p.shutdown_s_per_worker = loader.config.ipc_shutdown_s;

@@ -625,8 +625,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   double startup_first = 0, startup_later = 0;
   const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
   out.startup_measured = workers == 0 || p.workers > 0 || p.startup_timed;
+  const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
   if (workers > 0 && (p.workers > 0 || p.startup_timed)) {
-    const auto waves = [](double w, double c) { return std::max(1.0, w / std::max(c, 1.0)); };
     // The timing after a run without workers started one worker.
     const double profiled_waves = p.workers > 0 ? waves(p.workers, p.profiled_cores > 0 ? p.profiled_cores : cores) : 1;
     // The serial part grows with the workers, the parallel part with the waves.
@@ -661,7 +661,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (workers > 0) {
     shutdowns = persistent ? 0
                            : epochs * (p.shutdown_s_per_worker * workers +
-                                       p.shutdown_exit_extra_s * std::max(1.0, workers / std::max(cores, 1.0)));
+                                       p.shutdown_exit_extra_s * waves(workers, cores));
   }
   // Later epochs that fork workers, the scenario's against the profile's.
   const double profiled_reforks = static_cast<double>(StartingEpochs(p, p.persistent_workers, epochs)) - 1;

@@ -50,9 +50,10 @@ exit_s_per_mib E", in seconds per batch (the last five: once), or
                      process's fork timed as it is and with 512 MiB more
                      resident, the fastest of 5 each (256 MiB more read 17-45
                      us a MiB here where 2 GiB read 23-29: too little beside
-                     the host's noise), when twice that is available. analysis adds it for the
-                     job's larger process (14.7 ms to start a worker from 229
-                     MiB here, 60.5 ms from 2.2 GiB).
+                     the host's noise), when twice that is available; -1
+                     otherwise. analysis adds it for the job's larger process
+                     (14.7 ms to start a worker from 229 MiB here, 60.5 ms
+                     from 2.2 GiB).
   exit_s_per_mib     the same for the forked child's exit (it tears down those
                      page tables), from the fork to the child reaped beyond
                      the fork itself: a worker's shutdown grows with it.
@@ -122,7 +123,7 @@ def resident_bytes():
 def fork_seconds(tries=5):
     """The fastest of `tries` forks of this process in the parent, and of the
     child's exit beyond it (from the fork to the child reaped; it exits at once)."""
-    fork = exit = float("inf")
+    fork = exited = float("inf")
     for _ in range(tries):
         start = time.perf_counter()
         pid = os.fork()
@@ -130,8 +131,8 @@ def fork_seconds(tries=5):
             os._exit(0)
         forked = time.perf_counter()
         os.waitpid(pid, 0)
-        fork, exit = min(fork, forked - start), min(exit, time.perf_counter() - forked)
-    return fork, exit
+        fork, exited = min(fork, forked - start), min(exited, time.perf_counter() - forked)
+    return fork, exited
 
 
 def available_bytes():
@@ -143,22 +144,21 @@ def available_bytes():
 
 
 def fork_cost(extra_mib=512):
-    """(resident bytes, seconds a fork and a child's exit cost per resident MiB),
-    -1 for the costs where it cannot tell."""
-    rss = resident_bytes()
+    """(seconds a fork, seconds a child's exit) per resident MiB, -1 each where it cannot tell."""
     try:
         if available_bytes() < 2 * (extra_mib << 20):
-            return rss, -1.0, -1.0
+            return -1.0, -1.0
+        rss = resident_bytes()
         small = fork_seconds()
         block = b"\x01" * (extra_mib << 20)  # resident: every page written
         grown = (resident_bytes() - rss) / 2**20
         large = fork_seconds()
         del block
     except (OSError, MemoryError):
-        return rss, -1.0, -1.0
+        return -1.0, -1.0
     if grown < 1:
-        return rss, -1.0, -1.0
-    return rss, max(0.0, large[0] - small[0]) / grown, max(0.0, large[1] - small[1]) / grown
+        return -1.0, -1.0
+    return max(0.0, large[0] - small[0]) / grown, max(0.0, large[1] - small[1]) / grown
 
 
 def parse_batch(text):
@@ -180,11 +180,11 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     args = p.parse_args()
     torch.set_num_threads(1)
-    rss, fork_s_per_mib, exit_s_per_mib = fork_cost()
+    fork_s_per_mib, exit_s_per_mib = fork_cost()
     for sizes, pace in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
-            line += " rss_bytes %d fork_s_per_mib %.9f exit_s_per_mib %.9f" % (rss, fork_s_per_mib, exit_s_per_mib)
+            line += " fork_s_per_mib %.9f exit_s_per_mib %.9f" % (fork_s_per_mib, exit_s_per_mib)
         except Exception as e:  # this batch's timing alone: the next ones still run
             line = f"failed {type(e).__name__}: {e}".replace("\n", " ")
         print(line, flush=True)
@@ -193,6 +193,7 @@ def main():
 def time_handoff(sizes, pace, warmup, batch_count):
     loader = DataLoader(Batches(sizes, warmup + batch_count + 1, pace), batch_size=None, num_workers=1,
                         persistent_workers=True, multiprocessing_context="fork")
+    rss = resident_bytes()  # as it forks the worker
     start = time.monotonic()
     it = iter(loader)
     first_making_s = next(it)[4]
@@ -254,9 +255,9 @@ def time_handoff(sizes, pace, warmup, batch_count):
         join()
         shutdown = time.monotonic() - start
     return ("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
-            "pace_s %.6f startup_s %.6f shutdown_s %.6f" % (max(0, loop) / 1e9, receive / n, receive_wall,
-                                                            max(0, shared_extra) / n, max(0, touch) / n, batches, pace,
-                                                            startup, shutdown))
+            "pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d" % (max(0, loop) / 1e9, receive / n, receive_wall,
+                                                                         max(0, shared_extra) / n, max(0, touch) / n,
+                                                                         batches, pace, startup, shutdown, rss))
 
 
 if __name__ == "__main__":
