@@ -114,7 +114,10 @@ _thread_io_ok = True
 _loaders_named = {"pid": 0, "count": 0}
 # Installed packages (site-packages, dist-packages): code that is not the script's.
 _LIBRARY_DIR = "-packages" + os.sep
-_GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "self", "_", "x", "l"}
+# Names that say nothing about which loader it is: a wrapper's parameter
+# (tqdm's and torchvision's MetricLogger.log_every's `iterable`) or a
+# function's generic one; the search goes on to the callers' frames.
+_GENERIC_NAMES = {"loader", "dataloader", "data_loader", "dl", "it", "iterator", "iterable", "self", "_", "x", "l"}
 
 
 def install():
@@ -273,6 +276,9 @@ def _readable(var):
     for suffix in ("_dataloader", "_data_loader", "_loader", "dataloader", "loader", "_dl"):
         if lower.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)].rstrip("_") or name
+    for prefix in ("dataloader_", "data_loader_", "loader_", "dl_"):  # data_loader_test -> test
+        if lower.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
     return name or var
 
 
