@@ -44,6 +44,16 @@ TEST_CASE("A handoff request names the loader, the job's Python and its batch's 
   auto paced = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432 128\npace_s 0.034500\n");
   REQUIRE(paced.ok());
   CHECK(paced->pace_s == Approx(0.0345));
+  CHECK(paced->rss_bytes == 0);
+  // The job's resident bytes, after the pace or without it.
+  auto sized = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432 128\npace_s 0.034500\nrss_bytes 2147483648\n");
+  REQUIRE(sized.ok());
+  CHECK(sized->pace_s == Approx(0.0345));
+  CHECK(sized->rss_bytes == 2147483648ull);
+  auto unpaced = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nrss_bytes 1048576\n");
+  REQUIRE(unpaced.ok());
+  CHECK(unpaced->pace_s == 0);
+  CHECK(unpaced->rss_bytes == 1048576);
 }
 
 TEST_CASE("A malformed handoff request is refused with the reason") {
@@ -55,6 +65,8 @@ TEST_CASE("A malformed handoff request is refused with the reason") {
   CHECK(ParseHandoffRequest("12 3\n/usr/bin/python3\n-1\n").error().message.find("negative") != std::string::npos);
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\npace_s -1\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nspeed 2\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nrss_bytes -5\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nrss_bytes\n").ok());
 }
 
 TEST_CASE("Only well-formed .req files in the folder are requests") {

@@ -41,12 +41,17 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     r.bytes.push_back(static_cast<uint64_t>(v));
   }
   if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
-  std::string pace;
-  if (std::getline(in, pace) && !pace.empty()) {
-    std::istringstream pace_in(pace);
+  // Then "pace_s <seconds>" and "rss_bytes <bytes>", each optional.
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    std::istringstream line_in(line);
     std::string key;
-    if (!(pace_in >> key >> r.pace_s) || key != "pace_s" || !(r.pace_s >= 0) || r.pace_s > 3600)
-      return InputError("a handoff request whose fourth line is not 'pace_s <seconds>'");
+    double value = -1;
+    if (!(line_in >> key >> value) || !(value >= 0))
+      return InputError("a handoff request with a line that is not 'pace_s <seconds>' or 'rss_bytes <bytes>'");
+    if (key == "pace_s" && value <= 3600) r.pace_s = value;
+    else if (key == "rss_bytes" && value < 1e15) r.rss_bytes = static_cast<uint64_t>(value);
+    else return InputError("a handoff request with a line that is not 'pace_s <seconds>' or 'rss_bytes <bytes>'");
   }
   return r;
 }
@@ -112,6 +117,9 @@ Result<std::string> RunCalibration(const std::vector<const HandoffRequest*>& req
     if (request->pace_s > 0) batch += fmt::format("@{:.6f}", request->pace_s);
     args.push_back(std::move(batch));
   }
+  uint64_t job_rss = 0;
+  for (const HandoffRequest* request : requests) job_rss = std::max(job_rss, request->rss_bytes);
+  if (job_rss > 0) args.push_back("--job-rss-bytes=" + std::to_string(job_rss));
   std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
   for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
     if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);

@@ -27,6 +27,10 @@ struct HandoffRequest {
   // paces its worker to it, since a thread woken after sleeping costs more
   // than one kept busy (docs/model.md, input `loop`).
   double pace_s = 0;
+  // The job's resident bytes as its loader's first batches were made (0 =
+  // unknown): the timing grows itself by the difference to time the fork and
+  // exit per MiB at about the job's size.
+  uint64_t rss_bytes = 0;
 };
 
 struct HandoffTiming {

@@ -2,7 +2,7 @@
 in CPU, for a batch of tensors of the given sizes: run by `stallprof run`
 after a job whose loaders had no workers, where the profile cannot see it.
 
-  python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N]
+  python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N] [--job-rss-bytes B]
 
 BATCH is a batch's tensor sizes in bytes, comma-separated, and optionally
 "@S", the job's seconds a batch (the pace below): "16384000,2048@0.036". The
@@ -47,11 +47,12 @@ exit_s_per_mib E", in seconds per batch (the last five: once), or
   rss_bytes          this process's resident memory as it forked the worker;
   fork_s_per_mib     what a fork costs the parent per MiB of resident memory
                      (it copies the page tables of the whole process): this
-                     process's fork timed as it is and with 512 MiB more
-                     resident, the fastest of 5 each (256 MiB more read 17-45
-                     us a MiB here where 2 GiB read 23-29: too little beside
-                     the host's noise), when twice that is available; -1
-                     otherwise. analysis adds it for the job's larger process
+                     process's fork timed as it is and with the job's extra
+                     resident MiB more (--job-rss-bytes less this process's;
+                     at least 512, at most 4096), the fastest of 5 each
+                     (256 MiB more read 17-45 us a MiB here where 2 GiB read
+                     23-29: too little beside the host's noise), when twice
+                     that is available; -1 otherwise. analysis adds it for the job's larger process
                      (14.7 ms to start a worker from 229 MiB here, 60.5 ms
                      from 2.2 GiB).
   exit_s_per_mib     the same for the forked child's exit (it tears down those
@@ -83,6 +84,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 WARMUP_S = 0.5    # the warm-up ends after this long (and at least 3 batches)
+MIN_BLOCK_MIB = 512  # fork_cost's block: at least this (below it the host's noise decides)
+MAX_BLOCK_MIB = 4096
 TIMED_S = 2.0     # the timed batches end after this long (and at least MIN_BATCHES)
 MIN_BATCHES = 20
 
@@ -143,6 +146,15 @@ def available_bytes():
     return 0
 
 
+def fork_block_mib(job_rss_bytes):
+    """The MiB to grow by for fork_cost: the job's size beyond this process's
+    (a block near it measures the job's cost a MiB; 512 MiB more read 21-42 us
+    a MiB from one timing to the next where 2 GiB more read 22-28), at least
+    MIN_BLOCK_MIB, at most MAX_BLOCK_MIB and half of what is available."""
+    extra = (job_rss_bytes - resident_bytes()) >> 20 if job_rss_bytes > 0 else 0
+    return int(max(MIN_BLOCK_MIB, min(MAX_BLOCK_MIB, extra, (available_bytes() >> 20) // 2)))
+
+
 def fork_cost(extra_mib=512):
     """(seconds a fork, seconds a child's exit) per resident MiB, -1 each where it cannot tell."""
     try:
@@ -178,9 +190,10 @@ def main():
     p.add_argument("batch", type=parse_batch, nargs="+", help="BYTES[,BYTES...][@SECONDS a batch in the job's loop]")
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--job-rss-bytes", type=int, default=0, help="the job's resident bytes (0: unknown)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    fork_s_per_mib, exit_s_per_mib = fork_cost()
+    fork_s_per_mib, exit_s_per_mib = fork_cost(fork_block_mib(args.job_rss_bytes))
     for sizes, pace in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
