@@ -47,11 +47,12 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     std::istringstream line_in(line);
     std::string key;
     double value = -1;
-    if (!(line_in >> key >> value) || !(value >= 0))
+    const bool read = (line_in >> key >> value) && value >= 0;
+    const bool pace = read && key == "pace_s" && value <= 3600, rss = read && key == "rss_bytes" && value < 1e15;
+    if (!pace && !rss)
       return InputError("a handoff request with a line that is not 'pace_s <seconds>' or 'rss_bytes <bytes>'");
-    if (key == "pace_s" && value <= 3600) r.pace_s = value;
-    else if (key == "rss_bytes" && value < 1e15) r.rss_bytes = static_cast<uint64_t>(value);
-    else return InputError("a handoff request with a line that is not 'pace_s <seconds>' or 'rss_bytes <bytes>'");
+    if (pace) r.pace_s = value;
+    else r.rss_bytes = static_cast<uint64_t>(value);
   }
   return r;
 }

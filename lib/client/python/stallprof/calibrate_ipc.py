@@ -52,9 +52,9 @@ exit_s_per_mib E", in seconds per batch (the last five: once), or
                      at least 512, at most 4096), the fastest of 5 each
                      (256 MiB more read 17-45 us a MiB here where 2 GiB read
                      23-29: too little beside the host's noise), when twice
-                     that is available; -1 otherwise. analysis adds it for the job's larger process
-                     (14.7 ms to start a worker from 229 MiB here, 60.5 ms
-                     from 2.2 GiB).
+                     that is available; -1 otherwise. analysis adds it for
+                     the job's larger process (14.7 ms to start a worker
+                     from 229 MiB here, 60.5 ms from 2.2 GiB).
   exit_s_per_mib     the same for the forked child's exit (it tears down those
                      page tables), from the fork to the child reaped beyond
                      the fork itself: a worker's shutdown grows with it.
@@ -82,6 +82,8 @@ import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from .hook import resident_bytes
 
 WARMUP_S = 0.5    # the warm-up ends after this long (and at least 3 batches)
 MIN_BLOCK_MIB = 512  # fork_cost's block: at least this (below it the host's noise decides)
@@ -116,11 +118,6 @@ class Batches(Dataset):
         shared_ns = time.thread_time_ns() - start
         made = time.monotonic()
         return tensors, heap_ns, shared_ns, entered_cpu_ns, made - made_from, made
-
-
-def resident_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def fork_seconds(tries=5):

@@ -282,12 +282,17 @@ def _readable(var):
     return name or var
 
 
+def resident_bytes():
+    """This process's resident bytes (/proc/self/statm); stallprof.calibrate_ipc uses it too."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _rss_line():
     """"rss_bytes N\n": this process's resident bytes, for the handoff timing to
     time a fork at about the job's size; "" where /proc cannot tell."""
     try:
-        with open("/proc/self/statm") as f:
-            return "rss_bytes %d\n" % (int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+        return "rss_bytes %d\n" % resident_bytes()
     except (OSError, ValueError, IndexError):
         return ""
 
