@@ -100,6 +100,13 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(timed.shm_collate_cpu_s_per_batch.measured);
   CHECK(timed.shm_collate_cpu_s_per_batch.value == Approx(0.004));
   CHECK(timed.batch_touch_cpu_s_per_batch.value == Approx(0.0007));
+  // The step frees the received batch as well (its segments unmapped): on
+  // the step's side with the first read, not in the receive.
+  b.ConfigDouble(100, 1, "ipc_free_cpu_s", 0.0002);
+  const auto freed = measure();
+  CHECK(freed.batch_touch_cpu_s_per_batch.value == Approx(0.0009));
+  CHECK_THAT(freed.batch_touch_cpu_s_per_batch.source, Catch::Contains("reading it 700.0 us, freeing it 200.0 us"));
+  CHECK(freed.receive_s_per_batch == Approx(0.0009));
   CHECK(timed.batch_bytes == 786560);
   CHECK(timed.intra_op_threads == 2);
   CHECK_FALSE(timed.startup_timed);

@@ -94,6 +94,11 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
   CHECK(t->startup_s == -1);  // not printed: not timed
   CHECK(t->shutdown_s == -1);
   CHECK(t->receive_wall_s == -1);
+  CHECK(t->free_cpu_s == -1);
+  auto with_free = ParseHandoffTiming(
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 free_cpu_s 0.00013 batches 200\n");
+  REQUIRE(with_free.ok());
+  CHECK(with_free->free_cpu_s == Approx(0.00013));
   auto with_startup = ParseHandoffTiming(
       "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s 0.0014 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
       "batches 200 pace_s 0 startup_s 0.031 shutdown_s 0.012\n");

@@ -157,6 +157,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "ipc_receive_wall_s" && number() >= 0) config.ipc_receive_wall_s = number();
     else if (c.key == "ipc_collate_shm_cpu_s" && number() >= 0) config.ipc_collate_shm_cpu_s = number();
     else if (c.key == "ipc_touch_cpu_s" && number() >= 0) config.ipc_touch_cpu_s = number();
+    else if (c.key == "ipc_free_cpu_s" && number() >= 0) config.ipc_free_cpu_s = number();
     else if (c.key == "ipc_batches") config.ipc_batches = static_cast<uint32_t>(number());
     else if (c.key == "ipc_pace_s" && number() >= 0) config.ipc_pace_s = number();
     else if (c.key == "ipc_startup_s" && number() >= 0) config.ipc_startup_s = number();

@@ -351,6 +351,7 @@ struct LoaderConfig {
   double ipc_receive_wall_s = -1;
   double ipc_collate_shm_cpu_s = -1;  // a worker's collate into shared memory beyond the heap's
   double ipc_touch_cpu_s = -1;        // the step's first read of a received batch (its pages faulted in)
+  double ipc_free_cpu_s = -1;         // the step's free of a received batch beyond a heap batch's (unmapping it)
   uint32_t ipc_batches = 0;
   double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
   double ipc_startup_s = -1;  // the timing's forked worker started, to its first batch beyond a later one's

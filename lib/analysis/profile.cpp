@@ -186,7 +186,16 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                                         timed, FormatSeconds(c.ipc_collate_shm_cpu_s), FormatSeconds(heap_faults))
                           : timed};
     }
-    if (c.ipc_touch_cpu_s >= 0) p.batch_touch_cpu_s_per_batch = {c.ipc_touch_cpu_s, true, timed};
+    // The step reads the received batch and, once its loop variable takes the
+    // next one, frees it (unmapping the segments where a loop without workers
+    // frees heap memory): both on the step's side of next(). Timed inside the
+    // receive before, the free waited there for a fetch that held the GIL.
+    if (c.ipc_touch_cpu_s >= 0)
+      p.batch_touch_cpu_s_per_batch = {
+          c.ipc_touch_cpu_s + std::max(0.0, c.ipc_free_cpu_s), true,
+          c.ipc_free_cpu_s >= 0 ? fmt::format("{}; reading it {}, freeing it {}", timed,
+                                              FormatSeconds(c.ipc_touch_cpu_s), FormatSeconds(c.ipc_free_cpu_s))
+                                : timed};
   } else if (p.workers == 0)
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no workers in the profile): taken as 0"};
   else if (loader.worker_cpu_outside_fetch_s >= 0)

@@ -83,6 +83,7 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "startup_s" && value >= 0) t.startup_s = value;
     else if (key == "shutdown_s" && value >= 0) t.shutdown_s = value;
     else if (key == "receive_wall_s" && value >= 0) t.receive_wall_s = value;
+    else if (key == "free_cpu_s" && value >= 0) t.free_cpu_s = value;
     else if (key == "rss_bytes" && value >= 0) t.rss_bytes = value;
     else if (key == "fork_s_per_mib" && value >= 0) t.fork_s_per_mib = value;
     else if (key == "exit_s_per_mib" && value >= 0) t.exit_s_per_mib = value;

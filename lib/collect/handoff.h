@@ -39,6 +39,7 @@ struct HandoffTiming {
   double receive_wall_s = -1;    // the wall time of a next() that found its batch made; -1: not printed
   double collate_shm_cpu_s = 0;  // the worker's collate into shared memory beyond the same into its heap
   double touch_cpu_s = 0;        // the main thread's first read of a received batch (faulting in its pages)
+  double free_cpu_s = -1;        // the main thread's free of a received batch beyond a heap copy's; -1: not printed
   uint32_t batches = 0;
   double pace_s = 0;             // seconds a batch the worker was paced at (0: back to back)
   double startup_s = -1;         // starting the (forked) worker, to its first batch beyond a later one's; -1: not printed
@@ -52,7 +53,7 @@ struct HandoffTiming {
 // and an optional fourth line "pace_s <seconds>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
-// collate_shm_cpu_s Z touch_cpu_s T batches N [receive_wall_s W] [pace_s P]
+// collate_shm_cpu_s Z touch_cpu_s T batches N [free_cpu_s V] [receive_wall_s W] [pace_s P]
 // [startup_s U] [shutdown_s D] [rss_bytes R] [fork_s_per_mib F] [exit_s_per_mib E]" (keys in
 // any order; W = -1: not timed).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);

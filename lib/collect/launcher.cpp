@@ -371,7 +371,7 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 // After the job: times the worker handoff of each loader that ran without
 // workers (one calibration per distinct Python and batch) and records it as
 // that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s, ipc_receive_wall_s,
-// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_batches, ipc_pace_s, ipc_startup_s,
+// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_free_cpu_s, ipc_batches, ipc_pace_s, ipc_startup_s,
 // ipc_shutdown_s).
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
@@ -449,6 +449,7 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     if ((*timing)->receive_wall_s >= 0) config("ipc_receive_wall_s", (*timing)->receive_wall_s);
     config("ipc_collate_shm_cpu_s", (*timing)->collate_shm_cpu_s);
     config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
+    if ((*timing)->free_cpu_s >= 0) config("ipc_free_cpu_s", (*timing)->free_cpu_s);
     config("ipc_batches", (*timing)->batches);
     config("ipc_pace_s", (*timing)->pace_s);
     if ((*timing)->startup_s >= 0) config("ipc_startup_s", (*timing)->startup_s);

@@ -151,7 +151,8 @@ struct LoaderProfile {
   // measured in the main thread, timed after the run. A worker collates into
   // a fresh shared-memory segment each batch (created, mapped, faulted in
   // page by page) where the main thread reused its heap, and the step faults
-  // in the received segment's pages at its first read. Both are in the
+  // in the received segment's pages at its first read and unmaps them when
+  // it lets the batch go (beyond freeing a heap batch). Both are in the
   // measured spans of a profile with workers: 0 there.
   Input shm_collate_cpu_s_per_batch;  // worker CPU per batch, in its fetch
   Input batch_touch_cpu_s_per_batch;  // the step's CPU per batch

@@ -338,7 +338,8 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                    p.shm_collate_cpu_s_per_batch.source)
                      : "a worker's collate into shared memory: not measured (no workers in the profile): taken as 0");
     in.push_back(p.batch_touch_cpu_s_per_batch.measured
-                     ? fmt::format("the step's first read of a batch received from a worker (faulting in its pages): "
+                     ? fmt::format("the step's first read and its free of a batch received from a worker (faulting "
+                                   "in its pages, unmapping them): "
                                    "{} of CPU per batch (measured, {})",
                                    FormatSeconds(p.batch_touch_cpu_s_per_batch.value),
                                    p.batch_touch_cpu_s_per_batch.source)

@@ -136,6 +136,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Number(c.ipc_pace_s);
   w.Key("ipc_touch_cpu_s");
   if (c.ipc_touch_cpu_s >= 0) w.Number(c.ipc_touch_cpu_s); else w.Null();
+  w.Key("ipc_free_cpu_s");
+  if (c.ipc_free_cpu_s >= 0) w.Number(c.ipc_free_cpu_s); else w.Null();
   w.Key("ipc_startup_s");
   if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
   w.Key("ipc_shutdown_s");

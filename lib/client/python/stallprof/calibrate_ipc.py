@@ -12,8 +12,8 @@ took 7.7 s, against 5.0 and 4.8 s timed in a process each.
 For each, a DataLoader with one persistent worker delivers N batches (after
 a warm-up) whose tensors the worker allocates in shared memory and fills, as
 torch's collate does. Printed as one line a batch, in order, "loop_cpu_s X
-receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T batches N
-pace_s P startup_s U shutdown_s D rss_bytes R fork_s_per_mib F
+receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T free_cpu_s V
+batches N pace_s P startup_s U shutdown_s D rss_bytes R fork_s_per_mib F
 exit_s_per_mib E", in seconds per batch (the last five: once), or
 "failed <why>" where its timing raised:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
@@ -34,6 +34,11 @@ exit_s_per_mib E", in seconds per batch (the last five: once), or
                      a byte a page, beyond the same read of resident memory:
                      faulting in the segment's pages, which the step pays
                      at its first use of the batch;
+  free_cpu_s         the main thread's CPU to free a received batch (unmapping
+                     its segments, closing their descriptors) beyond freeing
+                     a heap copy of it, as a loop without workers does: the
+                     step pays it when its loop variable takes the next
+                     batch, after next() has returned;
   startup_s          starting the worker (fork) and its loop: the time from
                      iter() to the first batch beyond a later batch's (the
                      median wall time of a timed next()). It is this process's
@@ -216,6 +221,8 @@ def time_handoff(sizes, pace, warmup, batch_count):
         next(it)
     resident = [torch.ones(size, dtype=torch.uint8) for size in sizes]  # the same read without faults
     receive = shared_extra = touch = 0
+    freed_shared = freed_heap = 0  # freeing a received batch, and a heap copy of it
+    tensors = batch = heap = None
     batches = 0
     worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
     walls = []
@@ -230,9 +237,16 @@ def time_handoff(sizes, pace, warmup, batch_count):
             time.sleep(0)
         wall_start = time.monotonic()
         start = time.thread_time_ns()
-        tensors, heap_ns, shared_ns, entered_cpu_ns, making_s, made = next(it)
+        batch = next(it)
         received = time.thread_time_ns()
         wall = time.monotonic() - wall_start
+        # Rebinding frees the previous batch: the job's loop does it after its
+        # next() returns, in its step, so it is timed apart from the receive.
+        tensors, heap_ns, shared_ns, entered_cpu_ns, making_s, made = batch
+        batch = None
+        unpacked = time.thread_time_ns()
+        if batches > 0:  # the first frees nothing: the warm-up's last batch went in its own next()
+            freed_shared += unpacked - received
         walls.append(wall)
         if made < wall_start:
             ready_walls.append(wall)
@@ -241,7 +255,13 @@ def time_handoff(sizes, pace, warmup, batch_count):
         touched = time.thread_time_ns()
         for t in resident:
             t[::4096].sum()
-        touch += 2 * touched - received - time.thread_time_ns()
+        before_free = time.thread_time_ns()
+        touch += 2 * touched - unpacked - before_free
+        if batches > 0:
+            heap = [t.clone() for t in tensors]  # the batch a loop without workers frees instead
+            copied = time.thread_time_ns()
+            heap = None
+            freed_heap += time.thread_time_ns() - copied
         receive += received - start
         shared_extra += shared_ns - heap_ns
         if batches == 0:
@@ -264,10 +284,11 @@ def time_handoff(sizes, pace, warmup, batch_count):
         start = time.monotonic()
         join()
         shutdown = time.monotonic() - start
-    return ("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f batches %d "
-            "pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d" % (max(0, loop) / 1e9, receive / n, receive_wall,
-                                                                         max(0, shared_extra) / n, max(0, touch) / n,
-                                                                         batches, pace, startup, shutdown, rss))
+    free = (freed_shared - freed_heap) / max(1, batches - 1) / 1e9
+    return ("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f "
+            "free_cpu_s %.9f batches %d pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d"
+            % (max(0, loop) / 1e9, receive / n, receive_wall, max(0, shared_extra) / n, max(0, touch) / n,
+               max(0, free), batches, pace, startup, shutdown, rss))
 
 
 if __name__ == "__main__":
