@@ -50,7 +50,7 @@ struct HandoffTiming {
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
-// and an optional fourth line "pace_s <seconds>".
+// then optional lines "pace_s <seconds>" and "rss_bytes <bytes>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
 // collate_shm_cpu_s Z touch_cpu_s T batches N [free_cpu_s V] [receive_wall_s W] [pace_s P]

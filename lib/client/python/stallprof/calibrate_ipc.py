@@ -222,7 +222,7 @@ def time_handoff(sizes, pace, warmup, batch_count):
     resident = [torch.ones(size, dtype=torch.uint8) for size in sizes]  # the same read without faults
     receive = shared_extra = touch = 0
     freed_shared = freed_heap = 0  # freeing a received batch, and a heap copy of it
-    tensors = batch = heap = None
+    tensors = None
     batches = 0
     worker_from = worker_to = fetch = previous_fetch = 0  # the worker's CPU at the first and the last batch; fetch CPU between
     walls = []
@@ -240,10 +240,9 @@ def time_handoff(sizes, pace, warmup, batch_count):
         batch = next(it)
         received = time.thread_time_ns()
         wall = time.monotonic() - wall_start
-        # Rebinding frees the previous batch: the job's loop does it after its
-        # next() returns, in its step, so it is timed apart from the receive.
+        # Rebinding `tensors` frees the previous batch: the job's loop does it
+        # after its next() returns, in its step, so it is timed apart from the receive.
         tensors, heap_ns, shared_ns, entered_cpu_ns, making_s, made = batch
-        batch = None
         unpacked = time.thread_time_ns()
         if batches > 0:  # the first frees nothing: the warm-up's last batch went in its own next()
             freed_shared += unpacked - received
@@ -255,8 +254,8 @@ def time_handoff(sizes, pace, warmup, batch_count):
         touched = time.thread_time_ns()
         for t in resident:
             t[::4096].sum()
-        before_free = time.thread_time_ns()
-        touch += 2 * touched - unpacked - before_free
+        resident_read = time.thread_time_ns()
+        touch += 2 * touched - unpacked - resident_read
         if batches > 0:
             heap = [t.clone() for t in tensors]  # the batch a loop without workers frees instead
             copied = time.thread_time_ns()
