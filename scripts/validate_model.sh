@@ -112,7 +112,7 @@ predict() {
 # more than MAX_ERROR (it is a bound), and the figure, which whatif says may
 # be off by up to a third either way, must be within 2 x MAX_ERROR.
 # With "<stretches>" (each target run's step time over the step time whatif
-# predicted for it, where no thread shares the step's core): the model takes
+# predicted for it, beside the workers as the model shares the cores): the model takes
 # each vCPU as a full core, and some hosts' vCPUs are not (hyperthreads of one
 # core, or another tenant on it: a busy thread runs slower when the other
 # vCPU is busy too, at times by 25%). A comparison that misses the bound, but
@@ -218,21 +218,26 @@ validate_compute() {
 validate_cpustep() {
   if [ "$(nproc)" -lt 2 ]; then skip cpustep "needs 2 cores"; return; fi
   local flags=(--batches 60 --batch-size 4 --prep-cpu-ms 8 --fetch-sleep-ms 2 --compute-ms 16 --compute-mode cpu)
-  local profiled=() p1=() p2=() m1=() m2=() i
+  local profiled=() p1=() p2=() m1=() m2=() stretch2=() i step2
   for i in $(seq "$REPEAT"); do
     "$SP" run -q -o "$WORK/cs0.pb" -- "$PY" "$WORKLOAD" --workers 0 "${flags[@]}" >/dev/null
     profiled+=("$(measured_of "$WORK/cs0.pb")")
     p1+=("$(predict "$WORK/cs0.pb" samples_per_s --workers 1)")
     p2+=("$(predict "$WORK/cs0.pb" samples_per_s --workers 2)")
+    step2=$(json_get "$WORK/cs0.pb.predicted.json" "d['loaders'][0]['scenarios'][0]['prediction']['compute_step_s']")
     "$SP" run -q -o "$WORK/cs1.pb" -- "$PY" "$WORKLOAD" --workers 1 "${flags[@]}" >/dev/null
     m1+=("$(measured_of "$WORK/cs1.pb")")
     "$SP" run -q -o "$WORK/cs2.pb" -- "$PY" "$WORKLOAD" --workers 2 "${flags[@]}" >/dev/null
     m2+=("$(measured_of "$WORK/cs2.pb")")
+    stretch2+=("$(steady_compute_of "$WORK/cs2.pb" | awk -v p="$step2" '{printf "%.4f", $1 / p}')")
   done
-  echo "cpustep: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}"
+  echo "cpustep: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}; the step over its predicted with 2 workers ${stretch2[*]}"
   # One worker gains less than 2 x the bound (prep and step share the cores): reported, not held to the margin.
   compare "cpustep: 0 -> 1 worker, CPU step (info)" "${p1[*]}" "${m1[*]}"
-  compare "cpustep: 0 -> 2 workers, CPU step" "${p2[*]}" "${m2[*]}" "${profiled[*]}"
+  # The step's stretch beyond the predicted sharing, as the decode case's: a
+  # miss that a slow minute of the host explains is skipped with its figures
+  # (a CI run on 2026-12-02: +23.5%, the 2-worker runs 10-15% slower than usual).
+  compare "cpustep: 0 -> 2 workers, CPU step" "${p2[*]}" "${m2[*]}" "${profiled[*]}" "" "${stretch2[*]}"
 }
 
 # The decode cases' images, flags and malloc thresholds (DATA, FLAGS, TUNED).
