@@ -32,27 +32,34 @@ for epoch in range(4):
     for x in stream_loader:
         time.sleep(0.0005)
 PY
-$SP run -q -o two.pb -- "$PY" shards.py 2 >run2.log 2>&1 || fail "the 2-worker run failed: $(tail -3 run2.log)"
-# Three 4-worker runs, held against their median: 4 sleeping workers on 2
-# cores wake as the host lets them, and single runs measured 2035-2181
-# samples/s here (a full ctest run beside other tests once missed by more
-# than the bound).
-for run in four fourb fourc; do
-  $SP run -q -o $run.pb -- "$PY" shards.py 4 >run4.log 2>&1 || fail "the 4-worker run failed: $(tail -3 run4.log)"
-  $SP whatif $run.pb --json >$run.json || fail "whatif of the 4-worker run failed"
+require_quiet_cpus
+# Three pairs, a 2-worker profile then a 4-worker run, each figure held
+# against the median of its kind: 4 sleeping workers on 2 cores wake as the
+# host lets them, single runs measured 1013-2342 samples/s here, and a single
+# 2-worker profile taken in a slow minute of the host (1263 against 1500 from
+# the set costs) put its 4-worker prediction 15% under the runs that followed.
+for run in a b c; do
+  $SP run -q -o two$run.pb -- "$PY" shards.py 2 >run2.log 2>&1 || fail "the 2-worker run failed: $(tail -3 run2.log)"
+  $SP whatif two$run.pb --workers 4 --json >two$run.json || fail "whatif failed"
+  $SP run -q -o four$run.pb -- "$PY" shards.py 4 >run4.log 2>&1 || fail "the 4-worker run failed: $(tail -3 run4.log)"
+  $SP whatif four$run.pb --json >four$run.json || fail "whatif of the 4-worker run failed"
 done
-$SP whatif two.pb --workers 4 --json >two.json || fail "whatif failed"
-$SP analyze two.pb >two.txt || fail "analyze failed"
+$SP analyze twoa.pb >two.txt || fail "analyze failed"
 grep -q "uneven stream: the workers made 15 to 30 batches an epoch" two.txt || fail "analyze does not name the uneven split: $(grep -A4 advice: two.txt)"
-"$PY" - two.json four.json fourb.json fourc.json <<'PY' || fail "the uneven split is predicted wrong (above)"
-import json, sys
-two = json.load(open(sys.argv[1]))["loaders"][0]
-fours = sorted(json.load(open(f))["loaders"][0]["measured_samples_per_s"] for f in sys.argv[2:])
-baseline, measured2 = two["baseline"]["samples_per_s"], two["measured_samples_per_s"]
-predicted4, measured4 = two["scenarios"][0]["prediction"]["samples_per_s"], fours[1]
-print(f"2 workers: predicted {baseline:.0f}, measured {measured2:.0f}; 4 workers: predicted {predicted4:.0f}, "
-      f"measured {measured4:.0f} (median of {[round(f) for f in fours]})")
-print([l for l in two["inputs"] if "stream" in l])
+"$PY" - twoa.json twob.json twoc.json foura.json fourb.json fourc.json <<'PY' || fail "the uneven split is predicted wrong (above)"
+import json, statistics, sys
+twos = [json.load(open(f))["loaders"][0] for f in sys.argv[1:4]]
+fours = [json.load(open(f))["loaders"][0]["measured_samples_per_s"] for f in sys.argv[4:7]]
+median = lambda xs: statistics.median(xs)
+baseline = median([t["baseline"]["samples_per_s"] for t in twos])
+measured2 = median([t["measured_samples_per_s"] for t in twos])
+predicted4 = median([t["scenarios"][0]["prediction"]["samples_per_s"] for t in twos])
+measured4 = median(fours)
+print(f"2 workers: predicted {baseline:.0f}, measured {measured2:.0f} (medians of "
+      f"{[round(t['baseline']['samples_per_s']) for t in twos]}, {[round(t['measured_samples_per_s']) for t in twos]}); "
+      f"4 workers: predicted {predicted4:.0f}, measured {measured4:.0f} (medians of "
+      f"{[round(t['scenarios'][0]['prediction']['samples_per_s']) for t in twos]}, {[round(f) for f in fours]})")
+print([l for l in twos[0]["inputs"] if "stream" in l])
 # The runs bear the set costs out: an even split would be 240/180 ms and 120/96 ms an epoch faster.
 assert measured2 < 0.85 * 45 * 8 / 0.180, "the 2-worker run is not held back by its split: the test cannot tell"
 assert measured4 < 0.9 * 45 * 8 / 0.096, "the 4-worker run is not held back by its split: the test cannot tell"
