@@ -30,8 +30,9 @@ def iterate():
     # beside two busy loops, 1 run in 5-12 ended in ConnectionResetError
     # (2026-11-23); or when it dies holding a batch's shared-memory fd, the
     # fd's fetch from its resource sharer fails (a CI run, 2026-11-24: an
-    # OSError under rebuild_storage_fd's df.detach()).
-    except (RuntimeError, OSError) as error:
+    # OSError under rebuild_storage_fd's df.detach(), or an EOFError there
+    # when the sharer's connection closed mid-handshake: a CI run, 2026-12-03).
+    except (RuntimeError, OSError, EOFError) as error:
         return error
     return None
 
@@ -41,7 +42,7 @@ def iterate():
 # then take the handler down before printing.
 try:
     saw = iterate()
-except (RuntimeError, OSError) as late:
+except (RuntimeError, OSError, EOFError) as late:
     saw = late
 while True:
     try:
@@ -56,7 +57,7 @@ sys.exit(0)
 PY
 set +e; "$SP" run -o "$TMP/t.pb" -- "$PY" "$TMP/kill_worker.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 3 ] || fail "run returned $rc, expected the job's 3: $(cat "$TMP/out" "$TMP/err")"
-grep -Eq "job saw: (RuntimeError DataLoader worker|[A-Za-z]*(Connection|FileNotFound|OS)[A-Za-z]*Error)" "$TMP/out" || fail "the job did not see the worker die: $(cat "$TMP/out")"
+grep -Eq "job saw: (RuntimeError DataLoader worker|[A-Za-z]*(Connection|FileNotFound|OS|EOF)[A-Za-z]*Error)" "$TMP/out" || fail "the job did not see the worker die: $(cat "$TMP/out")"
 "$STALLPROF_BUILD_DIR/trace_check" --names "$TMP/t.pb" >"$TMP/check" || fail "the trace does not load"
 grep -qx "footer=1" "$TMP/check" || fail "no footer"
 grep -qx "invalid=0" "$TMP/check" || fail "invalid records: $(grep invalid "$TMP/check")"
