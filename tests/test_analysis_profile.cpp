@@ -948,6 +948,50 @@ TEST_CASE("Other processes' busy cores are the machine's busy time less the job'
   CHECK(outside(1) == Approx(1).margin(1e-6));
 }
 
+TEST_CASE("The hypervisor's steal is told apart from other processes' CPU, and unknown in a trace without its column") {
+  // 2 s sampled every 100 ms on 2 cores: the job's one process uses 0.5
+  // cores, another process 0.25, and the hypervisor steals 0.5 (of the
+  // machine's busy time in /proc/stat, as the kernel counts it).
+  auto analyze = [](bool steal_column) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "batch_size", 4);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    spec.iterations = 25;
+    AddLoop(b, spec);
+    ProcessSeries main;
+    main.pid = 100;
+    auto& sys = b.trace.system;
+    for (uint64_t t = 0; t <= 2000 * kMs; t += 100 * kMs) {
+      main.t_ns.push_back(t);
+      main.cpu_ns.push_back(t / 2);
+      sys.t_ns.push_back(t);
+      sys.cpu_busy_ns.push_back(t / 2 + t / 4 + t / 2);
+      sys.cpu_total_ns.push_back(2 * t);
+      if (steal_column) sys.cpu_steal_ns.push_back(t / 2);
+    }
+    b.trace.process_series = {main};
+    auto analysis = Analyze(b.trace, {});
+    REQUIRE(analysis.ok());
+    auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    REQUIRE(profiles->size() == 1);
+    return std::make_pair(analysis->system, profiles->front());
+  };
+  const auto [with, with_profile] = analyze(true);
+  CHECK(with.outside_busy_cores == Approx(0.75).margin(1e-6));
+  CHECK(with.outside_steal_cores == Approx(0.5).margin(1e-6));
+  CHECK(with.steal_measured);
+  CHECK(with.steal_fraction == Approx(0.25).margin(1e-6));  // 0.5 of 2 cores
+  CHECK(with_profile.outside_steal_cores == Approx(0.5).margin(1e-6));
+  const auto [without, without_profile] = analyze(false);
+  CHECK(without.outside_busy_cores == Approx(0.75).margin(1e-6));
+  CHECK(without.outside_steal_cores == -1);
+  CHECK_FALSE(without.steal_measured);
+  CHECK(without_profile.outside_steal_cores == -1);
+}
+
 TEST_CASE("A later epoch's kernel CPU beyond the steady rate in its first steps is the fork's copy-on-write refault") {
   // Forked, non-persistent workers: 3 epochs of 10 batches (10 ms wait, 30
   // ms compute); each later epoch's first compute takes 130 ms, 80 ms of it

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <memory>
 #include <vector>
 #include <filesystem>
@@ -99,6 +100,24 @@ TEST_CASE("system counters are plausible") {
   CHECK(s.mem_available_bytes <= s.mem_total_bytes);
   CHECK(procfs::MeminfoBytes("MemTotal:  100 kB\nCached:   3 kB\nSwapCached: 9 kB\n", "Cached") == 3 * 1024);
   CHECK(procfs::MeminfoBytes("SwapCached: 9 kB\n", "Cached") == 0);
+}
+
+TEST_CASE("the machine's steal is /proc/stat's eighth field, within the busy time") {
+  // cpu user nice system idle iowait irq softirq steal, in clock ticks.
+  const auto steal_ns = [] {
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    uint64_t field = 0;
+    stat >> cpu;
+    for (int i = 0; i < 8; ++i) stat >> field;
+    return field * (1000000000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK)));
+  };
+  const uint64_t before = steal_ns();
+  const auto s = procfs::ReadSystem();
+  const uint64_t after = steal_ns();
+  CHECK(s.cpu_steal_ns >= before);
+  CHECK(s.cpu_steal_ns <= after);
+  CHECK(s.cpu_steal_ns <= s.cpu_busy_ns);
 }
 
 TEST_CASE("our thread name and run-queue delay are readable") {

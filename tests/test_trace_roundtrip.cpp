@@ -335,6 +335,40 @@ TEST_CASE("the machine's page size round trips, and a trace without it reads 0")
   std::remove(path.c_str());
 }
 
+TEST_CASE("the machine's steal column round trips while every system chunk has it, and is dropped otherwise") {
+  const std::string path = TempPath("steal");
+  // Chunks of two ticks each; `with_steal` says which carry the steal column.
+  auto write = [&](std::vector<bool> with_steal) {
+    auto w = TraceWriter::Create(path, TestHeader());
+    REQUIRE(w.ok());
+    uint64_t t = 0;
+    for (bool steal : with_steal) {
+      pb::Chunk ss;
+      auto* s = ss.mutable_system_samples();
+      for (int i = 0; i < 2; ++i, ++t) {
+        s->add_t_ns(t);
+        s->add_cpu_busy_ns(10 * t);
+        s->add_cpu_total_ns(20 * t);
+        s->add_page_cache_bytes(0);
+        s->add_disk_read_bytes(0);
+        s->add_mem_available_bytes(0);
+        if (steal) s->add_cpu_steal_ns(3 * t);
+      }
+      REQUIRE((*w)->Write(ss).ok());
+    }
+    REQUIRE((*w)->Close().ok());
+    auto loaded = LoadTrace(path);
+    REQUIRE(loaded.ok());
+    CHECK(loaded->system.t_ns.size() == 2 * with_steal.size());
+    return loaded->system.cpu_steal_ns;
+  };
+  CHECK(write({true, true}) == std::vector<uint64_t>{0, 3, 6, 9});
+  CHECK(write({true, false}).empty());  // a misaligned column would pair steal with the wrong ticks
+  CHECK(write({false, true}).empty());
+  CHECK(write({false}).empty());  // a launcher before 2026-12-03
+  std::remove(path.c_str());
+}
+
 TEST_CASE("numbers of every varint length, 1 to 10 bytes, round trip exactly") {
   // The decoder reads a varint of up to 8 bytes in one step and longer ones
   // byte by byte: each length on both sides of its boundary, in every column.

@@ -1507,7 +1507,11 @@ void FillStages(const Trace& trace, const std::vector<StageAccumulator>& accumul
 // before its first reading); CPU a process spent after its last reading
 // (under one sampler period) is missed, and so counted outside. nullopt
 // without the samples to tell.
-std::optional<double> OutsideBusyCores(const Trace& trace) {
+struct OutsideLoad {
+  double busy_cores = 0;
+  double steal_cores = -1;  // of busy_cores, the hypervisor's (steal); -1 where the trace has no steal column
+};
+std::optional<OutsideLoad> OutsideBusyCores(const Trace& trace) {
   const auto& sys = trace.system;
   const size_t n = sys.t_ns.size();
   if (n < 2 || sys.cpu_busy_ns.size() != n || trace.process_series.empty()) return std::nullopt;
@@ -1524,8 +1528,14 @@ std::optional<double> OutsideBusyCores(const Trace& trace) {
     const double start = &ps == root || ps.t_ns.front() <= a ? internal::SeriesAt(ps.t_ns, ps.cpu_ns, a) : 0;
     job_ns += internal::SeriesAt(ps.t_ns, ps.cpu_ns, b) - start;
   }
-  const double busy_ns = internal::SeriesAt(sys.t_ns, sys.cpu_busy_ns, b) - internal::SeriesAt(sys.t_ns, sys.cpu_busy_ns, a);
-  return std::max(0.0, (busy_ns - job_ns) / static_cast<double>(b - a));
+  const auto between = [&](const std::vector<uint64_t>& v) {
+    return internal::SeriesAt(sys.t_ns, v, b) - internal::SeriesAt(sys.t_ns, v, a);
+  };
+  OutsideLoad out;
+  out.busy_cores = std::max(0.0, (between(sys.cpu_busy_ns) - job_ns) / static_cast<double>(b - a));
+  if (sys.cpu_steal_ns.size() == n)
+    out.steal_cores = std::min(out.busy_cores, std::max(0.0, between(sys.cpu_steal_ns) / static_cast<double>(b - a)));
+  return out;
 }
 
 SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>& loaders) {
@@ -1540,6 +1550,8 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
     auto delta = [&](const std::vector<uint64_t>& v) { return v.size() == n ? static_cast<double>(v.back()) - v.front() : 0.0; };
     double total = delta(sys.cpu_total_ns);
     out.machine_cpu_fraction = total > 0 ? delta(sys.cpu_busy_ns) / total : 0;
+    out.steal_measured = sys.cpu_steal_ns.size() == n;
+    out.steal_fraction = total > 0 ? delta(sys.cpu_steal_ns) / total : 0;
     out.disk_read_bytes = delta(sys.disk_read_bytes);
     out.disk_read_bytes_per_s = out.disk_read_bytes / out.seconds;
     if (sys.page_cache_bytes.size() == n) {
@@ -1564,8 +1576,9 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
   }
   for (const auto& [t, rss] : rss_at) out.job_rss_max = std::max(out.job_rss_max, rss);
   if (const auto outside = OutsideBusyCores(trace)) {
-    out.outside_busy_cores = *outside;
+    out.outside_busy_cores = outside->busy_cores;
     out.outside_busy_measured = true;
+    out.outside_steal_cores = outside->steal_cores;
   }
   if (last > first) {
     out.job_cpu_cores = job_cpu_s / ((last - first) * kNs);

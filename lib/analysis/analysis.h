@@ -627,10 +627,16 @@ struct SystemStats {
   bool available = false;          // the sampler recorded at least two ticks
   double seconds = 0;
   double machine_cpu_fraction = 0;  // busy / total over all CPUs
+  // Of it, the hypervisor's: time it ran other guests while this machine's
+  // CPUs had work (/proc/stat steal). A vCPU it deschedules runs the job's
+  // threads late and wakes its sleepers late.
+  double steal_fraction = 0;
+  bool steal_measured = false;      // the trace has the steal column (from 2026-12-03)
   double job_cpu_cores = 0;         // cores the traced processes kept busy on average
   double job_cpu_fraction = 0;      // job_cpu_cores / usable cores
   double outside_busy_cores = 0;    // other processes' busy cores over the job's first process's span
   bool outside_busy_measured = false;  // the sampler read /proc/stat and the job's processes over that span
+  double outside_steal_cores = -1;  // of outside_busy_cores, steal; -1 unknown
   double disk_read_bytes = 0;
   double disk_read_bytes_per_s = 0;
   double page_cache_start = 0, page_cache_end = 0, page_cache_max = 0;

@@ -330,6 +330,7 @@ SystemSnapshot ReadSystem(Files& files) {
       const uint64_t idle = ToU64(f[4]) + ToU64(f[5]);
       s.cpu_total_ns = total * NsPerTick();
       s.cpu_busy_ns = (total - idle) * NsPerTick();
+      s.cpu_steal_ns = ToU64(f[8]) * NsPerTick();
     }
   }
   if (auto mem = files.Read("/proc/meminfo")) {

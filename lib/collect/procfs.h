@@ -102,6 +102,7 @@ uint64_t MeminfoBytes(std::string_view text, const std::string& field);
 struct SystemSnapshot {
   uint64_t cpu_busy_ns = 0;   // all CPUs, cumulative
   uint64_t cpu_total_ns = 0;
+  uint64_t cpu_steal_ns = 0;  // of cpu_busy_ns, the hypervisor's (steal), cumulative
   uint64_t page_cache_bytes = 0;
   uint64_t mem_available_bytes = 0;
   uint64_t mem_total_bytes = 0;

@@ -43,6 +43,7 @@ void Sampler::Tick(uint64_t now_ns) {
   system_.add_t_ns(now_ns);
   system_.add_cpu_busy_ns(sys.cpu_busy_ns);
   system_.add_cpu_total_ns(sys.cpu_total_ns);
+  system_.add_cpu_steal_ns(sys.cpu_steal_ns);
   system_.add_page_cache_bytes(sys.page_cache_bytes);
   system_.add_disk_read_bytes(sys.disk_read_bytes);
   system_.add_mem_available_bytes(sys.mem_available_bytes);

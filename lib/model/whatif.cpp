@@ -482,7 +482,12 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
       "own threads do not explain; the other processes' busy cores by /proc/stat, {}, counted from {:g}); the "
       "scenarios assume {}",
       out.profiled_background_threads,
-      profile.outside_busy_measured ? fmt::format("{:.2f}", profile.outside_busy_cores) : "not sampled",
+      !profile.outside_busy_measured ? std::string("not sampled")
+      : profile.outside_steal_cores >= 0.005
+          ? fmt::format("{:.2f}, {:.2f} of it steal (the hypervisor running other guests: this machine's host, not its "
+                        "processes)",
+                        profile.outside_busy_cores, profile.outside_steal_cores)
+          : fmt::format("{:.2f}", profile.outside_busy_cores),
       kOutsideCoresSeen,
       sweep.background_threads == Scenario::kAsProfiled ? "the same (--background-load profiled)"
       : sweep.background_threads >= 0 ? fmt::format("{:g} (--background-load)", sweep.background_threads)

@@ -2,6 +2,8 @@
 #include "json_writer.h"
 #include "ranks_report.h"
 
+#include <limits>
+
 namespace stallprof::report {
 
 using namespace stallprof::analysis;
@@ -290,6 +292,8 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     const auto& s = t.system;
     w.Key("system").BeginObject();
     w.Field("available", s.available).Field("seconds", s.seconds).Field("machine_cpu_fraction", s.machine_cpu_fraction);
+    // Of all CPU time, the hypervisor's; null where the trace did not record it.
+    w.Field("steal_fraction", s.steal_measured ? s.steal_fraction : std::numeric_limits<double>::quiet_NaN());
     w.Field("job_cpu_cores", s.job_cpu_cores).Field("job_cpu_fraction", s.job_cpu_fraction);
     w.Field("disk_read_bytes", s.disk_read_bytes).Field("disk_read_bytes_per_s", s.disk_read_bytes_per_s);
     w.Field("page_cache_start_bytes", s.page_cache_start).Field("page_cache_end_bytes", s.page_cache_end);

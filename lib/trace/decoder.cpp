@@ -343,9 +343,15 @@ Status TraceDecoder::ProcessSamples(const pb::ProcessSamples& s) {
 Status TraceDecoder::SystemSamples(const pb::SystemSamples& s) {
   const int n = s.t_ns_size();
   if (s.cpu_busy_ns_size() != n || s.cpu_total_ns_size() != n || s.page_cache_bytes_size() != n ||
-      s.disk_read_bytes_size() != n || s.mem_available_bytes_size() != n)
+      s.disk_read_bytes_size() != n || s.mem_available_bytes_size() != n ||
+      (s.cpu_steal_ns_size() != 0 && s.cpu_steal_ns_size() != n))
     return Corrupt("system sample columns differ in length");
   auto& o = t_.system;
+  // Kept only while every chunk has it, so that it stays aligned with t_ns.
+  if (s.cpu_steal_ns_size() == n && o.cpu_steal_ns.size() == o.t_ns.size())
+    o.cpu_steal_ns.insert(o.cpu_steal_ns.end(), s.cpu_steal_ns().begin(), s.cpu_steal_ns().end());
+  else
+    o.cpu_steal_ns.clear();
   o.t_ns.insert(o.t_ns.end(), s.t_ns().begin(), s.t_ns().end());
   o.cpu_busy_ns.insert(o.cpu_busy_ns.end(), s.cpu_busy_ns().begin(), s.cpu_busy_ns().end());
   o.cpu_total_ns.insert(o.cpu_total_ns.end(), s.cpu_total_ns().begin(), s.cpu_total_ns().end());

@@ -238,6 +238,7 @@ struct ProcessSeries {
 
 struct SystemSeries {
   std::vector<uint64_t> t_ns, cpu_busy_ns, cpu_total_ns, page_cache_bytes, disk_read_bytes, mem_available_bytes;
+  std::vector<uint64_t> cpu_steal_ns;  // of cpu_busy_ns, the hypervisor's; empty unless every chunk recorded it
 };
 
 struct TraceFooter {
