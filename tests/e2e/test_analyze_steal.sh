@@ -34,7 +34,7 @@ s0, t0, s1, t1 = (int(x) for x in sys.argv[2:6])
 # tick of rounding at each end).
 ticks = steal * system["seconds"] * os.cpu_count() * os.sysconf("SC_CLK_TCK")
 print(f"steal {steal:.4f} of the run's CPU time: {ticks:.1f} ticks; {s1 - s0} ticks around the run")
-assert isinstance(steal, float) and 0 <= steal <= 1
+assert type(steal) in (int, float) and 0 <= steal <= 1, steal  # a number (0 prints as an integer), not null
 assert ticks <= (s1 - s0) + 2, "more steal than the machine counted around the run"
 PY
 echo PASS
