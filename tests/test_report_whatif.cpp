@@ -202,6 +202,20 @@ TEST_CASE("A profile taken beside other processes' load says every row assumes a
   CHECK_THAT(WhatIfText(report), !Catch::Contains("busy threads of other processes"));
 }
 
+TEST_CASE("A profile taken while the host stole 5% or more of the CPU says its costs are a slowed host's, in text and JSON") {
+  WhatIfReport report = OneLoader(Swept());
+  CHECK(report.loaders[0].profiled_steal_fraction == -1);  // a trace without the steal column
+  CHECK_THAT(WhatIfText(report), !Catch::Contains("steal"));
+  CHECK(ParseJson(WhatIfJson(report)).at("loaders").at(0).at("profiled_steal_fraction").is_null());
+  report.loaders[0].profiled_steal_fraction = 0.049;
+  CHECK_THAT(WhatIfText(report), !Catch::Contains("steal"));
+  report.loaders[0].profiled_steal_fraction = 0.12;
+  CHECK_THAT(WhatIfText(report), Catch::Contains("the host took 12.0% of this machine's CPU time (steal: the hypervisor "
+                                                 "running other guests) while it was profiled: the measured costs are a "
+                                                 "slowed host's"));
+  CHECK(ParseJson(WhatIfJson(report)).at("loaders").at(0).at("profiled_steal_fraction").get<double>() == 0.12);
+}
+
 TEST_CASE("A scenario whose other epoch differs gets a second line naming that epoch") {
   auto r = Swept();
   r.rows[1].scenario.cache_bytes = int64_t{50} << 30;
@@ -277,7 +291,8 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   const Json& l = d.at("loaders").at(0);
   CHECK(Keys(l) == std::vector<std::string>{"loader", "profiled_cores", "measured_samples_per_s", "baseline", "model_error",
                                              "measured_whole_run_samples_per_s", "whole_run_model_error", "change_of",
-                                             "profiled_background_threads", "scenario_background_threads", "swept", "scenarios", "inputs"});
+                                             "profiled_background_threads", "profiled_steal_fraction", "scenario_background_threads",
+                                             "swept", "scenarios", "inputs"});
   CHECK(l.at("loader").get<std::string>() == "train");
   CHECK(l.at("profiled_cores").get<double>() == 2);
   CHECK(l.at("measured_samples_per_s").get<double>() == 400);

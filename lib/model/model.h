@@ -440,6 +440,11 @@ BusyShift CompareBusyCores(const Prediction& profiled, const Prediction& scenari
 // are kOutsideCoresSeen or more, whichever is larger. 0 when the job's own
 // oversubscription explains the delay and nothing else ran.
 inline constexpr double kOutsideCoresSeen = 0.5;
+// The share of the machine's CPU time the hypervisor took (steal) from which
+// a profile's costs are a slowed host's: a descheduled vCPU runs the job's
+// threads late and wakes its sleepers late (a sleep-bound 2-worker stream
+// measured 645-773 samples/s in such a stretch, 1100-1300 quiet).
+inline constexpr double kStealSlowsHost = 0.05;
 double BackgroundThreads(const LoaderProfile& profile);
 
 // The fitted load a scenario keeps when it takes other processes' away

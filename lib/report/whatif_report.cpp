@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/units.h"
 #include "json_writer.h"
@@ -76,6 +77,11 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     out += fmt::format("; measured {:.1f} samples/s: error {:+.1f}%", r.measured_whole_run_samples_per_s,
                        r.whole_run_model_error * 100);
   out += "\n";
+  if (r.profiled_steal_fraction >= model::kStealSlowsHost)
+    out += fmt::format("  the host took {:.1f}% of this machine's CPU time (steal: the hypervisor running other guests) while it "
+                       "was profiled: the measured costs are a slowed host's, and every row carries them; profile again "
+                       "when analyze's System line shows little steal\n",
+                       r.profiled_steal_fraction * 100);
   out += fmt::format("scenario: cache policy {}{}{}{}{}{}\n\n", model::ToString(sweep.cache_policy),
                      sweep.prefetch_factor > 0 ? fmt::format(", prefetch_factor {}", sweep.prefetch_factor) : "",
                      sweep.accel_speedup != 1 ? fmt::format(", accelerator {:g}x faster", sweep.accel_speedup) : "",
@@ -226,6 +232,8 @@ std::string WhatIfJson(const WhatIfReport& report) {
     // What the rows' change compares: "steady_state", or "whole_run" where no steady state was measured.
     w.Field("change_of", r.steady_state_measured ? "steady_state" : "whole_run");
     w.Field("profiled_background_threads", r.profiled_background_threads);
+    w.Field("profiled_steal_fraction",  // null where the trace did not record steal
+            r.profiled_steal_fraction >= 0 ? r.profiled_steal_fraction : std::numeric_limits<double>::quiet_NaN());
     w.Field("scenario_background_threads", r.scenario_background_threads);
     w.Field("swept", r.swept);
     w.Key("scenarios").BeginArray();
