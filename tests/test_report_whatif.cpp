@@ -318,7 +318,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   const Json& p = l.at("scenarios").at(0).at("prediction");
   CHECK(Keys(p) == std::vector<std::string>{"samples_per_s", "step_s", "stall_fraction", "fetch_stall_fraction",
                                              "prep_stall_fraction", "handoff_stall_fraction", "bottleneck", "workers", "hit_ratio", "r_compute",
-                                             "r_prep", "r_workers", "r_fetch", "delay_s", "background_threads", "handoff_s",
+                                             "r_prep", "r_workers", "r_fetch", "cpu_s", "io_s", "delay_s", "background_threads", "handoff_s",
                                              "r_main", "compute_step_s", "whole_run_samples_per_s",
                                              "startup_s_per_epoch", "startup_measured", "loop_work_s_per_epoch", "analytic_samples_per_s",
                                              "step_threads", "step_oversubscribed", "waiting_threads",
@@ -358,7 +358,7 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
   CHECK_THAT(json, Catch::StartsWith("{\"trace\": \"runs/t.pb\", \"loaders\": [{\"loader\": \"train\", \"profiled_cores\": 2, "
                                      "\"measured_samples_per_s\": 123.457, \"baseline\": {\"samples_per_s\": 420, "
                                      "\"step_s\": 0.00952381, "));
-  CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
+  CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"cpu_s\": 0, \"io_s\": 0, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_all\": false, "
                                    "\"cache_policy\": \"lru\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"cpu_fit\": null}\n"));

@@ -28,7 +28,8 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("handoff_stall_fraction", p.handoff_stall_fraction);
   w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers).Field("hit_ratio", p.hit_ratio);
   w.Field("r_compute", Rate(p.r_compute)).Field("r_prep", Rate(p.r_prep)).Field("r_workers", Rate(p.r_workers));
-  w.Field("r_fetch", Rate(p.r_fetch)).Field("delay_s", p.delay_s).Field("background_threads", p.background_threads);
+  w.Field("r_fetch", Rate(p.r_fetch)).Field("cpu_s", p.cpu_s).Field("io_s", p.io_s).Field("delay_s", p.delay_s);
+  w.Field("background_threads", p.background_threads);
   w.Field("handoff_s", p.handoff_s).Field("r_main", Rate(p.r_main));
   w.Field("compute_step_s", p.compute_step_s).Field("whole_run_samples_per_s", p.whole_run_samples_per_s);
   w.Field("startup_s_per_epoch", p.startup_s_per_epoch).Field("startup_measured", p.startup_measured);
