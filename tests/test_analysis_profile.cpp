@@ -909,11 +909,14 @@ TEST_CASE("Without workers the GIL probes decide whether the fetch holds the GIL
   CHECK(few.source.find("9 GIL probes of the fetches, 10 needed") != std::string::npos);
 }
 
-TEST_CASE("Other processes' busy cores are the machine's busy time less the job's, a late-born worker counted whole") {
-  // 2 s sampled every 100 ms. The main process uses 0.5 cores; a worker born
-  // at 1 s spends 300 ms of CPU on imports before its first reading at 1.1 s,
-  // then 0.5 cores. /proc/stat: the job's CPU plus `loop` cores of a busy loop.
-  auto outside = [](double loop) {
+TEST_CASE("Other processes' busy cores are the machine's busy time less the job's, a late-born worker counted whole, "
+          "and the hypervisor's steal told apart") {
+  // 2 s sampled every 100 ms on 2 cores. The main process uses 0.5 cores; a
+  // worker born at 1 s spends 300 ms of CPU on imports before its first
+  // reading at 1.1 s, then 0.5 cores. /proc/stat: the job's CPU plus `loop`
+  // cores of a busy loop plus `steal` cores the hypervisor took, which the
+  // steal column records when `steal_column`.
+  auto measure = [](double loop, double steal, bool steal_column) {
     TraceBuilder b;
     b.Process(100, 1);
     b.Process(201, 100);
@@ -936,42 +939,11 @@ TEST_CASE("Other processes' busy cores are the machine's busy time less the job'
         worker.cpu_ns.push_back(worker_cpu);
       }
       sys.t_ns.push_back(t);
-      sys.cpu_busy_ns.push_back(main_cpu + worker_cpu + static_cast<uint64_t>(loop * static_cast<double>(t)));
+      sys.cpu_busy_ns.push_back(main_cpu + worker_cpu + static_cast<uint64_t>((loop + steal) * static_cast<double>(t)));
       sys.cpu_total_ns.push_back(2 * t);
+      if (steal_column) sys.cpu_steal_ns.push_back(static_cast<uint64_t>(steal * static_cast<double>(t)));
     }
     b.trace.process_series = {main, worker};
-    const auto profiles = MeasureProfiles(b.trace, {});
-    REQUIRE(profiles.ok());
-    return profiles->front().outside_busy_cores;
-  };
-  CHECK(outside(0) == Approx(0).margin(1e-6));  // the worker's imports are the job's, not another process's
-  CHECK(outside(1) == Approx(1).margin(1e-6));
-}
-
-TEST_CASE("The hypervisor's steal is told apart from other processes' CPU, and unknown in a trace without its column") {
-  // 2 s sampled every 100 ms on 2 cores: the job's one process uses 0.5
-  // cores, another process 0.25, and the hypervisor steals 0.5 (of the
-  // machine's busy time in /proc/stat, as the kernel counts it).
-  auto analyze = [](bool steal_column) {
-    TraceBuilder b;
-    b.Process(100, 1);
-    b.Config(100, 1, "batch_size", 4);
-    LoopSpec spec;
-    spec.thread = b.Thread(100, 100);
-    spec.iterations = 25;
-    AddLoop(b, spec);
-    ProcessSeries main;
-    main.pid = 100;
-    auto& sys = b.trace.system;
-    for (uint64_t t = 0; t <= 2000 * kMs; t += 100 * kMs) {
-      main.t_ns.push_back(t);
-      main.cpu_ns.push_back(t / 2);
-      sys.t_ns.push_back(t);
-      sys.cpu_busy_ns.push_back(t / 2 + t / 4 + t / 2);
-      sys.cpu_total_ns.push_back(2 * t);
-      if (steal_column) sys.cpu_steal_ns.push_back(t / 2);
-    }
-    b.trace.process_series = {main};
     auto analysis = Analyze(b.trace, {});
     REQUIRE(analysis.ok());
     auto profiles = MeasureProfiles(b.trace, {});
@@ -979,17 +951,22 @@ TEST_CASE("The hypervisor's steal is told apart from other processes' CPU, and u
     REQUIRE(profiles->size() == 1);
     return std::make_pair(analysis->system, profiles->front());
   };
-  const auto [with, with_profile] = analyze(true);
+  // the worker's imports are the job's, not another process's
+  CHECK(measure(0, 0, false).second.outside_busy_cores == Approx(0).margin(1e-6));
+  CHECK(measure(1, 0, false).second.outside_busy_cores == Approx(1).margin(1e-6));
+  const auto [with, with_profile] = measure(0.25, 0.5, true);
   CHECK(with.outside_busy_cores == Approx(0.75).margin(1e-6));
   CHECK(with.outside_steal_cores == Approx(0.5).margin(1e-6));
   CHECK(with.steal_measured);
   CHECK(with.steal_fraction == Approx(0.25).margin(1e-6));  // 0.5 of 2 cores
   CHECK(with_profile.outside_steal_cores == Approx(0.5).margin(1e-6));
-  const auto [without, without_profile] = analyze(false);
+  CHECK(with_profile.steal_fraction == Approx(0.25).margin(1e-6));
+  const auto [without, without_profile] = measure(0.25, 0.5, false);  // a trace before the steal column
   CHECK(without.outside_busy_cores == Approx(0.75).margin(1e-6));
   CHECK(without.outside_steal_cores == -1);
   CHECK_FALSE(without.steal_measured);
   CHECK(without_profile.outside_steal_cores == -1);
+  CHECK(without_profile.steal_fraction == -1);
 }
 
 TEST_CASE("A later epoch's kernel CPU beyond the steady rate in its first steps is the fork's copy-on-write refault") {

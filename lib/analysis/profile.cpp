@@ -64,6 +64,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.outside_busy_cores = analysis.system.outside_busy_cores;
   p.outside_busy_measured = analysis.system.outside_busy_measured;
   p.outside_steal_cores = analysis.system.outside_steal_cores;
+  p.steal_fraction = analysis.system.steal_measured ? analysis.system.steal_fraction : -1;
   p.batch_size = loader.config.batch_size;
   if (loader.SteppedIterations() > 0 && loader.samples > 0) p.samples_per_batch = loader.samples / loader.SteppedIterations();
   p.workers = loader.config.num_workers;

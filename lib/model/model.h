@@ -84,6 +84,7 @@ struct LoaderProfile {
   double outside_busy_cores = 0;    // other processes' CPU during the run, in cores (/proc/stat less the job's)
   bool outside_busy_measured = false;  // outside_busy_cores read from samples (else 0: unknown)
   double outside_steal_cores = -1;  // of outside_busy_cores, the hypervisor's steal (-1: not recorded)
+  double steal_fraction = -1;       // of the machine's CPU time, steal, as analyze's System line (-1: not recorded)
   // The job's other loaders iterated with this one (zip): their workers' CPU
   // during this loader's epochs, in cores (/proc sampler). The job's own load,
   // not another process's: every scenario keeps it, as it changes this loader

@@ -475,8 +475,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   if (!base.ok()) return base.error();
   out.baseline = *base;
   out.profiled_background_threads = base->background_threads;
-  if (profile.outside_steal_cores >= 0 && profile.profiled_cores > 0)
-    out.profiled_steal_fraction = profile.outside_steal_cores / profile.profiled_cores;
+  out.profiled_steal_fraction = profile.steal_fraction;
   const double assumed = ScenarioBackground(profile, sweep.background_threads);
   out.scenario_background_threads = assumed;
   out.inputs.push_back(fmt::format(

@@ -103,8 +103,8 @@ struct WhatIfResult {
   double whole_run_model_error = 0;
   double profiled_background_threads = 0;       // the outside load fitted from the profile
   double scenario_background_threads = 0;       // the load every scenario assumed (ScenarioBackground)
-  // Of the profiled machine's CPU time, the hypervisor's (steal) over the
-  // profile; -1 where the trace did not record it. From kStealSlowsHost the
+  // Of the profiled machine's CPU time, the hypervisor's (steal), the figure
+  // analyze's System line gives; -1 where the trace did not record it. From kStealSlowsHost the
   // measured costs are a slowed host's, and whatif says so.
   double profiled_steal_fraction = -1;
   std::string swept;                   // "cores", "workers", "cache" or "" (a single scenario)
