@@ -2,8 +2,6 @@
 // DataLoader settings, cores and cache plan that maximize throughput (GLPK LP).
 #include <fmt/core.h>
 
-#include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -33,11 +31,9 @@ struct RecommendFlags {
 int RunRecommend(const RecommendFlags& f) {
   model::RecommendOptions options;
   if (!f.cores.empty()) {
-    char* end = nullptr;
-    options.cores = std::strtod(f.cores.c_str(), &end);
-    if (end == f.cores.c_str() || *end != '\0' || !std::isfinite(options.cores))
-      return ReportError(UsageError("--cores '" + f.cores + "': not a number, expected e.g. --cores 16"));
-    if (options.cores <= 0) return ReportError(UsageError("--cores " + f.cores + ": needs at least a fraction of a core (> 0)"));
+    auto cores = model::ParseCores(f.cores);
+    if (!cores.ok()) return ReportError(cores.error());
+    options.cores = *cores;
   }
   if (!f.memory.empty()) {
     auto bytes = ParseBytes(f.memory, "--memory");
@@ -81,7 +77,7 @@ void RegisterRecommend(CLI::App& app, Action& action) {
   auto f = std::make_shared<RecommendFlags>();
   auto* sub = app.add_subcommand("recommend", "DataLoader settings, cores and cache plan that maximize throughput (an LP)");
   sub->add_option("trace", f->trace, "trace file (default ./trace.pb)");
-  sub->add_option("--cores", f->cores, "cores of the machine to plan for (default: the profiled machine's)");
+  sub->add_option("--cores", f->cores, "cores of the machine to plan for, at most 4096 (default: the profiled machine's)");
   sub->add_option("--memory", f->memory, "memory budget for cache, workers and prefetch buffers, e.g. 64G (default: the machine's)");
   sub->add_option("--background-load", f->background_load,
                   "busy threads from other processes to assume: by default other processes' load is taken away and the "

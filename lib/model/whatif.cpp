@@ -22,6 +22,18 @@ Result<double> ParseBackgroundLoad(const std::string& text) {
   return v;
 }
 
+Result<double> ParseCores(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !std::isfinite(v))
+    return UsageError("--cores '" + text + "': not a number, expected e.g. --cores 8 or --cores 2,4,8");
+  if (v <= 0) return UsageError("--cores " + text + ": needs at least a fraction of a core (> 0)");
+  if (v > kMaxWhatifCores)
+    return UsageError(fmt::format("--cores {}: more than {:g} cores, the model covers one machine; use at most {:g}",
+                                  text, kMaxWhatifCores, kMaxWhatifCores));
+  return v;
+}
+
 namespace {
 // A whole number from 1 to `most` given to `flag` (`what` it counts, for the error).
 Result<int32_t> ParseCount(const std::string& text, const char* flag, long most, const char* what) {
@@ -41,15 +53,9 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     auto parts = SplitList(f.cores, "--cores");
     if (!parts.ok()) return parts.error();
     for (const auto& part : *parts) {
-      char* end = nullptr;
-      const double v = std::strtod(part.c_str(), &end);
-      if (end == part.c_str() || *end != '\0' || !std::isfinite(v))
-        return UsageError("--cores '" + part + "': not a number, expected e.g. --cores 8 or --cores 2,4,8");
-      if (v <= 0) return UsageError("--cores " + part + ": needs at least a fraction of a core (> 0)");
-      if (v > kMaxWhatifCores)
-        return UsageError(fmt::format("--cores {}: more than {:g} cores, the model covers one machine; use at most {:g}",
-                                      part, kMaxWhatifCores, kMaxWhatifCores));
-      s.cores.push_back(v);
+      auto v = ParseCores(part);
+      if (!v.ok()) return v.error();
+      s.cores.push_back(*v);
     }
   }
   if (!f.workers.empty()) {

@@ -34,6 +34,10 @@ struct SweepFlags {
 // DataLoader) says nothing useful, and a typo such as 1e9 is caught.
 inline constexpr double kMaxWhatifCores = 4096;
 
+// One --cores figure (whatif's list entries, recommend's machine): more than
+// 0 and at most kMaxWhatifCores.
+Result<double> ParseCores(const std::string& text);
+
 inline constexpr int32_t kAutoWorkers = -2;  // Sweep::workers entry for --workers auto
 
 struct Sweep {

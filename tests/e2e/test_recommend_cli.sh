@@ -45,6 +45,12 @@ $SP recommend prep.pb --cores 0 2>err.txt
 rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q -- "--cores" err.txt || fail "--cores 0 not refused as usage: $rc $(cat err.txt)"
+# The same bound as whatif's (one parser): a typo of 1e30 cores is not planned for.
+set +e
+$SP recommend prep.pb --cores 1e30 2>err.txt
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--cores 1e30: more than 4096 cores" err.txt || fail "--cores 1e30 not refused as usage: $rc $(cat err.txt)"
 set +e
 $SP recommend prep.pb --memory 12Q 2>err.txt
 rc=$?
