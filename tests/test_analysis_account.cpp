@@ -1,6 +1,10 @@
 // The account of a loader's wall time (lib/analysis/account.cpp) on hand-built
 // traces whose true costs are set by the test.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "analysis/analysis.h"
 #include "analysis/profile.h"
@@ -378,6 +382,63 @@ TEST_CASE("A sleeping worker's fetch that also read the device is storage only b
   CHECK(l.fetch_off_cpu_storage_share == Approx(0.002 / (19 * 0.019 + 0.021)));
   CHECK_THAT(a.Line(Cause::kStorage).evidence,
              Catch::Contains("of their off-CPU time, the 19.0 ms the fetches without device reads spend (median) is other blocking"));
+}
+
+namespace {
+// One worker, 2 epochs of 20 batches, a 10 ms step. The first epoch's fetches
+// take 20 ms (1 ms on CPU, 19 ms reading 1 MiB from the device); a later
+// epoch's take 1 ms on CPU when the page cache held the first epoch's reads
+// (`later_cold` false), else 20 ms as the first's.
+Trace ColdThenWarm(bool later_cold) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  const uint32_t main = b.Thread(100, 100), w = b.Thread(201, 201);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 2; ++e) {
+    const bool cold = e == 0 || later_cold;
+    const uint64_t produce = cold ? 20 * kMs : kMs;
+    LoopSpec spec;
+    spec.thread = main;
+    spec.first_epoch = e;
+    spec.start = t;
+    spec.wait = produce;
+    spec.compute = 10 * kMs;
+    for (uint64_t i = 0; i < spec.iterations; ++i)
+      AddFetch(b, w, t + i * (produce + spec.compute), produce, i, kMs, cold ? 1 << 20 : 0);
+    t = AddLoop(b, spec);
+  }
+  return std::move(b.trace);
+}
+bool AnyAdviceContains(const LoaderAnalysis& l, const std::string& text) {
+  return std::any_of(l.advice.begin(), l.advice.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
+}  // namespace
+
+TEST_CASE("Storage paid in the first epoch alone is told as such: a longer run pays it once") {
+  const auto result = Analyze(ColdThenWarm(false), {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 2);
+  // The first epoch's waits but its first (start-up: the worker starts in it),
+  // 19 ms of each off CPU reading the device; none in the second.
+  CHECK(l.epochs[0].storage_s == Approx(19 * 0.019));
+  CHECK(l.epochs[1].storage_s == 0);
+  INFO(fmt::format("{}", fmt::join(l.advice, "\n")));
+  CHECK(AnyAdviceContains(l, "all in the first epoch (361.00 ms of the first epoch's 600.00 ms), none in the later ones"));
+  CHECK(AnyAdviceContains(l, "a longer run pays it once"));
+  CHECK_FALSE(AnyAdviceContains(l, "cache the dataset (page cache"));
+}
+
+TEST_CASE("Storage in every epoch keeps the advice to cache the dataset") {
+  const auto result = Analyze(ColdThenWarm(true), {});
+  const auto& l = OnlyLoader(result);
+  REQUIRE(l.epochs.size() == 2);
+  CHECK(l.epochs[1].storage_s == Approx(19 * 0.019));
+  INFO(fmt::format("{}", fmt::join(l.advice, "\n")));
+  CHECK(AnyAdviceContains(l, "storage ("));
+  CHECK(AnyAdviceContains(l, "cache the dataset (page cache"));
+  CHECK_FALSE(AnyAdviceContains(l, "in the first epoch"));
 }
 
 TEST_CASE("Fetches without read spans are not called storage") {

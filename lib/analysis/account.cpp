@@ -1242,6 +1242,32 @@ bool NoWorkersMayBeFaster(const LoaderAnalysis& l) {
   return l.config.num_workers > 0 && !l.prefetch.SendsHeld() && produce > 0 && produce < HandoffPerBatch(l);
 }
 
+// A later epoch's storage time at most this share of the first epoch's: the
+// later epochs found the first epoch's reads in memory (the page cache).
+constexpr double kLaterEpochStorageMost = 0.1;
+
+// Where the first epoch paid nearly all of the storage line, and the later
+// epochs next to nothing, says so with the figures (the profile of a few
+// epochs overstates storage for a longer run: CosmoFlow's first vs later
+// epochs); else empty.
+std::string FirstEpochStorage(const LoaderAnalysis& l) {
+  if (l.epochs.size() < 2) return "";
+  const double first = l.epochs[0].storage_s;
+  double later = 0, later_seconds = 0;
+  for (size_t e = 1; e < l.epochs.size(); ++e) {
+    later += l.epochs[e].storage_s;
+    later_seconds += l.epochs[e].seconds;
+  }
+  const double epochs_later = static_cast<double>(l.epochs.size() - 1);
+  if (first <= 0 || later / epochs_later > kLaterEpochStorageMost * first) return "";
+  const std::string in_first = fmt::format("{} of the first epoch's {}", FormatSeconds(first), FormatSeconds(l.epochs[0].seconds));
+  if (later <= 0) return fmt::format("all in the first epoch ({}), none in the later ones: they found what it read in memory", in_first);
+  return fmt::format("{:.0f}% in the first epoch ({}; {} a later epoch, {:.1f}% of its time): the later ones found "
+                     "what it read in memory",
+                     first / (first + later) * 100, in_first, FormatSeconds(later / epochs_later),
+                     later_seconds > 0 ? later / later_seconds * 100 : 0.0);
+}
+
 std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
@@ -1317,6 +1343,11 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                                "predict fewer workers or more cores with `stallprof whatif --workers N --cores N`",
                                share, l.config.num_workers, cores);
     case Cause::kStorage:
+      if (const std::string first = FirstEpochStorage(l); !first.empty())
+        return fmt::format("storage ({}): {}; a longer run pays it once, so only a short one gains from warming the "
+                           "page cache before training (read the files once) or caching the dataset; predict with "
+                           "`stallprof whatif --cache SIZE`",
+                           share, first);
       return fmt::format("storage ({}): cache the dataset (page cache, local SSD, in memory); predict with `stallprof whatif "
                          "--cache SIZE`",
                          share);
@@ -1802,7 +1833,10 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   loader.account_steady = loader.steady_fallback ? loader.account_all
                                                  : Finish(steady, c, means, loader, false, 0, miss_cpu_s_per_batch, cores);
   const Account& a = loader.account_steady;
-  for (size_t e = 0; e < epochs.size(); ++e) loader.epochs[e].stall_fraction = StallOf(epochs[e]);
+  for (size_t e = 0; e < epochs.size(); ++e) {
+    loader.epochs[e].stall_fraction = StallOf(epochs[e]);
+    loader.epochs[e].storage_s = epochs[e].ns[I(Cause::kStorage)] * kNs;
+  }
   loader.stall_fraction = StallOf(a);
   loader.stall_fraction_all = StallOf(loader.account_all);
   loader.verdict = Classify(loader.stall_fraction);

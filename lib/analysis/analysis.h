@@ -129,6 +129,9 @@ struct EpochStats {
   double nested_s = 0;           // other loaders' whole epochs inside its computes (Iteration::nested_s)
   double samples_per_s = 0;
   double stall_fraction = 0;
+  // Its whole-run account's storage line (before the hook's own cost is taken
+  // out): where a warm page cache leaves it in the first epoch only.
+  double storage_s = 0;
   bool has_system = false;       // the sampler covered it (the two fields below are meaningful)
   double page_cache_growth_bytes = 0;
   double disk_read_bytes = 0;

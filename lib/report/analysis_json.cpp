@@ -182,7 +182,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   for (const auto& e : l.epochs) {
     w.BeginObject();
     w.Field("index", e.index).Field("iterations", e.iterations).Field("unstepped", e.unstepped).Field("samples", e.samples).Field("seconds", e.seconds);
-    w.Field("samples_per_s", e.samples_per_s).Field("stall_fraction", e.stall_fraction).Field("has_system", e.has_system);
+    w.Field("samples_per_s", e.samples_per_s).Field("stall_fraction", e.stall_fraction).Field("storage_s", e.storage_s);
+    w.Field("has_system", e.has_system);
     w.Field("page_cache_growth_bytes", e.page_cache_growth_bytes).Field("disk_read_bytes", e.disk_read_bytes);
     w.Field("start_ns", e.start_ns).Field("end_ns", e.end_ns).Field("sampler_first_s", e.sampler_first_s);
     w.Field("compute_per_batch_s", e.compute_per_batch_s).Field("wait_per_batch_s", e.wait_per_batch_s);
