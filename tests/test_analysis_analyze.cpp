@@ -1062,6 +1062,18 @@ TEST_CASE("The dataset's memory note promises fewer fetch stalls only where stor
   CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("16.0 MiB") && Catch::Contains("memory served it"));
   analysis.loaders.front().account_all.lines[static_cast<size_t>(Cause::kStorage)].seconds = 5;
   CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("caching it would remove fetch stalls"));
+  // Its 5 s of storage in the first of two epochs, none in the second: the
+  // page cache held the dataset after it.
+  auto& epochs = analysis.loaders.front().epochs;
+  epochs.resize(2);
+  epochs[0].storage_s = 5;
+  CHECK(StoragePaidInFirstEpoch(analysis.loaders.front()));
+  CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("the page cache held it after the first epoch"));
+  epochs[1].storage_s = 0.6;  // more than a tenth of the first's: the later epoch read too
+  CHECK_FALSE(StoragePaidInFirstEpoch(analysis.loaders.front()));
+  CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("caching it would remove fetch stalls"));
+  epochs[1].storage_s = 0.5;  // a tenth: still the first epoch's
+  CHECK(StoragePaidInFirstEpoch(analysis.loaders.front()));
   analysis.system.dataset_fits_in_memory = false;
   CHECK_THAT(DatasetMemoryNote(analysis), Catch::Contains("does not fit"));
 }

@@ -1242,16 +1242,12 @@ bool NoWorkersMayBeFaster(const LoaderAnalysis& l) {
   return l.config.num_workers > 0 && !l.prefetch.SendsHeld() && produce > 0 && produce < HandoffPerBatch(l);
 }
 
-// A later epoch's storage time at most this share of the first epoch's: the
-// later epochs found the first epoch's reads in memory (the page cache).
-constexpr double kLaterEpochStorageMost = 0.1;
-
 // Where the first epoch paid nearly all of the storage line, and the later
 // epochs next to nothing, says so with the figures (the profile of a few
 // epochs overstates storage for a longer run: CosmoFlow's first vs later
 // epochs); else empty.
 std::string FirstEpochStorage(const LoaderAnalysis& l) {
-  if (l.epochs.size() < 2) return "";
+  if (!StoragePaidInFirstEpoch(l)) return "";
   const double first = l.epochs[0].storage_s;
   double later = 0, later_seconds = 0;
   for (size_t e = 1; e < l.epochs.size(); ++e) {
@@ -1259,7 +1255,6 @@ std::string FirstEpochStorage(const LoaderAnalysis& l) {
     later_seconds += l.epochs[e].seconds;
   }
   const double epochs_later = static_cast<double>(l.epochs.size() - 1);
-  if (first <= 0 || later / epochs_later > kLaterEpochStorageMost * first) return "";
   const std::string in_first = fmt::format("{} of the first epoch's {}", FormatSeconds(first), FormatSeconds(l.epochs[0].seconds));
   if (later <= 0) return fmt::format("all in the first epoch ({}), none in the later ones: they found what it read in memory", in_first);
   return fmt::format("{:.0f}% in the first epoch ({}; {} a later epoch, {:.1f}% of its time): the later ones found "
@@ -1874,6 +1869,17 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
 }
 
 }  // namespace internal
+
+// A later epoch's storage time at most this share of the first epoch's: the
+// later epochs found the first epoch's reads in memory (the page cache).
+constexpr double kLaterEpochStorageMost = 0.1;
+
+bool StoragePaidInFirstEpoch(const LoaderAnalysis& loader) {
+  if (loader.epochs.size() < 2 || loader.epochs[0].storage_s <= 0) return false;
+  double later = 0;
+  for (size_t e = 1; e < loader.epochs.size(); ++e) later += loader.epochs[e].storage_s;
+  return later / static_cast<double>(loader.epochs.size() - 1) <= kLaterEpochStorageMost * loader.epochs[0].storage_s;
+}
 
 double WholeRunStartupShare(const LoaderAnalysis& loader) {
   const auto& a = loader.account_all;

@@ -724,8 +724,14 @@ double TimeOutsideEpochs(const TraceAnalysis& analysis);
 // The System section's line on the dataset's size beside the memory
 // ("fits in memory: caching it would remove fetch stalls"), or "" without a
 // dataset size. A dataset that fits and cost no loader 1% of its time in
-// storage is said to be served from memory already: no stall to remove.
+// storage is said to be served from memory already: no stall to remove; one
+// whose stalls were all the first epoch's, to be held in memory after it.
 std::string DatasetMemoryNote(const TraceAnalysis& analysis);
+
+// The storage line was paid in the first epoch: two epochs or more, and the
+// later ones' storage at most a tenth of the first's each (they found its
+// reads in memory, the page cache), so a longer run pays it once.
+bool StoragePaidInFirstEpoch(const LoaderAnalysis& loader);
 
 // The whole run's epoch start-up as a share of its wall time, when it is
 // worth telling beside the steady verdict (>= 5%, the loader has a steady
