@@ -268,3 +268,17 @@ TEST_CASE("The text notes a run mostly outside the loaders' epochs, and the JSON
   CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), !Catch::Contains("outside the loaders' epochs"));
   CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("coverage":{"in_epochs_s":28,"before_s":1,"between_s":0,"after_s":1})"));
 }
+
+TEST_CASE("The System section says a run's times are a slowed host's from 5% steal") {
+  auto a = Analyzed();
+  a.system.available = true;
+  a.system.steal_measured = true;
+  a.system.steal_fraction = 0.049;
+  CHECK(StealNote(a).empty());
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), !Catch::Contains("slowed host"));
+  a.system.steal_fraction = 0.172;  // a 1-worker demo run on a host whose two busy vCPUs lost 17%
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff),
+             Catch::Contains("the hypervisor took 17.2% of this machine's CPU time: every time here is a slowed host's"));
+  a.system.steal_measured = false;  // an older trace: no steal column
+  CHECK(StealNote(a).empty());
+}

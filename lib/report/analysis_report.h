@@ -41,6 +41,11 @@ std::string CoverageLine(const analysis::TraceAnalysis& trace);
 // only; empty otherwise.
 std::string OutsideEpochsNote(const analysis::TraceAnalysis& trace);
 
+// The System section's note when the hypervisor took model::kStealSlowsHost
+// of the machine's CPU time or more: every time in the trace is a slowed
+// host's; empty otherwise (or steal not recorded).
+std::string StealNote(const analysis::TraceAnalysis& trace);
+
 // The terminal report of `traces` (and of the job when there are several
 // processes: ranks and others).
 std::string AnalysisText(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,

@@ -6,6 +6,7 @@
 #include "analysis_report.h"
 #include "terminal.h"
 #include "common/units.h"
+#include "model/model.h"
 #include "ranks_report.h"
 
 namespace stallprof::report {
@@ -261,6 +262,15 @@ std::string OutsideEpochsNote(const TraceAnalysis& t) {
                      FormatSeconds(t.coverage.in_epochs_s));
 }
 
+std::string StealNote(const TraceAnalysis& t) {
+  const auto& s = t.system;
+  if (!s.available || !s.steal_measured || s.steal_fraction < model::kStealSlowsHost) return {};
+  return fmt::format("the hypervisor took {} of this machine's CPU time: every time here is a slowed host's (its threads "
+                     "ran late, its sleepers woke late); compare it with runs, and whatif's predictions, that saw "
+                     "little steal",
+                     Pct1(s.steal_fraction));
+}
+
 std::string WorkersLifeAndSampler(const analysis::LoaderConfig& c) {
   std::string text = !c.iterator_kept_by.empty()
                          ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ", c.iterator_kept_by)
@@ -382,6 +392,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
                          FormatBytes(s.disk_read_bytes), FormatBytes(s.disk_read_bytes_per_s), FormatBytes(s.page_cache_start),
                          FormatBytes(s.page_cache_end), FormatBytes(s.page_cache_max), FormatBytes(s.mem_available_min),
                          FormatBytes(s.memory_bytes), FormatBytes(s.job_rss_max));
+      if (const std::string steal = StealNote(t); !steal.empty()) out += "  " + steal + "\n";
     } else {
       out += "  no sampler series in the trace (fewer than two /proc ticks)\n";
     }
