@@ -51,6 +51,13 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK_THAT(page, Catch::Contains("<tr class=\"bottleneck\"><td>handoff</td>"));
   CHECK_THAT(page, Catch::Contains(EscapeHtml(analysis->loaders[0].account_all.Line(analysis::Cause::kCompute).evidence)));
   CHECK_THAT(page, Catch::Contains("<ul class=\"advice\"><li>"));
+  CHECK(page.find("slowed host") == std::string::npos);  // no steal recorded
+  // 300 of the 2000 ns of CPU time stolen (15%): the times are a slowed host's.
+  b.trace.system.cpu_steal_ns = {0, 100, 300};
+  auto stolen = analysis::Analyze(b.trace, {});
+  REQUIRE(stolen.ok());
+  CHECK_THAT(ReportHtml(b.trace, *stolen),
+             Catch::Contains("The hypervisor took 15.0% of this machine&#39;s CPU time: every time here is a slowed host"));
 }
 
 namespace {

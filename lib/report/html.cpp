@@ -644,7 +644,8 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
                      EscapeHtml(FormatBytes(s.disk_read_bytes)),
                      EscapeHtml(FormatBytes(s.disk_read_bytes_per_s)), EscapeHtml(FormatBytes(s.page_cache_start)), EscapeHtml(FormatBytes(s.page_cache_end)),
                      EscapeHtml(FormatBytes(s.mem_available_min)), EscapeHtml(FormatBytes(s.memory_bytes)));
-  if (std::string note = DatasetMemoryNote(a); !note.empty()) {
+  for (std::string note : {StealNote(a), DatasetMemoryNote(a)}) {
+    if (note.empty()) continue;
     note[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(note[0])));
     h += fmt::format("<p class=\"note\">{}.</p>", EscapeHtml(note));
   }
