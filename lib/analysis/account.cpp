@@ -1257,9 +1257,10 @@ std::string FirstEpochStorage(const LoaderAnalysis& l) {
   const double epochs_later = static_cast<double>(l.epochs.size() - 1);
   const std::string in_first = fmt::format("{} of the first epoch's {}", FormatSeconds(first), FormatSeconds(l.epochs[0].seconds));
   if (later <= 0) return fmt::format("all in the first epoch ({}), none in the later ones: they found what it read in memory", in_first);
-  return fmt::format("{:.0f}% in the first epoch ({}; {} a later epoch, {:.1f}% of its time): the later ones found "
+  const double share = first / (first + later) * 100;
+  return fmt::format("{} in the first epoch ({}; {} a later epoch, {:.1f}% of its time): the later ones found "
                      "what it read in memory",
-                     first / (first + later) * 100, in_first, FormatSeconds(later / epochs_later),
+                     share >= 99.5 ? std::string("nearly all") : fmt::format("{:.0f}%", share), in_first, FormatSeconds(later / epochs_later),
                      later_seconds > 0 ? later / later_seconds * 100 : 0.0);
 }
 
