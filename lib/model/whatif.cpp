@@ -26,7 +26,7 @@ Result<double> ParseCores(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || *end != '\0' || !std::isfinite(v))
-    return UsageError("--cores '" + text + "': not a number, expected e.g. --cores 8 or --cores 2,4,8");
+    return UsageError("--cores '" + text + "': not a number, expected e.g. --cores 8");  // recommend takes no list
   if (v <= 0) return UsageError("--cores " + text + ": needs at least a fraction of a core (> 0)");
   if (v > kMaxWhatifCores)
     return UsageError(fmt::format("--cores {}: more than {:g} cores, the model covers one machine; use at most {:g}",
