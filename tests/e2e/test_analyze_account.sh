@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The account of each loader's wall time against workloads whose costs are set
 # (tests/e2e/workloads/account.py): a sleeping __getitem__ is other blocking and
-# never storage; cold file reads are storage; spawn start-up in short epochs is
+# never storage; cold file reads are storage; spawn and forkserver start-up in short epochs is
 # start-up with the saving of persistent_workers; a trivial in-memory loader is
 # not input-bound once stallprof's own cost is taken out; the last batch of an
 # epoch has its compute; the whole-run wall time matches the script's own clock;
@@ -71,6 +71,18 @@ record spawn spawn --epochs 4 --step-ms 1
 check spawn '
 assert l["bottleneck"] == "startup"
 assert l["persistent_saving_s"] >= 0.5 * w["startup"], (l["persistent_saving_s"], w["startup"])
+assert "persistent_workers=True saves" in l["advice"][0], l["advice"]
+'"$wall_matches"
+
+# (c2) the same with forkserver workers: forked by a server process that the
+# job starts as a fresh interpreter, not by the job; their fetches are traced
+# and their start-up is told as such.
+record forkserver forkserver --epochs 4 --step-ms 1
+check forkserver '
+assert l["config"]["multiprocessing_context"] == "forkserver", l["config"]
+workers = [x for x in l["workers"] if not x["in_main_process"]]
+assert len(workers) == 8 and sum(x["batches"] for x in workers) == 16, [(x["pid"], x["batches"]) for x in workers]
+assert l["bottleneck"] == "startup", l["verdict_line"]
 assert "persistent_workers=True saves" in l["advice"][0], l["advice"]
 '"$wall_matches"
 

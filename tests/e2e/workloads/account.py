@@ -8,6 +8,8 @@
             caller dropped the page cache first: far more time waiting on the
             device than on CPU); num_workers 0
   spawn     2 spawn workers, short epochs of cheap items (start-up dominates)
+  forkserver  the same with forkserver workers (forked by a server process the
+              hook must reach too)
   trivial   tensor items already in memory, batch 1, a tiny step; num_workers 0
   laststep  16 items, batch 8, a --step-ms busy step; num_workers 0
 
@@ -76,7 +78,7 @@ class InMemory(Dataset):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["sleep", "files", "spawn", "trivial", "laststep"])
+    p.add_argument("mode", choices=["sleep", "files", "spawn", "forkserver", "trivial", "laststep"])
     p.add_argument("--sleep-ms", type=float, default=20)
     p.add_argument("--step-ms", type=float, default=0, help="a busy step of this much wall time")
     p.add_argument("--cpu-step-ms", type=float, default=0,
@@ -92,8 +94,8 @@ def main():
     elif args.mode == "files":
         paths = sorted(os.path.join(args.dir, f) for f in os.listdir(args.dir))
         loader = DataLoader(Files(paths), batch_size=1, num_workers=0)
-    elif args.mode == "spawn":
-        loader = DataLoader(InMemory(args.items or 16), batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    elif args.mode in ("spawn", "forkserver"):
+        loader = DataLoader(InMemory(args.items or 16), batch_size=4, num_workers=2, multiprocessing_context=args.mode)
     elif args.mode == "trivial":
         loader = DataLoader(InMemory(args.items or 3000), batch_size=1, num_workers=0)
     else:
