@@ -78,6 +78,33 @@ struct OneLoop {
 
 }  // namespace
 
+TEST_CASE("The loader's header gives its settings as the text does, and its whole-run and steady-state samples/s") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  b.Config(100, 1, "batch_size", "8");
+  b.Config(100, 1, "num_workers", "0");
+  b.Config(100, 1, "prefetch_factor", "2");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 20;  // 10 ms waits and 30 ms steps, the first 5 waits 90 ms
+  spec.warmup_wait_iters = 5;
+  spec.warmup_wait = 90 * kMs;
+  AddLoop(b, spec);
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  // Without workers the prefetch depth sets nothing, and neither header names it.
+  CHECK_THAT(ReportHtml(b.trace, *analysis),
+             Catch::Contains("<div class=\"meta\">batch 8, 0 workers (the main process fetches), pin_memory off, sampler ? "
+                             "&middot; 20 iterations, 160 samples, 133.3 samples/s whole run, 200.0 steady state</div>"));
+  CHECK_THAT(AnalysisText({*analysis}, nullptr, 5, Colour::kOff), Catch::Contains("  batch 8, 0 workers (the main process fetches), pin_memory off, sampler ?\n"));
+  b.Config(100, 1, "num_workers", "2");
+  b.Config(100, 1, "multiprocessing_context", "spawn");
+  auto workers = analysis::Analyze(b.trace, {});
+  REQUIRE(workers.ok());
+  CHECK_THAT(ReportHtml(b.trace, *workers), Catch::Contains("batch 8, 2 workers (spawn), prefetch 2, pin_memory off"));
+}
+
 TEST_CASE("The page lists main-thread stages in a table of their own") {
   OneLoop one;
   CHECK(ReportHtml(one.b.trace, one.analysis).find("main-thread stage") == std::string::npos);

@@ -27,10 +27,11 @@ inline constexpr const char* kAnalysisSchema = "stallprof.analysis/2";
 // step time waiting for data (fetch 29%, prep 12%); bottleneck: storage".
 std::string VerdictLine(const analysis::LoaderAnalysis& loader);
 
-// How a loader's workers live and its sampler orders ("workers kept across
-// epochs (InfiniteDataLoader: ...), random"), unescaped: the text and HTML
-// headers both show it.
-std::string WorkersLifeAndSampler(const analysis::LoaderConfig& config);
+// A loader's settings as its text and HTML headers both show them, unescaped:
+// "batch 64, 2 workers (fork), prefetch 2, pin_memory off, persistent workers,
+// random" (without workers: "0 workers (the main process fetches)", as the
+// start method and prefetch depth then set nothing).
+std::string LoaderSetupLine(const analysis::LoaderConfig& config);
 
 // Where the run's time went against the loaders' epochs ("run 14.75 s: in the
 // loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.

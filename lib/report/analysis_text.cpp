@@ -62,15 +62,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   std::string who = fmt::format("{} (pid {}{}, loader {})", TerminalSafe(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "",
                                 l.scope);
   Heading(out, style, "== " + who + " ==");
-  // Without workers the start method and the prefetch depth set nothing.
-  const std::string workers =
-      c.num_workers == 0
-          ? "0 workers (the main process fetches)"
-          : fmt::format("{} workers{}, prefetch {}", c.num_workers,
-                        c.multiprocessing_context.empty() ? "" : " (" + TerminalSafe(c.multiprocessing_context) + ")",
-                        c.prefetch_factor);
-  out += fmt::format("  batch {}, {}, pin_memory {}, {}{}\n", BatchSizeText(c), workers,
-                     c.pin_memory ? "on" : "off", TerminalSafe(WorkersLifeAndSampler(c)),
+  out += fmt::format("  {}{}\n", TerminalSafe(LoaderSetupLine(c)),
                      c.dataset_len ? fmt::format(", dataset {} samples{}", c.dataset_len,
                                                  c.dataset_bytes   ? " (" + FormatBytes(static_cast<double>(c.dataset_bytes)) + ")"
                                                  : c.held_bytes   ? fmt::format(" ({} in the {} {} it reads)", FormatBytes(static_cast<double>(c.held_bytes)),
@@ -271,8 +263,15 @@ std::string StealNote(const TraceAnalysis& t) {
                      Pct1(s.steal_fraction));
 }
 
-std::string WorkersLifeAndSampler(const analysis::LoaderConfig& c) {
-  std::string text = !c.iterator_kept_by.empty()
+std::string LoaderSetupLine(const analysis::LoaderConfig& c) {
+  // Without workers the start method and the prefetch depth set nothing.
+  const std::string workers =
+      c.num_workers == 0
+          ? "0 workers (the main process fetches)"
+          : fmt::format("{} workers{}, prefetch {}", c.num_workers,
+                        c.multiprocessing_context.empty() ? "" : " (" + c.multiprocessing_context + ")", c.prefetch_factor);
+  std::string text = fmt::format("batch {}, {}, pin_memory {}, ", BatchSizeText(c), workers, c.pin_memory ? "on" : "off");
+  text += !c.iterator_kept_by.empty()
                          ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ", c.iterator_kept_by)
                      : c.persistent_workers ? "persistent workers, "
                                             : "";

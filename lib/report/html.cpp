@@ -586,9 +586,13 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
   for (const auto& l : a.loaders) {
     const auto& c = l.config;
     h += fmt::format("<h2>Loader {} (pid {}{})</h2>", EscapeHtml(c.name), l.pid, l.rank >= 0 ? fmt::format(", rank {}", l.rank) : "");
-    h += fmt::format("<div class=\"meta\">batch {:g}, {} workers, prefetch {}, pin_memory {}, {} &middot; {} iterations, {:.0f} samples, {:.1f} samples/s</div>",
-                     c.batch_size, c.num_workers, c.prefetch_factor, c.pin_memory ? "on" : "off", EscapeHtml(WorkersLifeAndSampler(c)),
-                     l.iterations.size(), l.samples, l.samples_per_s);
+    // The steady state is what whatif and recommend compare with; a loader without
+    // one of its own (steady_fallback) has the whole run's figure alone.
+    const std::string steady = l.steady_samples_per_s > 0 && !l.steady_fallback
+                                   ? fmt::format(", {:.1f} steady state", l.steady_samples_per_s)
+                                   : "";
+    h += fmt::format("<div class=\"meta\">{} &middot; {} iterations, {:.0f} samples, {:.1f} samples/s whole run{}</div>",
+                     EscapeHtml(LoaderSetupLine(c)), l.iterations.size(), l.samples, l.samples_per_s, steady);
     h += IterationTimeline(l, charts);
     h += AccountSection(l);
     h += "<h3>Step time</h3>" + StepTable(l);
