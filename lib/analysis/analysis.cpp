@@ -692,8 +692,10 @@ void FillSummaries(LoaderAnalysis& loader) {
   // Stall fractions, verdict and bottleneck come from the account (account.cpp).
 }
 
-// LoaderAnalysis::first_epoch from the epochs.
-FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
+// LoaderAnalysis::first_epoch from the epochs; `storage_known`: their
+// storage_s came from the account (FillAccount), so device reads are weighed
+// by the time they cost, not only by their bytes.
+FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs, bool storage_known) {
   FirstEpochComparison c;
   // A last epoch left after a few batches (the run ended in it) is mostly
   // its start-up: 2 batches of a re-created iterator read 1.67x slower than
@@ -703,7 +705,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
       epochs.size() >= 2 && (!last.has_end_call || last.ended_by_deletion) && 2 * last.iterations < epochs[0].iterations)
     --later_end;
   if (later_end < 2 || epochs[0].samples_per_s <= 0) return c;
-  double samples = 0, seconds = 0, compute = 0, wait = 0, batches = 0, disk = 0;
+  double samples = 0, seconds = 0, compute = 0, wait = 0, batches = 0, disk = 0, storage = 0;
   bool has_system = epochs[0].has_system;
   for (size_t i = 1; i < later_end; ++i) {
     samples += epochs[i].samples;
@@ -712,6 +714,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
     wait += epochs[i].wait_per_batch_s * static_cast<double>(epochs[i].Stepped());
     batches += static_cast<double>(epochs[i].Stepped());
     disk += epochs[i].disk_read_bytes;
+    storage += epochs[i].storage_s;
     has_system = has_system && epochs[i].has_system;
   }
   if (seconds <= 0 || samples <= 0) return c;
@@ -727,12 +730,29 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
   std::vector<std::string> parts;
   // Per epoch, the later ones' mean.
   const double later_disk = disk / static_cast<double>(later_end - 1);
+  const double later_storage = storage / static_cast<double>(later_end - 1);
   constexpr double kReadSeen = 1 << 20;
+  // Device reads that differ are named first where the storage time they cost
+  // differs by a tenth of the gap between the epochs or more; reads the loop
+  // did not wait for (a fast device, or workers ahead of it) are named last,
+  // with their cost, so that the time goes to what took it.
+  std::string reads_at_little_cost;
   if (has_system && std::max(first.disk_read_bytes, later_disk) >= kReadSeen &&
-      (first.disk_read_bytes > 2 * later_disk || later_disk > 2 * first.disk_read_bytes))
-    parts.push_back(fmt::format("the first epoch read {} from the device, the later ones {} each{}",
-                                FormatBytes(first.disk_read_bytes), FormatBytes(later_disk),
-                                first.disk_read_bytes > later_disk ? " (the page cache warmed)" : ""));
+      (first.disk_read_bytes > 2 * later_disk || later_disk > 2 * first.disk_read_bytes)) {
+    std::string reads = fmt::format("the first epoch read {} from the device, the later ones {} each{}",
+                                    FormatBytes(first.disk_read_bytes), FormatBytes(later_disk),
+                                    first.disk_read_bytes > later_disk ? " (the page cache warmed)" : "");
+    const double gap = std::abs(first.seconds - first.samples / c.later_samples_per_s);
+    if (!storage_known) {
+      parts.push_back(reads);
+    } else if (std::abs(first.storage_s - later_storage) >= 0.1 * gap) {
+      parts.push_back(fmt::format("{}: storage {} in the first epoch, {} a later one", reads, FormatSeconds(first.storage_s),
+                                  FormatSeconds(later_storage)));
+    } else {
+      reads_at_little_cost = fmt::format("{}, which cost little: storage {} in the first epoch, {} a later one", reads,
+                                         FormatSeconds(first.storage_s), FormatSeconds(later_storage));
+    }
+  }
   const auto differ = [](double a, double b) { return a > 1.1 * b || b > 1.1 * a; };
   if (batches > 0 && first.Stepped() > 0) {
     const double later_compute = compute / batches, later_wait = wait / batches;
@@ -747,6 +767,7 @@ FirstEpochComparison CompareFirstEpoch(const std::vector<EpochStats>& epochs) {
       parts.push_back(fmt::format("next() waited {} a batch in the first epoch, {} later",
                                   FormatSeconds(first.wait_per_batch_s), FormatSeconds(later_wait)));
   }
+  if (!reads_at_little_cost.empty()) parts.push_back(reads_at_little_cost);
   c.why = fmt::format("later {:.2f}x {}", ratio > 1 ? ratio : 1 / ratio, ratio > 1 ? "faster" : "slower");
   if (!parts.empty()) {
     c.why += ": " + parts[0];
@@ -796,7 +817,6 @@ void FillEpochs(const Trace& trace, LoaderAnalysis& loader) {
       epoch.compute_per_batch_s /= static_cast<double>(epoch.Stepped());
       epoch.wait_per_batch_s /= static_cast<double>(epoch.Stepped());
     }
-  loader.first_epoch = CompareFirstEpoch(loader.epochs);
   // Steady samples/s: full and partial batches at their steady steps (the
   // iterations step_steady summarizes, FillSummaries), weighed as often as
   // they came in the run: the steady iterations are each epoch's tail, where
@@ -2096,6 +2116,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     }
     MeasureWorkerSetup(accumulators, getitem_name, loader);
     internal::FillAccount(trace, FetchFacts(trace, l.fetches, fetch_counters, reads_of_thread), loader);
+    loader.first_epoch = CompareFirstEpoch(loader.epochs, loader.account_all.available);
     if (!loader.iterations.empty()) end = std::max(end, loader.iterations.back().return_ns);
     out.loaders.push_back(std::move(loader));
   }
