@@ -560,7 +560,7 @@ validate_indexed() {
 # 3-layer MLP on 32 px crops; code not written for stallprof), profiled with
 # num_workers=0 -> 1 and 2 workers, and the 2-worker run the other way -> 1
 # and 0. Reported, not asserted: the step is about 80% of the 0-worker run,
-# so "no change" misses by only 15-20%.
+# so "no change" missed by only 8-28% (2026-12-03).
 validate_tutorial() {
   "$PY" -c 'import torchvision, pandas' 2>/dev/null ||
     { skip tutorial "$PY cannot import torchvision and pandas (python3-torchvision, python3-pandas)"; return 0; }
