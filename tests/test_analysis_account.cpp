@@ -449,6 +449,37 @@ TEST_CASE("A first epoch slowed by its device reads names them first, with the s
                                                   "first epoch, 0 ns a later one"));
 }
 
+TEST_CASE("A dataset a worker read from the device ahead of the steps is not said to be served by memory") {
+  // One worker reads each batch (one sample of 1 MiB, or nothing) in 5 ms, 4
+  // of them off CPU: the first after the iterator's creation (the first
+  // next() waits 6 ms for it), each later one during the step before the one
+  // that takes it, so that next() finds it ready. 20 samples, 20 MiB, in
+  // memory's room.
+  const auto note = [](int64_t device_bytes) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.wait = kMs / 10;
+    spec.compute = 10 * kMs;
+    spec.warmup_wait_iters = 1;
+    spec.warmup_wait = 6 * kMs;
+    b.Config(100, 1, "batch_size", 1);
+    b.Config(100, 1, "dataset_len", 20);
+    b.Config(100, 1, "dataset_bytes", 20 << 20);
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    b.trace.header.page_cache_bytes = 1ull << 30;
+    AddFetch(b, w, spec.start, 5 * kMs, 0, kMs, device_bytes);
+    for (uint64_t i = 1; i < spec.iterations; ++i)  // next() i at start + 6 ms + 10 ms + (i - 1) x 10.1 ms
+      AddFetch(b, w, spec.start + 16 * kMs + (i - 1) * (spec.wait + spec.compute) - 6 * kMs, 5 * kMs, i, kMs, device_bytes);
+    const auto result = Analyze(b.trace, {});
+    REQUIRE(result.ok());
+    CHECK(OnlyLoader(result).account_all.Seconds(Cause::kStorage) < 0.01 * OnlyLoader(result).account_all.wall_s);
+    return DatasetMemoryNote(*result);
+  };
+  CHECK(note(1 << 20) == "the dataset (20.0 MiB) fits in memory; an epoch's fetches read 20.0 MiB from the device, and "
+                         "storage cost no loader 1% of its time: the reads kept ahead of the steps");
+  CHECK_THAT(note(0), Catch::EndsWith("memory served it"));
+}
+
 TEST_CASE("Storage in every epoch keeps the advice to cache the dataset") {
   const auto result = Analyze(ColdThenWarm(true), {});
   const auto& l = OnlyLoader(result);

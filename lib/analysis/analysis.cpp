@@ -1807,8 +1807,19 @@ std::string DatasetMemoryNote(const TraceAnalysis& analysis) {
     return a.available && a.wall_s > 0 && a.Seconds(Cause::kStorage) >= 0.01 * a.wall_s;
   };
   const auto& loaders = analysis.loaders;
-  if (std::none_of(loaders.begin(), loaders.end(), stalled))
+  if (std::none_of(loaders.begin(), loaders.end(), stalled)) {
+    // Memory served it unless an epoch's fetches read a tenth of it or more
+    // from the device: then the device served it, ahead of the steps (workers
+    // reading cold files while the step ran).
+    double device = 0;
+    for (const auto& l : loaders)
+      device = std::max(device, l.complete_epoch_device_bytes_per_sample * static_cast<double>(l.config.dataset_len));
+    if (device >= 0.1 * static_cast<double>(s.dataset_bytes))
+      return fmt::format("the dataset ({}) fits in memory; an epoch's fetches read {} from the device, and storage "
+                         "cost no loader 1% of its time: the reads kept ahead of the steps",
+                         size, FormatBytes(device));
     return fmt::format("the dataset ({}) fits in memory, and storage cost no loader 1% of its time: memory served it", size);
+  }
   if (std::all_of(loaders.begin(), loaders.end(), [&](const LoaderAnalysis& l) { return !stalled(l) || StoragePaidInFirstEpoch(l); }))
     return fmt::format("the dataset ({}) fits in memory, and the page cache held it after the first epoch, whose reads "
                        "were the fetch stalls: a longer run pays them once",
