@@ -584,6 +584,8 @@ TEST_CASE("With num_workers = 0 the fetch span splits by its CPU and the rest of
   CHECK(a.Seconds(Cause::kHandoff) == Approx(5 * 0.004));
   CHECK(a.Seconds(Cause::kPrep) + a.Seconds(Cause::kStorage) == Approx(5 * 0.006));
   CHECK(a.Seconds(Cause::kStorage) >= Approx(5 * 0.004));
+  // Its evidence names who fetched: the main process, not a worker.
+  CHECK_THAT(a.Line(Cause::kPrep).evidence, Catch::StartsWith("the main process fetching (no workers) on CPU: fetch spans 2.0 ms CPU of 6.0 ms per batch"));
 }
 
 namespace {
@@ -783,6 +785,7 @@ TEST_CASE("Worker CPU in the kernel with page faults every batch gets the alloca
   const auto& l = OnlyLoader(result);
   CHECK(l.worker_faults_per_batch == Approx(5000));
   CHECK(l.fetch_kernel_share == Approx(8.0 / 19));
+  CHECK_THAT(l.account_steady.Line(Cause::kPrep).evidence, Catch::StartsWith("awaited batches' workers on CPU: fetch spans 19.0 ms CPU"));
   CHECK_THAT(l.account_steady.Line(Cause::kPrep).evidence, Catch::Contains("42% of it in the kernel (5000 page faults per batch)"));
   REQUIRE_FALSE(l.advice.empty());
   CHECK_THAT(l.advice.front(), Catch::Contains("GLIBC_TUNABLES"));

@@ -697,8 +697,11 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                        z.name, Ms(ZippedSeconds(loader, z, whole_run) * 1e9 * per_batch));
         break;
       case Cause::kPrep:
-        line.evidence = m.with_cpu ? fmt::format("awaited batches' workers on CPU: fetch spans {} CPU of {} per batch{}", Ms(m.cpu),
-                                                 Ms(m.produce), miss_cpu_s_per_batch > 0 ? " (less the CPU storage misses cost)" : "")
+        line.evidence = m.with_cpu ? fmt::format("{} on CPU: fetch spans {} CPU of {} per batch{}",
+                                                 loader.config.num_workers == 0 ? "the main process fetching (no workers)"
+                                                                                : "awaited batches' workers",
+                                                 Ms(m.cpu), Ms(m.produce),
+                                                 miss_cpu_s_per_batch > 0 ? " (less the CPU storage misses cost)" : "")
                                    : "no fetch span with CPU time";
         if (m.with_cpu && loader.fetch_kernel_share >= 0) {
           line.evidence += fmt::format("; {:.0f}% of it in the kernel", loader.fetch_kernel_share * 100);
