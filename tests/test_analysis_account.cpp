@@ -1007,6 +1007,9 @@ TEST_CASE("The step's allocator advice comes first where the kernel's part of th
 TEST_CASE("The allocator advice follows the malloc the process runs already") {
   const LoaderAnalysis glibc = StepFaulting(40, "glibc");
   CHECK(AnyAdvice(glibc, "", "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432"));
+  // The caching allocator first: it keeps blocks of every size, the thresholds those up to 32 MiB.
+  for (const std::string& a : glibc.advice)
+    if (a.find("GLIBC_TUNABLES") != std::string::npos) CHECK(a.find("LD_PRELOAD") < a.find("GLIBC_TUNABLES"));
   // Thresholds fixed already: only the caching allocator is left to try.
   const LoaderAnalysis fixed = StepFaulting(40, "glibc fixed thresholds");
   CHECK(fixed.config.allocator == "glibc fixed thresholds");
