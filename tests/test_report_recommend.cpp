@@ -69,7 +69,7 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
         "throughput:   3200.0 samples/s predicted, steady state (simulated; LP optimum 3276.8 with fractional "
         "workers), cpu prep bound; measured 1600.0 samples/s steady state: 2.00x\n"
         "whole run:    2900.0 samples/s predicted with start-up 250.00 ms per epoch; measured 1500.0 samples/s whole run\n"
-        "binding:      cores (cores): one more core adds 436.9 samples/s\n"
+        "binding:      cores: one more core adds 436.9 samples/s\n"
         "prefetch:     Little's law: 102.40 batches/s x p99 batch latency 50.00 ms = 5.1 batches in flight over 4 "
         "workers -> prefetch_factor=2\n"
         "shadow prices: cores (shadow price 436.9)\n"
@@ -243,7 +243,7 @@ TEST_CASE("A plan without workers drops prefetch_factor and persistent_workers, 
   CHECK_THAT(text, Catch::Contains("workers:      none: fetching in the main process is predicted at 29200.0 samples/s, "
                                    "the LP's 1 worker(s) at 26600.0: a batch costs 500.0 us of CPU to fetch and "
                                    "700.0 us to receive from a worker"));
-  CHECK_THAT(text, Catch::Contains("binding:      in the LP's plan with workers, cores (cores)"));
+  CHECK_THAT(text, Catch::Contains("binding:      in the LP's plan with workers, cores: "));
   CHECK_THAT(text, !Catch::Contains("the first figure is low"));
   l.profile.workers = 2;  // profiled with workers: the fetch cost was measured in a worker
   CHECK_THAT(RecommendText(Report({l})), Catch::Contains("; profiled with workers, the first figure is low"));

@@ -146,9 +146,11 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   const bool lp_says_model = r.binding.kind == model::RowKind::kIngest && !r.binding.name.empty();
   const bool simulated_input = r.predicted.bottleneck != model::Bottleneck::kCompute &&
                                r.predicted.bottleneck != model::Bottleneck::kHandoff;
-  out += fmt::format("binding:      {}{} ({}): {}{}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
-                     r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name), model::ToString(r.binding.kind),
-                     TerminalSafe(r.advice),
+  // The row's kind in brackets where its name does not say it ("cpu[decode]" (stage cpu), not "cores" (cores)).
+  const std::string kind = model::ToString(r.binding.kind);
+  out += fmt::format("binding:      {}{}{}: {}{}\n", r.workers == 0 ? "in the LP's plan with workers, " : "",
+                     r.binding.name.empty() ? "none" : TerminalSafe(r.binding.name),
+                     r.binding.name == kind ? "" : fmt::format(" ({})", kind), TerminalSafe(r.advice),
                      r.workers > 0 && lp_says_model && simulated_input
                          ? fmt::format("; so says the LP, which sees rates only: simulated batch by batch, the "
                                        "proposal is {} bound (the throughput line)",
