@@ -56,6 +56,8 @@ int RunCommand(const RunFlags& flags) {
                r.spans - std::min(r.spans, r.events_lost),
                r.dropped, r.duration_s, FormatBytes(static_cast<double>(r.trace_bytes)),
                r.incomplete ? ", INCOMPLETE" : "");
+  if (!flags.quiet && r.trace_written)
+    for (const auto& n : r.notes) fmt::print(stderr, "stallprof: note: {}\n", n);
   if (flags.strict && (r.incomplete || r.dropped > 0 || r.write_error)) return kExitIncompleteTrace;
   return r.exit_code;
 }

@@ -51,6 +51,7 @@ struct RunSummary {
   // says how much was lost.
   std::optional<Error> write_error;
   std::vector<std::string> warnings;  // for stderr after the run ("stallprof: warning: ...")
+  std::vector<std::string> notes;     // for stderr after the summary line, unless quiet ("stallprof: note: ...")
   bool incomplete = false;   // the trace lacks events the run produced (write failure)
   uint64_t events_lost = 0;  // spans that could not be written
 };

@@ -666,12 +666,20 @@ Result<RunSummary> Run(const RunOptions& options) {
   }
 
   summary.spans = drainer.spans();
-  if (hook && drainer.producers() == 0)
-    if (auto flag = PythonFlagSkippingHook(options.command))
-      summary.warnings.push_back(fmt::format(
-          "no process was recorded: python ran with {}, which skips {} and with it the stallprof hook; run it "
-          "without {}",
-          *flag, *flag == "-S" ? "the site import" : "PYTHONPATH", *flag));
+  const auto skipping_flag = hook && drainer.producers() == 0 ? PythonFlagSkippingHook(options.command) : std::nullopt;
+  if (skipping_flag)
+    summary.warnings.push_back(fmt::format(
+        "no process was recorded: python ran with {}, which skips {} and with it the stallprof hook; run it "
+        "without {}",
+        *skipping_flag, *skipping_flag == "-S" ? "the site import" : "PYTHONPATH", *skipping_flag));
+  // A job that loads its data without a DataLoader (pytorch/examples'
+  // word_language_model batches a tensor by hand) gives analyze nothing to
+  // report: say so now rather than at the next command.
+  else if (!summary.launch_error && live.iterations.load() == 0)
+    summary.notes.push_back(
+        "no DataLoader iteration was recorded, so analyze will find no steps: stallprof records the batches a "
+        "Python process takes from a torch.utils.data.DataLoader (this job took none), or the dataloader.* spans "
+        "a program emits through the C API");
   summary.dropped = ring.TotalDropped();
   summary.invalid = ring.TotalInvalid();
   pb::Chunk footer;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What run says on stderr when nobody watches a terminal (batch jobs, SLURM
 # logs): the one summary line (path, events, drops, duration) unless -q; a
-# warning when python's -E/-I/-S kept the hook out; a note that torchrun's
+# warning when python's -E/-I/-S kept the hook out; a note when no DataLoader
+# iteration was recorded; a note that torchrun's
 # ranks share one trace.
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
@@ -30,6 +31,16 @@ for flag in -E -I; do
 done
 "$SP" run -o "$TMP/e.pb" -- "$PY" "$TMP/stage.py" 2>"$TMP/err" || fail "python failed: $(cat "$TMP/err")"
 if grep -q "warning" "$TMP/err"; then fail "a warning without -E: $(cat "$TMP/err")"; fi
+# That job took no batch from a DataLoader: a note says analyze will find no steps.
+grep -q "^stallprof: note: no DataLoader iteration was recorded, so analyze will find no steps" "$TMP/err" \
+  || fail "no note for a job without a DataLoader: $(cat "$TMP/err")"
+cat >"$TMP/loader.py" <<'PY'
+import torch.utils.data
+for _ in torch.utils.data.DataLoader(range(4), batch_size=2):
+    pass
+PY
+"$SP" run -o "$TMP/l.pb" -- "$PY" "$TMP/loader.py" 2>"$TMP/err" || fail "the loader job failed: $(cat "$TMP/err")"
+if grep -q "note: no DataLoader" "$TMP/err"; then fail "the no-DataLoader note for a job with one: $(cat "$TMP/err")"; fi
 
 # torchrun: one line at the start saying that ranks share the trace.
 mkdir -p "$TMP/bin"
