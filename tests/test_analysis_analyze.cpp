@@ -936,6 +936,31 @@ TEST_CASE("A long interpreter start before the first epoch does not hide the tim
   CHECK(result->coverage.before_s == Approx(6.0));
   CHECK(result->coverage.in_epochs_s == Approx(0.8));
   CHECK(TimeOutsideEpochs(*result) == Approx(2.9));
+  // No sampler ticks: what the job did before is unknown, and the line says nothing of it.
+  CHECK(result->coverage.before_job_cores == -1);
+  CHECK(result->coverage.before_disk_read_bytes == -1);
+}
+
+TEST_CASE("The time before the first epoch says how busy the job was and what it read from the device") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.start = 4000 * kMs;  // a cold start: 4 s of imports and a dataset index read before the first epoch
+  AddLoop(b, spec);
+  // Sampled every second from 0: 300 MiB read by 3 s, 2.4 s of the job's CPU in its first 4 s (0.6 cores).
+  b.trace.system.t_ns = {0, 1000 * kMs, 2000 * kMs, 3000 * kMs, 4000 * kMs, 5000 * kMs};
+  b.trace.system.disk_read_bytes = {0, 100ull << 20, 200ull << 20, 300ull << 20, 300ull << 20, 301ull << 20};
+  ProcessSeries p;
+  p.pid = 100;
+  p.t_ns = b.trace.system.t_ns;
+  p.cpu_ns = {0, 600 * kMs, 1200 * kMs, 1800 * kMs, 2400 * kMs, 3400 * kMs};
+  b.trace.process_series.push_back(p);
+  auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  CHECK(result->coverage.before_s == Approx(4.0));
+  CHECK(result->coverage.before_job_cores == Approx(0.6));
+  CHECK(result->coverage.before_disk_read_bytes == Approx(300.0 * (1 << 20)));
 }
 
 namespace {

@@ -266,7 +266,15 @@ TEST_CASE("The text notes a run mostly outside the loaders' epochs, and the JSON
   CHECK_THAT(text, Catch::Contains("run 30.00 s: in the loaders' epochs 2.00 s (7%), before the first 1.00 s"));
   a.coverage = {.in_epochs_s = 28, .before_s = 1, .between_s = 0, .after_s = 1};
   CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), !Catch::Contains("outside the loaders' epochs"));
-  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("coverage":{"in_epochs_s":28,"before_s":1,"between_s":0,"after_s":1})"));
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5),
+             Catch::Contains(R"("coverage":{"in_epochs_s":28,"before_s":1,"between_s":0,"after_s":1,"before_job_cores":-1,"before_disk_read_bytes":-1})"));
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), Catch::Contains("(the interpreter's start, imports, set-up), between"));
+  // Sampled before the first epoch: how busy the job was and what the device gave.
+  a.coverage.before_job_cores = 0.6;
+  a.coverage.before_disk_read_bytes = 300 << 20;
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff),
+             Catch::Contains("before the first 1.00 s (the interpreter's start, imports, set-up: the job 0.60 cores busy, "
+                             "300.0 MiB read from the device), between"));
 }
 
 TEST_CASE("The System section says a run's times are a slowed host's from 5% steal") {

@@ -1135,7 +1135,7 @@ void FillWorkers(const Trace& trace, std::span<const uint32_t> fetches, const Co
   }
 }
 
-RunCoverage MeasureCoverage(const std::vector<LoaderAnalysis>& loaders, uint64_t start, uint64_t end) {
+RunCoverage MeasureCoverage(const Trace& trace, const std::vector<LoaderAnalysis>& loaders, uint64_t start, uint64_t end) {
   RunCoverage c;
   std::vector<std::pair<uint64_t, uint64_t>> epochs;
   for (const auto& l : loaders)
@@ -1153,6 +1153,18 @@ RunCoverage MeasureCoverage(const std::vector<LoaderAnalysis>& loaders, uint64_t
     covered_to = std::max(covered_to, to);
   }
   c.after_s = (end - covered_to) * kNs;
+  // The sampler's ticks inside [start, first epoch]: two at least, else unknown.
+  const uint64_t first = std::clamp(epochs.front().first, start, end);
+  const auto& sys = trace.system;
+  const auto ticks_before = std::count_if(sys.t_ns.begin(), sys.t_ns.end(), [&](uint64_t t) { return t >= start && t <= first; });
+  if (ticks_before >= 2) {
+    if (sys.disk_read_bytes.size() == sys.t_ns.size())
+      c.before_disk_read_bytes = SeriesDelta(sys.t_ns, sys.disk_read_bytes, start, first);
+    double cpu_s = 0;
+    for (const auto& p : trace.process_series)
+      if (p.cpu_ns.size() == p.t_ns.size()) cpu_s += SeriesDelta(p.t_ns, p.cpu_ns, start, first) * kNs;
+    if (c.before_s > 0) c.before_job_cores = cpu_s / c.before_s;
+  }
   return c;
 }
 
@@ -2136,7 +2148,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   });
   NameApartSameNamedLoaders(out.loaders);
   out.duration_s = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
-  out.coverage = MeasureCoverage(out.loaders, trace.header.start_monotonic_ns, end);
+  out.coverage = MeasureCoverage(trace, out.loaders, trace.header.start_monotonic_ns, end);
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
   DescribeProcesses(trace, out);

@@ -697,6 +697,12 @@ struct RunCoverage {
   double before_s = 0;     // from the run's start (the interpreter's, imports included) to the first epoch
   double between_s = 0;    // gaps between epochs
   double after_s = 0;      // from the last epoch's end to the run's end
+  // What the job did before the first epoch, from the /proc sampler (-1 where
+  // it has no ticks there): a cold start reads the interpreter's libraries
+  // and often a dataset's index from the device; set-up in Python keeps a
+  // core busy.
+  double before_job_cores = -1;       // cores the job's processes kept busy
+  double before_disk_read_bytes = -1;  // the machine's device reads
 };
 
 struct TraceAnalysis {

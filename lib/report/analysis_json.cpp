@@ -288,7 +288,10 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     w.BeginObject();
     w.Field("path", t.path).Field("hostname", t.hostname).Field("duration_s", t.duration_s).Field("usable_cores", t.usable_cores);
     w.Key("coverage").BeginObject().Field("in_epochs_s", t.coverage.in_epochs_s).Field("before_s", t.coverage.before_s);
-    w.Field("between_s", t.coverage.between_s).Field("after_s", t.coverage.after_s).EndObject();
+    w.Field("between_s", t.coverage.between_s).Field("after_s", t.coverage.after_s);
+    // -1: the sampler had no ticks before the first epoch.
+    w.Field("before_job_cores", t.coverage.before_job_cores).Field("before_disk_read_bytes", t.coverage.before_disk_read_bytes);
+    w.EndObject();
     w.Field("start_realtime_ns", t.start_realtime_ns).Field("start_monotonic_ns", t.start_monotonic_ns);
     const auto& s = t.system;
     w.Key("system").BeginObject();

@@ -237,10 +237,16 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
 std::string CoverageLine(const TraceAnalysis& t) {
   const auto& c = t.coverage;
   if (!(t.duration_s > 0 && c.in_epochs_s > 0)) return {};
-  return fmt::format("run {}: in the loaders' epochs {} ({}), before the first {} (the interpreter's start, imports, set-up), "
+  // What the time before the first epoch went on, where the sampler saw it:
+  // a cold start's library and index reads, set-up's CPU.
+  std::string before;
+  if (c.before_job_cores >= 0) before += fmt::format(": the job {:.2f} cores busy", c.before_job_cores);
+  if (c.before_disk_read_bytes >= 0)
+    before += fmt::format("{} {} read from the device", before.empty() ? ":" : ",", FormatBytes(c.before_disk_read_bytes));
+  return fmt::format("run {}: in the loaders' epochs {} ({}), before the first {} (the interpreter's start, imports, set-up{}), "
                      "between epochs {}, after the last {}",
                      FormatSeconds(t.duration_s), FormatSeconds(c.in_epochs_s), Pct(c.in_epochs_s / t.duration_s),
-                     FormatSeconds(c.before_s), FormatSeconds(c.between_s), FormatSeconds(c.after_s));
+                     FormatSeconds(c.before_s), before, FormatSeconds(c.between_s), FormatSeconds(c.after_s));
 }
 
 std::string OutsideEpochsNote(const TraceAnalysis& t) {
