@@ -642,7 +642,7 @@ TEST_CASE("Prep advice gives the model's prediction for more workers, and says w
   CHECK(cheap.worker_predictions[1].workers == 2);
   CHECK(cheap.worker_predictions[0].samples_per_s <= Approx(1 / 0.011));
   CHECK(cheap.worker_predictions[0].samples_per_s > 1.2 / 0.014);
-  CHECK_THAT(cheap.advice.front(), Catch::StartsWith("worker CPU (29%): more workers: num_workers=1 is predicted at "));
+  CHECK_THAT(cheap.advice.front(), Catch::StartsWith("prep CPU (29%): more workers: num_workers=1 is predicted at "));
   // 3.5 ms: 13.5 ms a batch, 74.1 samples/s, +3.7% at most: under the 5% worth acting on.
   const LoaderAnalysis dear = MainProcessFetches(2, 4 * kMs, 0.001, 0.0035);
   REQUIRE(dear.bottleneck == Cause::kPrep);
@@ -650,7 +650,7 @@ TEST_CASE("Prep advice gives the model's prediction for more workers, and says w
   CHECK(dear.worker_predictions[0].samples_per_s <= Approx(1 / 0.0135));
   CHECK(dear.worker_predictions[0].change < 0.05);
   CHECK_THAT(dear.advice.front(),
-             Catch::StartsWith("worker CPU (29%): more workers would not help on these 2 cores: num_workers=1 is "
+             Catch::StartsWith("prep CPU (29%): more workers would not help on these 2 cores: num_workers=1 is "
                                "predicted at ") &&
                  Catch::Contains("the best of 1 to 2 workers; make __getitem__ or collate cheaper"));
 }

@@ -46,8 +46,11 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   CHECK_THAT(page, Catch::Contains("<h3>Epochs</h3><table>"));
   // The account: its table with one row per cause (the bottleneck marked), evidence and advice.
   CHECK_THAT(page, Catch::Contains("<table class=\"account\">"));
+  const int32_t workers = analysis->loaders[0].config.num_workers;
   for (size_t k = 0; k < analysis::kCauseCount; ++k)
-    CHECK_THAT(page, Catch::Contains("<td>" + EscapeHtml(analysis::ToString(static_cast<analysis::Cause>(k))) + "</td>"));
+    CHECK_THAT(page, Catch::Contains("<td>" + EscapeHtml(analysis::ToString(static_cast<analysis::Cause>(k), workers)) + "</td>"));
+  // Without workers the prep line is the main process's: no worker's CPU to name.
+  CHECK_THAT(page, Catch::Contains(workers == 0 ? "<td>prep CPU (no workers)</td>" : "<td>worker CPU (prep)</td>"));
   CHECK_THAT(page, Catch::Contains("<tr class=\"bottleneck\"><td>handoff</td>"));
   CHECK_THAT(page, Catch::Contains(EscapeHtml(analysis->loaders[0].account_all.Line(analysis::Cause::kCompute).evidence)));
   CHECK_THAT(page, Catch::Contains("<ul class=\"advice\"><li>"));

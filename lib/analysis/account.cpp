@@ -31,6 +31,12 @@ const char* ToString(Cause cause) {
   return "?";
 }
 
+const char* ToString(Cause cause, int32_t num_workers) {
+  // Without workers the main process makes each batch: there is no worker's CPU to name.
+  if (cause == Cause::kPrep && num_workers == 0) return "prep CPU (no workers)";
+  return ToString(cause);
+}
+
 const char* CauseId(Cause cause) {
   switch (cause) {
     case Cause::kCompute: return "compute";
@@ -1277,32 +1283,33 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
   const double produce = MeanProduceSeconds(l);
   switch (cause) {
     case Cause::kPrep: {
+      const char* prep = l.config.num_workers == 0 ? "prep CPU" : "worker CPU";
       const double receive = TimedReceiveSeconds(l.config);
       if (WorkersWouldOnlyReceive(l))
-        return fmt::format("worker CPU ({}): workers would not help: the main process would take {} to receive each "
+        return fmt::format("{} ({}): workers would not help: the main process would take {} to receive each "
                            "batch from a worker (timed after the run) against {} to make it here; make __getitem__ or "
                            "collate cheaper; predict with `stallprof whatif --workers N`",
-                           share, FormatSeconds(receive), FormatSeconds(produce));
+                           prep, share, FormatSeconds(receive), FormatSeconds(produce));
       // Workers that already have every core only queue for them when added.
       std::string advice;
       if (l.config.num_workers >= cores && cores > 0)
-        advice = fmt::format("worker CPU ({}): num_workers={} already covers the {} usable cores (the step takes its "
+        advice = fmt::format("{} ({}): num_workers={} already covers the {} usable cores (the step takes its "
                              "share): more cores, or cheaper work per sample (smaller images to decode, decoded "
                              "samples cached); more workers would only queue; predict with `stallprof whatif --cores N`",
-                             share, l.config.num_workers, cores);
+                             prep, share, l.config.num_workers, cores);
       else if (const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1); !best)
-        advice = fmt::format("worker CPU ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
+        advice = fmt::format("{} ({}): more workers or cores (num_workers={} now, {} usable cores); predict "
                              "with `stallprof whatif --workers N`",
-                             share, l.config.num_workers, cores);
+                             prep, share, l.config.num_workers, cores);
       else if (best->change >= kPredictedGainWorthIt)
-        advice = fmt::format("worker CPU ({}): more workers: num_workers={} is predicted at {} (then bound by {}; "
+        advice = fmt::format("{} ({}): more workers: num_workers={} is predicted at {} (then bound by {}; "
                              "`stallprof whatif --workers {}`)",
-                             share, best->workers, PredictedChange(*best), best->bottleneck, best->workers);
+                             prep, share, best->workers, PredictedChange(*best), best->bottleneck, best->workers);
       else
-        advice = fmt::format("worker CPU ({}): more workers would not help on {}: num_workers={} is predicted at {} "
+        advice = fmt::format("{} ({}): more workers would not help on {}: num_workers={} is predicted at {} "
                              "(then bound by {}{}), the best of {}; make __getitem__ or collate cheaper, or more cores "
                              "(`stallprof whatif --cores N --workers N`)",
-                             share, cores == 1 ? std::string("this 1 core") : fmt::format("these {} cores", cores),
+                             prep, share, cores == 1 ? std::string("this 1 core") : fmt::format("these {} cores", cores),
                              best->workers,
                              PredictedChange(*best), best->bottleneck,
                              l.config.num_workers == 0

@@ -191,6 +191,8 @@ struct StageStats {
 enum class Cause { kCompute, kPrep, kContention, kStorage, kOtherBlocking, kHandoff, kStartup, kStallprof };
 inline constexpr size_t kCauseCount = 8;
 const char* ToString(Cause cause);  // for people: "compute", "worker CPU (prep)", "CPU contention", ...
+// The same for a loader with `num_workers`: "prep CPU (no workers)" where the main process makes the batches.
+const char* ToString(Cause cause, int32_t num_workers);
 const char* CauseId(Cause cause);   // for programs: "compute", "prep", "contention", "storage", "other_blocking", ...
 
 struct AccountLine {

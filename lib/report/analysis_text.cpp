@@ -123,7 +123,7 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     const auto& a = all.lines[k];
     const auto& st = steady.lines[k];
     estimated |= a.estimated;
-    out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", std::string(ToString(a.cause)) + (a.estimated ? " ~" : ""),
+    out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}  {}\n", std::string(ToString(a.cause, l.config.num_workers)) + (a.estimated ? " ~" : ""),
                        FormatSeconds(a.seconds), Pct1(a.share), FormatSeconds(st.seconds), Pct1(st.share), a.evidence);
   }
   out += fmt::format("    {:<22} {:>10} {:>6}  {:>10} {:>6}\n", "wall time", FormatSeconds(all.wall_s), "", FormatSeconds(steady.wall_s), "");
@@ -321,14 +321,14 @@ std::string VerdictLine(const LoaderAnalysis& l) {
     return fmt::format("{}: {}: iterated on a prefetch thread (tid {}) that waited {} of the time for the training loop "
                        "to take its batches: the loop sets the pace; the thread's own wait for data {}{}; bottleneck: {}{}",
                        l.config.name, ToString(l.verdict), prefetch.tid, Pct(prefetch.steady_blocked_share),
-                       Pct(l.stall_fraction), split, ToString(l.bottleneck), whole_run);
+                       Pct(l.stall_fraction), split, ToString(l.bottleneck, l.config.num_workers), whole_run);
   if (prefetch.HandsOn())
     return fmt::format("{}: {}: up to {} of step time waiting for data{} (iterated on a prefetch thread (tid {}) the "
                        "training loop never held up: the loop waits at most what the thread waits){}; bottleneck: {}{}",
                        l.config.name, ToString(l.verdict), Pct(l.stall_fraction), split, prefetch.tid, zipped,
-                       ToString(l.bottleneck), whole_run);
+                       ToString(l.bottleneck, l.config.num_workers), whole_run);
   return fmt::format("{}: {}: {} of step time waiting for data{}{}; bottleneck: {}{}", l.config.name, ToString(l.verdict),
-                     Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck), whole_run);
+                     Pct(l.stall_fraction), split, zipped, ToString(l.bottleneck, l.config.num_workers), whole_run);
 }
 
 namespace {

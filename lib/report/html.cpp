@@ -535,7 +535,7 @@ std::string AccountSection(const LoaderAnalysis& l) {
   for (const auto* view : {&l.account_all, &l.account_steady}) {
     if (view == &l.account_steady && l.steady_fallback) continue;
     std::vector<Segment> segments;
-    for (const auto& line : view->lines) segments.push_back({ToString(line.cause), line.seconds, CauseColour(line.cause)});
+    for (const auto& line : view->lines) segments.push_back({ToString(line.cause, l.config.num_workers), line.seconds, CauseColour(line.cause)});
     h += StackedBar(fmt::format("{}: where the {} wall time goes ({})", l.config.name,
                                 view == &l.account_all ? "whole-run" : "steady-state", FormatSeconds(view->wall_s)),
                     segments, view->wall_s, view == &l.account_steady || l.steady_fallback ? "" : " Start-up included.");
@@ -544,7 +544,7 @@ std::string AccountSection(const LoaderAnalysis& l) {
   for (size_t k = 0; k < l.account_all.lines.size() && k < l.account_steady.lines.size(); ++k) {
     const auto& a = l.account_all.lines[k];
     const auto& st = l.account_steady.lines[k];
-    h += std::string(a.cause == l.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::string(ToString(a.cause)) + (a.estimated ? " (estimated)" : "")) +
+    h += std::string(a.cause == l.bottleneck ? "<tr class=\"bottleneck\">" : "<tr>") + Cell(std::string(ToString(a.cause, l.config.num_workers)) + (a.estimated ? " (estimated)" : "")) +
          Cell(FormatSeconds(a.seconds)) + Cell(fmt::format("{:.1f}%", a.share * 100)) + Cell(FormatSeconds(st.seconds)) +
          Cell(fmt::format("{:.1f}%", st.share * 100)) + Cell(a.evidence) + "</tr>";
   }
