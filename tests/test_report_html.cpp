@@ -49,6 +49,11 @@ TEST_CASE("The report page is self-contained and shows the verdict, the charts a
   const int32_t workers = analysis->loaders[0].config.num_workers;
   for (size_t k = 0; k < analysis::kCauseCount; ++k)
     CHECK_THAT(page, Catch::Contains("<td>" + EscapeHtml(analysis::ToString(static_cast<analysis::Cause>(k), workers)) + "</td>"));
+  // The account bar's legend wraps by entry (swatch, label and figures together), and
+  // the advice's long settings (GLIBC_TUNABLES=...) wrap inside the page.
+  CHECK_THAT(page, Catch::Contains("<em class=\"entry\"><span style=\"background:"));
+  CHECK_THAT(page, Catch::Contains(".legend .entry{font-style:normal;white-space:nowrap}"));
+  CHECK_THAT(page, Catch::Contains("ul.advice li{overflow-wrap:anywhere}"));
   // Without workers the prep line is the main process's: no worker's CPU to name.
   CHECK_THAT(page, Catch::Contains(workers == 0 ? "<td>prep CPU (no workers)</td>" : "<td>worker CPU (prep)</td>"));
   CHECK_THAT(page, Catch::Contains("<tr class=\"bottleneck\"><td>handoff</td>"));

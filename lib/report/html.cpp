@@ -283,8 +283,9 @@ std::string StackedBar(const std::string& title, const std::vector<Segment>& seg
     if (w > 40)
       s += fmt::format(R"(<text x="{:.1f}" y="{}" class="inbar" text-anchor="middle">{}</text>)", x + w / 2, 26 + bar_h / 2 + 4, Pct(seg.value / total));
     x += w;
-    legend += fmt::format(R"(<span style="background:{}"></span>{} {} ({}) )", seg.colour, EscapeHtml(seg.label), Pct(seg.value / total),
-                          EscapeHtml(FormatSeconds(seg.value)));
+    // One entry wraps as a whole: a swatch never ends a line apart from its label.
+    legend += fmt::format(R"(<em class="entry"><span style="background:{}"></span>{} {} ({})</em> )", seg.colour,
+                          EscapeHtml(seg.label), Pct(seg.value / total), EscapeHtml(FormatSeconds(seg.value)));
   }
   s += "</svg>";
   return s + "<div class=\"legend\">" + legend + EscapeHtml(unit_note) + "</div>";
@@ -489,6 +490,7 @@ table{display:block;max-width:100%;overflow-x:auto}
 svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-weight:600;fill:#333} .tick{fill:#555} .unit{fill:#777;font-size:11px}
 .grid{stroke:#eee} .frame{fill:none;stroke:#ccc} .epoch{stroke:#333;stroke-dasharray:3,3} .inbar{fill:#fff;font-weight:600}
 .legend{font-size:12px;color:#444;margin:0 0 10px} .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
+.legend .entry{font-style:normal;white-space:nowrap} ul.advice li{overflow-wrap:anywhere}
 #errors{color:#a00;font-weight:600}
 .uplot-chart{margin:8px 0} .uplot{font-family:inherit} .uplot .u-title{font-size:13px;font-weight:600;color:#333;text-align:left;padding-left:60px}
 .uplot .u-legend{font-size:12px} details summary{cursor:pointer;font-size:13px;color:#444;margin:4px 0}
