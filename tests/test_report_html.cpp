@@ -259,6 +259,20 @@ TEST_CASE("Without uPlot a long timeline is static SVG that draws no epoch lines
   CHECK(short_page.find("<details>") == std::string::npos);  // 3 epochs: the table as it is
 }
 
+TEST_CASE("The timeline's iteration axis has ticks at whole iterations only") {
+  // 1 epoch of 3 iterations: a step of 0.5 would be the nice one for 0..2.
+  TraceBuilder b = SpikyLoop(1, 3, 1, 900 * kMs, "train");
+  auto analysis = analysis::Analyze(b.trace, {});
+  REQUIRE(analysis.ok());
+  const std::string svg = ReportHtml(b.trace, *analysis);
+  CHECK_THAT(svg, Catch::Contains("class=\"tick\" text-anchor=\"middle\">1</text>"));
+  CHECK_THAT(svg, !Catch::Contains("text-anchor=\"middle\">0.5</text>"));
+  const ChartLibrary library{"/* the chart library */", ""};
+  const std::string interactive = ReportHtml(b.trace, *analysis, &library);
+  CHECK_THAT(interactive, Catch::Contains(R"("xlabel":"iteration","xint":true)"));
+  CHECK_THAT(interactive, Catch::Contains("if(spec.xint) xaxis.incrs=[1,2,5,"));
+}
+
 TEST_CASE("A job of more than twenty ranks folds each loader's rank chart and table under a summary line") {
   TraceBuilder b;
   for (uint32_t rank = 0; rank < 24; ++rank) {

@@ -73,7 +73,7 @@ std::string Spread(std::vector<double> values, Format format) {
 
 // Frame, title and y/x ticks of a chart; returns the SVG opening and grid.
 std::string Axes(const std::string& title, int height, double x_max, double y_max, const std::string& x_unit,
-                 const std::string& y_unit) {
+                 const std::string& y_unit, bool integer_x) {
   const int plot_w = kWidth - kLeft - kRight, plot_h = height - kTop - kBottom;
   std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", kWidth, height, kWidth, height);
   s += fmt::format(R"(<text x="{}" y="16" class="title">{}</text>)", kLeft, EscapeHtml(title));
@@ -84,7 +84,7 @@ std::string Axes(const std::string& title, int height, double x_max, double y_ma
     s += fmt::format(R"(<text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)", kLeft - 4, y + 4, Num(v));
   }
   s += fmt::format(R"(<text x="4" y="{}" class="unit">{}</text>)", kTop - 8, EscapeHtml(y_unit));
-  double xs = NiceStep(x_max, 6);
+  const double xs = integer_x ? std::max(1.0, NiceStep(x_max, 6)) : NiceStep(x_max, 6);  // no iteration 2.5
   for (double v = 0; v <= x_max * 1.0001 && x_max > 0; v += xs) {
     double x = kLeft + v / x_max * plot_w;
     s += fmt::format(R"(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{}</text>)", x, height - kBottom + 16, Num(v));
@@ -111,6 +111,7 @@ struct ChartSpec {
   std::vector<ChartSeries> series;
   std::vector<double> marks;  // x of dashed vertical lines (epoch starts)
   std::string sync;           // charts with the same key share the cursor
+  bool integer_x = false;     // x counts things (iterations): ticks at whole numbers only
 };
 
 // More marks than this are thinned evenly (the interactive chart shows them
@@ -129,7 +130,7 @@ std::string SvgChart(const ChartSpec& c) {
     for (double v : ys) y_max = std::max(y_max, v);
   y_max = y_max > 0 ? y_max * 1.05 : 1;
   const int plot_w = kWidth - kLeft - kRight, plot_h = c.height - kTop - kBottom;
-  std::string s = Axes(c.title, c.height, x_max, y_max, c.x_label, c.y_unit);
+  std::string s = Axes(c.title, c.height, x_max, y_max, c.x_label, c.y_unit, c.integer_x);
   auto px = [&](double v) { return kLeft + v / x_max * plot_w; };
   auto py = [&](double v) { return kTop + plot_h - std::max(0.0, v) / y_max * plot_h; };
   for (size_t k = 0; k < c.series.size() && k < c.data.y.size(); ++k) {
@@ -174,9 +175,9 @@ std::string JsonText(const std::string& text) {
 // The holder uPlot draws into and the chart's data; the page's one script
 // (kChartScript) turns every such pair into a chart.
 std::string InteractiveChart(const ChartSpec& c) {
-  std::string spec = fmt::format(R"({{"id":{},"title":{},"xlabel":{},"yunit":{},"height":{},"sync":{},"x":{},"marks":{},"series":[)",
-                                 JsonText(c.id), JsonText(c.title), JsonText(c.x_label), JsonText(c.y_unit), c.height, JsonText(c.sync),
-                                 NumberArray(c.data.x), NumberArray(c.marks));
+  std::string spec = fmt::format(R"({{"id":{},"title":{},"xlabel":{},"xint":{},"yunit":{},"height":{},"sync":{},"x":{},"marks":{},"series":[)",
+                                 JsonText(c.id), JsonText(c.title), JsonText(c.x_label), c.integer_x ? "true" : "false",
+                                 JsonText(c.y_unit), c.height, JsonText(c.sync), NumberArray(c.data.x), NumberArray(c.marks));
   for (size_t k = 0; k < c.series.size() && k < c.data.y.size(); ++k)
     spec += fmt::format(R"({}{{"label":{},"colour":"{}","fill":{},"values":{}}})", k ? "," : "", JsonText(c.series[k].label),
                         c.series[k].colour, c.series[k].fill ? "true" : "false", NumberArray(c.data.y[k]));
@@ -221,8 +222,10 @@ const char* kChartScript = R"JS(
     var series=[{label:spec.xlabel,value:function(u,v){return num(v);}}];
     spec.series.forEach(function(s){ series.push({label:s.label,stroke:s.colour,fill:s.fill?s.colour:undefined,width:1,
       points:{show:false},value:function(u,v){return num(v)+' '+spec.yunit;}}); });
+    var xaxis={label:spec.xlabel};
+    if(spec.xint) xaxis.incrs=[1,2,5,10,20,50,100,200,500,1e3,2e3,5e3,1e4,2e4,5e4,1e5,2e5,5e5,1e6,2e6,5e6,1e7,2e7,5e7,1e8];
     var u=new uPlot({title:spec.title,width:760,height:spec.height+40,series:series,
-      scales:{x:{time:false},y:{range:function(u,lo,hi){return [0,hi>0?hi*1.05:1];}}},axes:[{label:spec.xlabel},{label:spec.yunit,size:60}],
+      scales:{x:{time:false},y:{range:function(u,lo,hi){return [0,hi>0?hi*1.05:1];}}},axes:[xaxis,{label:spec.yunit,size:60}],
       cursor:{drag:{x:true,y:false},sync:{key:spec.sync||spec.id}},
       hooks:{draw:[marks(spec)],ready:[zoomPan]}},
       [spec.x].concat(spec.series.map(function(s){return s.values;})),host);
@@ -253,6 +256,7 @@ std::string IterationTimeline(const LoaderAnalysis& l, const ChartLibrary* chart
   c.title = fmt::format("{}: step time per iteration (wait for data, the rest is compute){}", l.config.name,
                         c.data.per_bucket > 1 ? fmt::format(", min and max of every {} iterations", c.data.per_bucket) : "");
   c.x_label = "iteration";
+  c.integer_x = true;
   c.y_unit = "ms";
   c.height = 220;
   c.series = {{"step", kComputeColour, true}, {"wait", kWaitColour, true}};
