@@ -376,6 +376,16 @@ TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the meas
   CHECK(svg.find("train&lt;&amp;&gt;") != std::string::npos);
   CHECK(svg.find("train<&>") == std::string::npos);
   CHECK(svg.find("misses costing no CPU") == std::string::npos);  // no estimated miss cost: no range
+  // Points up to 800 samples/s: the y axis ticks round numbers, 0 to 1000 by 200.
+  for (const char* tick : {">0</text>", ">200</text>", ">400</text>", ">600</text>", ">800</text>", ">1000</text>"})
+    CHECK(svg.find(tick) != std::string::npos);
+  CHECK(svg.find(">1200</text>") == std::string::npos);
+  // Start-up each epoch: the whole run (300 samples/s) is drawn dashed beside the steady state.
+  CHECK(svg.find("solid: steady state; dashed: whole run (start-up included)") != std::string::npos);
+  CHECK(svg.find("<title>whole run 300.0 samples/s</title>") != std::string::npos);
+  // The whole run as the steady state: one line.
+  for (auto& row : r.rows) row.prediction.whole_run_samples_per_s = row.prediction.samples_per_s;
+  CHECK(WhatIfSvg(r).find("whole run") == std::string::npos);
 }
 
 TEST_CASE("The SVG draws a cache point's range down to its floor when its miss CPU is estimated") {

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/units.h"
 #include "report/html.h"
@@ -18,8 +19,25 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   const double plot_w = kW - kLeft - kRight, plot_h = kH - kTop - kBottom;
   const size_t n = r.rows.size();
   double ymax = r.measured_samples_per_s;
-  for (const auto& row : r.rows) ymax = std::max(ymax, row.prediction.samples_per_s);
-  ymax = ymax > 0 ? ymax * 1.15 : 1;
+  for (const auto& row : r.rows) ymax = std::max({ymax, row.prediction.samples_per_s, row.prediction.whole_run_samples_per_s});
+  // The whole run (each epoch's start-up included) beside the steady state:
+  // more non-persistent workers can raise one and lower the other.
+  const bool whole_run = std::any_of(r.rows.begin(), r.rows.end(), [](const WhatIfRow& row) {
+    return row.prediction.whole_run_samples_per_s > 0 &&
+           std::abs(row.prediction.whole_run_samples_per_s - row.prediction.samples_per_s) > 0.01 * row.prediction.samples_per_s;
+  });
+  // Ticks at round numbers (1, 2, 2.5 or 5 x 10^k), the top tick above the highest point by 5% at least.
+  double tick = 1;
+  if (ymax > 0) {
+    const double raw = ymax * 1.05 / 5, power = std::pow(10, std::floor(std::log10(raw)));
+    tick = 10 * power;
+    for (double m : {1.0, 2.0, 2.5, 5.0})
+      if (raw <= m * power) {
+        tick = m * power;
+        break;
+      }
+  }
+  ymax = ymax > 0 ? std::ceil(ymax * 1.05 / tick) * tick : 1;
   auto x_of = [&](size_t i) { return kLeft + plot_w * (n <= 1 ? 0.5 : (i + 0.5) / n); };
   auto y_of = [&](double v) { return kTop + plot_h * (1 - v / ymax); };
   auto color = [](Bottleneck b) {
@@ -53,10 +71,8 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   // Axes and y ticks.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", kLeft, kTop, kTop + plot_h);
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", kLeft, kTop + plot_h, kLeft + plot_w);
-  for (int t = 0; t <= 4; ++t) {
-    const double v = ymax * t / 4;
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:.4g}</text>\n", kLeft - 6, y_of(v) + 4, v);
-  }
+  for (double v = 0; v <= ymax * 1.0001; v += tick)
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", kLeft - 6, y_of(v) + 4, v);
   svg += fmt::format("<text x=\"16\" y=\"{:.1f}\" transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">samples/s</text>\n",
                      kTop + plot_h / 2, kTop + plot_h / 2);
   std::string points;
@@ -66,6 +82,20 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
                        label(r.rows[i]));
   }
   svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#1f4e79\" stroke-width=\"2\"/>\n", points);
+  if (whole_run) {
+    std::string whole;
+    for (size_t i = 0; i < n; ++i) whole += fmt::format("{:.1f},{:.1f} ", x_of(i), y_of(r.rows[i].prediction.whole_run_samples_per_s));
+    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#1f4e79\" stroke-width=\"1.5\" "
+                       "stroke-dasharray=\"5 3\"><title>whole run, each epoch's start-up included</title></polyline>\n",
+                       whole);
+    for (size_t i = 0; i < n; ++i)
+      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"white\" stroke=\"#1f4e79\"><title>whole run "
+                         "{:.1f} samples/s</title></circle>\n",
+                         x_of(i), y_of(r.rows[i].prediction.whole_run_samples_per_s), r.rows[i].prediction.whole_run_samples_per_s);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#1f4e79\">solid: steady state; dashed: whole run (start-up "
+                       "included)</text>\n",
+                       kLeft, kTop - 6.0);
+  }
   bool ranges = false;
   for (size_t i = 0; i < n; ++i) {
     const auto& floor = r.rows[i].without_miss_cpu;
@@ -80,7 +110,7 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
   if (ranges)
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f4e79\">dotted: down to misses costing "
                        "no CPU (the miss CPU is estimated)</text>\n",
-                       kLeft + plot_w, kTop - 6.0);
+                       kLeft + plot_w - (whole_run ? 4.0 : 0.0), whole_run ? kTop + 14.0 : kTop - 6.0);  // the whole run's note is above
   for (size_t i = 0; i < n; ++i)
     svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#1f4e79\"><title>{:.1f} samples/s</title></circle>\n",
                        x_of(i), y_of(r.rows[i].prediction.samples_per_s), r.rows[i].prediction.samples_per_s);
