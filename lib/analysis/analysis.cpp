@@ -2024,10 +2024,16 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     for (const auto& st : extra_stages) total += st.count;
     // A program that failed before its first batch is the likelier cause.
     std::string ended;
-    if (trace.footer && trace.footer->term_signal != 0)
+    if (trace.truncated)  // cut short before its first batch was written (a copy interrupted, a disk that filled)
+      ended = fmt::format("; the file is truncated: it ends inside a chunk after {} bytes, with no footer, so the "
+                          "iterations may have been in the part that is missing",
+                          trace.bytes);
+    else if (!trace.footer)
+      ended = "; the file has no footer: the run that wrote it did not finish (killed with stallprof itself?)";
+    else if (trace.footer->term_signal != 0)
       ended = "; the profiled command was killed by signal " + std::to_string(trace.footer->term_signal) +
               " before it took a batch";
-    else if (trace.footer && trace.footer->exit_code != 0)
+    else if (trace.footer->exit_code != 0)
       ended = "; the profiled command exited with code " + std::to_string(trace.footer->exit_code) +
               " before it took a batch (see its output)";
     return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(total) +

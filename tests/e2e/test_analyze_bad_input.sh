@@ -79,6 +79,19 @@ expect_error "chunk protobuf rejects" badutf8.pb "badutf8.pb"
 
 # Truncated in the middle of a chunk: analyze still reports, and says so.
 size=$(stat -c %s good.pb)
+# Cut before any iteration was written: the error says the file is truncated,
+# not only that it holds no DataLoader.
+# (gen_trace's file: its first chunks end at 200 bytes, the next runs past 300.)
+# export converts what there is; analyze and report have nothing to say.
+head -c 300 good.pb >cut_early.pb
+head -c 200 good.pb >cut_at_chunk.pb
+for cut in "cut_early.pb:the file is truncated: it ends inside a chunk after 300 bytes" \
+           "cut_at_chunk.pb:the file has no footer: the run that wrote it did not finish"; do
+  for cmd in "analyze ${cut%%:*}" "report ${cut%%:*} -o $TMP/r.html"; do
+    if $SP $cmd >out.txt 2>err.txt; then fail "'stallprof $cmd' exited 0"; fi
+    [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF "${cut#*:}" err.txt || fail "'stallprof $cmd': $(cat err.txt)"
+  done
+done
 head -c $((size / 2 + 7)) good.pb >truncated.pb
 $SP analyze truncated.pb >out.txt 2>err.txt || fail "a truncated trace should still analyze: $(cat err.txt)"
 grep -q "truncated" out.txt || fail "analyze did not say the trace is truncated"
