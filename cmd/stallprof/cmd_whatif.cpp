@@ -96,7 +96,7 @@ void RegisterWhatif(CLI::App& app, Action& action) {
                                "stages you marked with stallprof.stage on the main thread between next() calls (analyze lists "
                                "them), done in the DataLoader's workers instead: a name or a list, e.g. augment,crop");
   sub->add_option("--loader", o->loader, "only this loader (default: 'train' if present, else all)");
-  sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked");
+  sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked, the whole run dashed beside the steady state where start-up makes them differ");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");
   AddWarmup(sub, o->warmup);
   sub->callback([&action, o, cores, move] {
