@@ -72,6 +72,18 @@ TEST_CASE("The verdict line names the loader, the class, the stall and the bottl
   CHECK_THAT(line, Catch::Contains("; bottleneck: "));
 }
 
+TEST_CASE("The verdict line says a fetch stall came from the first epoch's cold reads when later epochs found them in memory") {
+  auto l = Analyzed().loaders.at(0);
+  REQUIRE(l.split.available);
+  l.split.fetch_stall_s = 0.1 * l.split.step_s;
+  l.epochs.resize(2);
+  l.epochs[0].storage_s = 0.5;  // the page cache warming
+  l.epochs[1].storage_s = 0.001;
+  CHECK_THAT(VerdictLine(l), Catch::Contains("(fetch 10% from the first epoch's cold reads, prep "));
+  l.epochs[1].storage_s = 0.4;  // every epoch reads from the device: a steady cost
+  CHECK_THAT(VerdictLine(l), Catch::Contains("(fetch 10%, prep "));
+}
+
 TEST_CASE("The verdict line adds the whole run's start-up when it is worth telling beside the steady verdict") {
   // 3 epochs of 10 steps (1 ms wait, 20 ms compute) behind 500 ms of worker
   // start-up each: the steady state is compute-bound, the run mostly start-up.
