@@ -34,16 +34,6 @@ constexpr int kLeft = 60, kRight = 14, kTop = 26, kBottom = 30;
 
 std::string Pct(double f) { return fmt::format("{:.0f}%", f * 100); }
 
-// A readable tick step (1, 2 or 5 x 10^k) for a range.
-double NiceStep(double range, int ticks) {
-  if (range <= 0) return 1;
-  double raw = range / ticks;
-  double power = std::pow(10, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= m * power) return m * power;
-  return 10 * power;
-}
-
 std::string Num(double v) {
   if (v == 0) return "0";
   if (std::abs(v) >= 100) return fmt::format("{:.0f}", v);
@@ -501,6 +491,15 @@ svg.chart{display:block;margin:8px 0;font-size:11px} .title{font-size:13px;font-
 )";
 
 }  // namespace
+
+double NiceStep(double range, int ticks) {
+  if (range <= 0) return 1;
+  double raw = range / ticks;
+  double power = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * power) return m * power;
+  return 10 * power;
+}
 
 std::string EscapeHtml(const std::string& text) {
   std::string out;

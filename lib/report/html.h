@@ -19,6 +19,9 @@ namespace stallprof::report {
 // pan, values on hover) and uPlot is inlined; without, static SVG.
 std::string ReportHtml(const Trace& trace, const analysis::TraceAnalysis& analysis, const ChartLibrary* charts = nullptr);
 
+// A readable tick step (1, 2 or 5 x 10^k) for a range: at most `ticks` steps cover it.
+double NiceStep(double range, int ticks);
+
 // `text` with &, <, >, " and ' escaped for HTML text and attributes.
 std::string EscapeHtml(const std::string& text);
 

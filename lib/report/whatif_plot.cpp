@@ -26,17 +26,9 @@ std::string WhatIfSvg(const model::WhatIfResult& r) {
     return row.prediction.whole_run_samples_per_s > 0 &&
            std::abs(row.prediction.whole_run_samples_per_s - row.prediction.samples_per_s) > 0.01 * row.prediction.samples_per_s;
   });
-  // Ticks at round numbers (1, 2, 2.5 or 5 x 10^k), the top tick above the highest point by 5% at least.
-  double tick = 1;
-  if (ymax > 0) {
-    const double raw = ymax * 1.05 / 5, power = std::pow(10, std::floor(std::log10(raw)));
-    tick = 10 * power;
-    for (double m : {1.0, 2.0, 2.5, 5.0})
-      if (raw <= m * power) {
-        tick = m * power;
-        break;
-      }
-  }
+  // Ticks at round numbers (the report's charts' steps, at most 8 of them),
+  // the top tick above the highest point by 5% at least.
+  const double tick = NiceStep(ymax * 1.05, 8);
   ymax = ymax > 0 ? std::ceil(ymax * 1.05 / tick) * tick : 1;
   auto x_of = [&](size_t i) { return kLeft + plot_w * (n <= 1 ? 0.5 : (i + 0.5) / n); };
   auto y_of = [&](double v) { return kTop + plot_h * (1 - v / ymax); };
