@@ -28,7 +28,13 @@ for kind in ("fetches", "waits"):
     assert 11 <= x["measured"] < x["spans"] * 0.9, (kind, x)
     assert x["estimated"] == x["spans"] - x["measured"], (kind, x)
 f = c["fetches"]
-assert f["cpu_estimated_s"] > 0 and 0 < f["cpu_error_s"] < f["cpu_estimated_s"], f
+# The 95% bound's coverage is unit-tested (test_analysis_sampling); here it
+# must be there and sane. Its relative width shrinks as 1.96 CV / sqrt(n): a
+# heavy-tailed CPU per wall second (CV up to 5) on 24 measured spans once gave
+# 104%, so the bound allows 10 / sqrt(n), and never less than 100%.
+import math
+assert f["cpu_estimated_s"] > 0 and f["cpu_error_s"] > 0, f
+assert f["cpu_error_s"] < f["cpu_estimated_s"] * max(1.0, 10 / math.sqrt(f["measured"])), f
 lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
 assert lines["prep"]["estimated"] and "of 2000 fetch spans" in lines["prep"]["evidence"], lines["prep"]
 assert not lines["compute"]["estimated"] and not lines["handoff"]["estimated"], lines
