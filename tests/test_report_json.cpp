@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "analysis/analysis.h"
 #include "report/analysis_report.h"
@@ -301,4 +302,31 @@ TEST_CASE("The System section says a run's times are a slowed host's from 5% ste
              Catch::Contains("the hypervisor took 17.2% of this machine's CPU time: every time here is a slowed host's"));
   a.system.steal_measured = false;  // an older trace: no steal column
   CHECK(StealNote(a).empty());
+}
+
+TEST_CASE("The text folds a long epoch table to its first and last epochs and a line for the rest that names the slowest") {
+  auto a = Analyzed();
+  auto& epochs = a.loaders.at(0).epochs;
+  auto set_epochs = [&](uint32_t n) {
+    epochs.assign(n, epochs.front());
+    for (uint32_t i = 0; i < n; ++i) {
+      epochs[i].index = i;
+      epochs[i].samples_per_s = i == 0 ? 50 : i == 17 ? 40 : 100 + i;  // a cold first epoch; epoch 17 slowed
+      epochs[i].seconds = 6.4 / epochs[i].samples_per_s;
+    }
+  };
+  auto has_row = [](const std::string& text, uint32_t epoch) {
+    return text.find(fmt::format("\n    {:>5} ", epoch)) != std::string::npos;
+  };
+  set_epochs(30);
+  const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  for (uint32_t i : {0, 1, 2, 3, 27, 28, 29}) CHECK(has_row(text, i));
+  for (uint32_t i : {4, 10, 17, 26}) CHECK_FALSE(has_row(text, i));
+  CHECK_THAT(text, Catch::Contains("    ... 23 epochs (4 to 26): time min 50.79 ms, median "));
+  CHECK_THAT(text, Catch::Contains("samples/s min 40.0, median 114.0, max 126.0; stall "));
+  CHECK_THAT(text, Catch::Contains("the slowest epoch 17 (40.0 samples/s); every one in --json\n"));
+  set_epochs(12);  // a dozen: every row
+  const std::string short_text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  for (uint32_t i = 0; i < 12; ++i) CHECK(has_row(short_text, i));
+  CHECK(short_text.find("every one in --json") == std::string::npos);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ std::string LoaderSetupLine(const analysis::LoaderConfig& config);
 // Where the run's time went against the loaders' epochs ("run 14.75 s: in the
 // loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.
 std::string CoverageLine(const analysis::TraceAnalysis& trace);
+
+// "time min a, median b, max c; samples/s ...; stall ..." of `epochs`: the
+// line a folded epoch table shows in its place, in the text and the HTML.
+std::string EpochsSpread(std::span<const analysis::EpochStats> epochs);
 
 // The note above the verdicts when the time outside the loaders' epochs
 // (analysis::TimeOutsideEpochs) is worth one: the verdicts cover the epochs

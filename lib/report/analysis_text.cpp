@@ -152,11 +152,30 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     Heading(out, style, "  Epochs");
     out += fmt::format("    {:>5} {:>7} {:>9} {:>10} {:>10} {:>6} {:>13} {:>11}\n", "epoch", "iters", "samples", "time", "samples/s",
                        "stall", "page cache +", "disk read");
-    for (const auto& e : l.epochs)
+    auto epoch_row = [&](const EpochStats& e) {
       out += fmt::format("    {:>5} {:>7} {:>9.0f} {:>10} {:>10.1f} {:>6} {:>13} {:>11}\n", e.index, e.iterations, e.samples,
                          FormatSeconds(e.seconds), e.samples_per_s, Pct(e.stall_fraction),
                          e.has_system ? FormatBytes(e.page_cache_growth_bytes) : "-",
                          e.has_system ? FormatBytes(e.disk_read_bytes) : "-");
+    };
+    // A long run (200 epochs of CIFAR, an iterator per step) folds past a
+    // dozen rows: the first epochs (cold reads, worker start), a line for the
+    // middle ones with their spread and the slowest, the last ones.
+    constexpr size_t kMostRows = 12, kFirstRows = 4, kLastRows = 3;
+    const size_t n = l.epochs.size();
+    if (n <= kMostRows) {
+      for (const auto& e : l.epochs) epoch_row(e);
+    } else {
+      for (size_t i = 0; i < kFirstRows; ++i) epoch_row(l.epochs[i]);
+      const std::span<const EpochStats> middle(l.epochs.data() + kFirstRows, n - kFirstRows - kLastRows);
+      const auto slowest = std::min_element(middle.begin(), middle.end(), [](const EpochStats& a, const EpochStats& b) {
+        return a.samples_per_s < b.samples_per_s;
+      });
+      out += fmt::format("    ... {} epochs ({} to {}): {}; the slowest epoch {} ({:.1f} samples/s); every one in --json\n",
+                         middle.size(), middle.front().index, middle.back().index, EpochsSpread(middle), slowest->index,
+                         slowest->samples_per_s);
+      for (size_t i = n - kLastRows; i < n; ++i) epoch_row(l.epochs[i]);
+    }
     if (const auto& f = l.first_epoch; f.available)
       out += fmt::format("    first epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})\n", f.first_samples_per_s,
                          f.later_samples_per_s, f.why);
@@ -247,6 +266,21 @@ std::string CoverageLine(const TraceAnalysis& t) {
                      "between epochs {}, after the last {}",
                      FormatSeconds(t.duration_s), FormatSeconds(c.in_epochs_s), Pct(c.in_epochs_s / t.duration_s),
                      FormatSeconds(c.before_s), before, FormatSeconds(c.between_s), FormatSeconds(c.after_s));
+}
+
+std::string EpochsSpread(std::span<const EpochStats> epochs) {
+  auto spread = [&](auto value, auto format) {
+    std::vector<double> v;
+    v.reserve(epochs.size());
+    for (const auto& e : epochs) v.push_back(value(e));
+    if (v.empty()) return std::string("-");
+    std::sort(v.begin(), v.end());
+    return fmt::format("min {}, median {}, max {}", format(v.front()), format(v[v.size() / 2]), format(v.back()));
+  };
+  return fmt::format("time {}; samples/s {}; stall {}",
+                     spread([](const EpochStats& e) { return e.seconds; }, [](double x) { return FormatSeconds(x); }),
+                     spread([](const EpochStats& e) { return e.samples_per_s; }, [](double x) { return fmt::format("{:.1f}", x); }),
+                     spread([](const EpochStats& e) { return e.stall_fraction; }, Pct));
 }
 
 std::string OutsideEpochsNote(const TraceAnalysis& t) {

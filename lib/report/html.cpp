@@ -348,16 +348,7 @@ std::string EpochTable(const LoaderAnalysis& l) {
   if (const auto& f = l.first_epoch; f.available)
     s += "<p>" + EscapeHtml(fmt::format("First epoch {:.1f} samples/s, later epochs {:.1f} samples/s ({})", f.first_samples_per_s,
                                        f.later_samples_per_s, f.why)) + "</p>";
-  std::vector<double> seconds, rate, stall;
-  for (const auto& e : l.epochs) {
-    seconds.push_back(e.seconds);
-    rate.push_back(e.samples_per_s);
-    stall.push_back(e.stall_fraction);
-  }
-  return Fold(n,
-              EscapeHtml(fmt::format("{} epochs: time {}; samples/s {}; stall {}", n, Spread(seconds, FormatSeconds),
-                                     Spread(rate, [](double v) { return fmt::format("{:.1f}", v); }), Spread(stall, Pct))),
-              s);
+  return Fold(n, EscapeHtml(fmt::format("{} epochs: {}", n, EpochsSpread(l.epochs))), s);
 }
 
 std::string StageTable(const LoaderAnalysis& l) {
