@@ -9,6 +9,16 @@ int ReportError(const Error& error) {
 }
 }  // namespace stallprof::cli
 
+namespace {
+// "stallprof analyze": the words of the command line parsed so far, whose
+// --help a usage error points to ("stallprof" before a subcommand).
+std::string CommandWords(CLI::App& app) {
+  std::string words = "stallprof";
+  for (const CLI::App* sub : app.get_subcommands()) words += " " + sub->get_name();
+  return words;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace stallprof::cli;
   CLI::App app{
@@ -56,12 +66,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ExtrasError& e) {
     // CLI11 lists the extras last to first ("0 --prefetch"): name the first
     // one, as given, and the subcommand's own help.
-    std::string where = "stallprof";
+    const std::string where = CommandWords(app);
     std::vector<std::string> extras = app.remaining();
-    for (const CLI::App* sub : app.get_subcommands()) {
-      where += " " + sub->get_name();
+    for (const CLI::App* sub : app.get_subcommands())
       if (extras.empty()) extras = sub->remaining();
-    }
     if (extras.empty()) {
       fmt::print(stderr, "stallprof: error: {} (see '{} --help')\n", e.what(), where);
     } else {
@@ -71,7 +79,7 @@ int main(int argc, char** argv) {
     }
     return static_cast<int>(stallprof::ErrorKind::kUsage);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "stallprof: error: {} (see 'stallprof --help')\n", e.what());
+    fmt::print(stderr, "stallprof: error: {} (see '{} --help')\n", e.what(), CommandWords(app));
     return static_cast<int>(stallprof::ErrorKind::kUsage);
   }
   return action ? action() : 0;

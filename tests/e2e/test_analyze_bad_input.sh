@@ -156,7 +156,9 @@ for args in "analyze --warmup -3" "whatif --warmup 1.5" "report --warmup abc" "r
   option=$(echo "$args" | cut -d' ' -f2)
   value=$(echo "$args" | cut -d' ' -f3)
   [ $rc -eq 2 ] || fail "stallprof $args: exit $rc, expected 2"
+  # The one line names the option and value, and the subcommand's own help.
   [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "$option: '$value' is not a whole number from" err.txt \
+    && grep -qF -- "(see 'stallprof ${args%% *} --help')" err.txt \
     || fail "stallprof $args: unexpected message: $(cat err.txt)"
 done
 $SP --version >/dev/null || fail "stallprof --version failed"
