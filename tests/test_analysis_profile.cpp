@@ -131,6 +131,9 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   CHECK(started.startup_first_s == Approx(0.031));
   CHECK(started.startup_later_s == Approx(0.031));
   CHECK(started.shutdown_s_per_worker == 0);  // not timed
+  CHECK(started.worker_init_fn.empty());
+  b.Config(100, 1, "worker_init_fn", "seed_worker");  // the loader's own, which the timing did not run
+  CHECK(measure().worker_init_fn == "seed_worker");
   // The timing's join stands for each epoch's shutdown of a non-persistent worker.
   b.ConfigDouble(100, 1, "ipc_shutdown_s", 0.012);
   CHECK(measure().shutdown_s_per_worker == Approx(0.012));

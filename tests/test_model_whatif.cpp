@@ -325,3 +325,25 @@ TEST_CASE("A step measured on more cores than its intra-op threads says what els
                                       !Catch::Contains("the model runs the step on at most"));
   CHECK_THAT(step_line(2, 0.019), !Catch::Contains("more than its"));
 }
+
+TEST_CASE("A start-up timed after the run names the loader's worker_init_fn, which the timing did not run") {
+  LoaderProfile p = Loader();
+  p.workers = 0;  // profiled without workers: the start-up was timed after the run
+  p.epochs = 4;
+  p.startup_first_s = p.startup_later_s = 0.02;
+  p.startup_timed = true;
+  Sweep sweep;
+  sweep.workers = {2};
+  auto startup_line = [&] {
+    auto r = WhatIf(p, OneCore(), sweep);
+    REQUIRE(r.ok());
+    for (const auto& line : r->inputs)
+      if (line.rfind("worker start-up:", 0) == 0) return line;
+    return std::string("(no start-up line)");
+  };
+  CHECK_THAT(startup_line(), Catch::Contains("timed after the run") && !Catch::Contains("worker_init_fn"));
+  p.worker_init_fn = "seed_worker";
+  CHECK_THAT(startup_line(), Catch::EndsWith("copy-on-write while the workers live, and each worker runs the loader's "
+                                             "worker_init_fn (seed_worker), which the timing did not: a profile with "
+                                             "workers times it)"));
+}

@@ -150,6 +150,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "multiprocessing_context") config.multiprocessing_context = text();
     else if (c.key == "sharing_strategy") config.sharing_strategy = text();
     else if (c.key == "allocator") config.allocator = text();
+    else if (c.key == "worker_init_fn") config.worker_init_fn = text();
     else if (c.key == "batch_tensors") config.batch_tensors = static_cast<uint32_t>(number());
     else if (c.key == "batch_bytes") config.batch_bytes = static_cast<uint64_t>(number());
     else if (c.key == "ipc_loop_cpu_s" && number() >= 0) config.ipc_loop_cpu_s = number();

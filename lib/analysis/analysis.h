@@ -343,6 +343,8 @@ struct LoaderConfig {
   // MiB), or a preloaded caching allocator's library
   // (libtcmalloc_minimal.so.4); empty = not recorded.
   std::string allocator;
+  // The name of the loader's own worker_init_fn; empty = none.
+  std::string worker_init_fn;
   // The first batch's tensors (loaders without workers; 0 = unknown).
   uint32_t batch_tensors = 0;
   uint64_t batch_bytes = 0;

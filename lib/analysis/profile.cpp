@@ -331,6 +331,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {
     p.startup_first_s = p.startup_later_s = loader.config.ipc_startup_s;
     p.startup_timed = true;
+    p.worker_init_fn = loader.config.worker_init_fn;
     // A fork copies the page tables of the whole process: the job's, larger
     // than the timing's, forks slower by its extra resident MiB at the cost a
     // MiB timed there. The forks run one after another in __iter__, so that

@@ -253,6 +253,9 @@ struct LoaderProfile {
   // started after the job to time its handoff (forked from a fresh process,
   // so a floor for the job's), not measured in the job.
   bool startup_timed = false;
+  // The loader's own worker_init_fn (its name; empty = none), which that
+  // timing did not run: its start-up is a floor by that function's time too.
+  std::string worker_init_fn;
   // Of that timed start-up: the job's process forks slower than the timing's
   // by its extra resident memory (a fork copies the page tables), priced at
   // the timing's fork cost a MiB; the start-up above includes it, and its

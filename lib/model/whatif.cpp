@@ -240,7 +240,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   else if (p.startup_timed)
     in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker forked from a fresh "
                              "process, to its first batch beyond a later one's{}{}; a floor: its steps then write pages "
-                             "copy-on-write while the workers live, and it ran no worker_init_fn)",
+                             "copy-on-write while the workers live{})",
                              FormatSeconds(p.startup_first_s),
                              p.shutdown_s_per_worker > 0
                                  ? fmt::format(", shutdown {} per worker each epoch without persistent workers",
@@ -259,7 +259,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                                                  "cores (tearing down the larger page tables)",
                                                                  FormatSeconds(p.shutdown_exit_extra_s))
                                                    : "")
-                                 : "; the job's larger process forks slower (not timed)"));
+                                 : "; the job's larger process forks slower (not timed)",
+                             p.worker_init_fn.empty()
+                                 ? ""
+                                 : fmt::format(", and each worker runs the loader's worker_init_fn ({}), which the "
+                                               "timing did not: a profile with workers times it",
+                                               p.worker_init_fn)));
   else
     in.push_back("worker start-up: not measured (no workers in the profile), taken as 0 for scenarios with workers");
   if (p.workers > 0 && p.WorkerSetupSeconds() > 0) {

@@ -122,7 +122,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.Field("sampler", c.sampler).Field("sampler_order_repeats", c.sampler_order_repeats).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("held_bytes", c.held_bytes).Field("held_files", c.held_files).Field("held_kinds", c.held_kinds);
   w.Field("multiprocessing_context", c.multiprocessing_context);
-  w.Field("sharing_strategy", c.sharing_strategy).Field("allocator", c.allocator);
+  w.Field("sharing_strategy", c.sharing_strategy).Field("allocator", c.allocator).Field("worker_init_fn", c.worker_init_fn);
   w.Field("batch_tensors", c.batch_tensors).Field("batch_bytes", c.batch_bytes);
   w.Key("intra_op_threads");
   if (c.intra_op_threads > 0) w.Int(c.intra_op_threads); else w.Null();

@@ -32,6 +32,9 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 counts = dict(line.split() for line in open(sys.argv[2]))
 scope = {r["str"]: r["scope"] for r in recs if r.get("key") == "name"}
 assert set(scope) == {"stream", "single"}, scope
+# The loader's own worker_init_fn by name (not the hook's wrapper); none for the other.
+inits = {r["scope"]: r["str"] for r in recs if r.get("key") == "worker_init_fn"}
+assert inits == {scope["stream"]: "mark_worker"}, inits
 c = collections.Counter((r.get("name"), r.get("scope")) for r in recs if r["type"] == "span")
 for loader in ("stream", "single"):
     n = int(counts[loader])

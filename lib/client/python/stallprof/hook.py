@@ -604,6 +604,13 @@ def _record_config(loader, scope, name):
     # (pin_memory=True on a CPU-only machine warns and pins nothing).
     cfg(scope, "pin_memory", bool(loader.pin_memory) and _cuda_available())
     cfg(scope, "persistent_workers", bool(loader.persistent_workers))
+    # The user's worker_init_fn, by name: each worker runs it at its start,
+    # which a start-up timed without the loader's workers does not include.
+    init = loader.worker_init_fn
+    if isinstance(init, _WorkerInit):
+        init = init.inner
+    if init is not None:
+        cfg(scope, "worker_init_fn", getattr(init, "__qualname__", None) or type(init).__name__)
     cfg(scope, "sampler", _sampler_kind(loader))
     cfg(scope, "drop_last", bool(loader.drop_last))
     context = loader.multiprocessing_context
