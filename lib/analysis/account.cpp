@@ -1213,6 +1213,23 @@ std::string PredictedChange(const WorkersPrediction& p) {
   return fmt::format("{:.1f} samples/s ({:+.1f}%)", p.samples_per_s, p.change * 100);
 }
 
+// Predicted from a profile without workers, a gain below this is within what
+// a worker's own costs, which that profile does not measure, can take back:
+// the CIFAR-10 tutorial on FakeData (docs/validation.md, 2026-12-04) made a
+// batch in a worker with 1.2x to 1.5x the main thread's CPU, and its test
+// loader, predicted +9% with a worker, ran 15-28% slower.
+constexpr double kGainWorkerCostsCanTakeBack = 0.25;
+
+// The caveat after a predicted gain from a profile without workers that such
+// costs could take back; empty otherwise.
+std::string UnmeasuredWorkerCosts(const LoaderAnalysis& l, const WorkersPrediction& best) {
+  if (l.config.num_workers > 0 || best.change >= kGainWorkerCostsCanTakeBack) return "";
+  return fmt::format("; a gain a worker's own costs could take back, and a profile without workers does not measure "
+                     "them (a worker made a batch with up to 1.5x the main thread's CPU in docs/validation.md): try "
+                     "num_workers={} and profile it before keeping it",
+                     best.workers);
+}
+
 // The advice's phrase for more workers, from the best of their predictions:
 // `gain` with its figure where it gains kPredictedGainWorthIt, else
 // `no_gain` with it and the counts weighed; `unpredicted` without any.
@@ -1221,8 +1238,9 @@ std::string MoreWorkersPredicted(const LoaderAnalysis& l, std::string_view gain,
   const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
   if (!best) return unpredicted;
   if (best->change >= kPredictedGainWorthIt)
-    return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif --workers {}`)", gain,
-                       best->workers, PredictedChange(*best), best->bottleneck, best->workers);
+    return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif --workers {}`){}", gain,
+                       best->workers, PredictedChange(*best), best->bottleneck, best->workers,
+                       UnmeasuredWorkerCosts(l, *best));
   return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}), the best of {}", no_gain, best->workers,
                      PredictedChange(*best), best->bottleneck, PredictedRange(l, l.config.num_workers + 1));
 }
@@ -1303,8 +1321,9 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                              prep, share, l.config.num_workers, cores);
       else if (best->change >= kPredictedGainWorthIt)
         advice = fmt::format("{} ({}): more workers: num_workers={} is predicted at {} (then bound by {}; "
-                             "`stallprof whatif --workers {}`)",
-                             prep, share, best->workers, PredictedChange(*best), best->bottleneck, best->workers);
+                             "`stallprof whatif --workers {}`){}",
+                             prep, share, best->workers, PredictedChange(*best), best->bottleneck, best->workers,
+                             UnmeasuredWorkerCosts(l, *best));
       else
         advice = fmt::format("{} ({}): more workers would not help on {}: num_workers={} is predicted at {} "
                              "(then bound by {}{}), the best of {}; make __getitem__ or collate cheaper, or more cores "
