@@ -3,6 +3,9 @@
 // comes from lib/analysis.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,6 +40,15 @@ std::string LoaderSetupLine(const analysis::LoaderConfig& config);
 // Where the run's time went against the loaders' epochs ("run 14.75 s: in the
 // loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.
 std::string CoverageLine(const analysis::TraceAnalysis& trace);
+
+// "min a, median b, max c" of `values` formatted by `format` ("-" when empty):
+// the spread a folded list (epochs, workers, ranks) shows in its place.
+template <typename Format>
+std::string SpreadText(std::vector<double> values, Format format) {
+  if (values.empty()) return "-";
+  std::sort(values.begin(), values.end());
+  return fmt::format("min {}, median {}, max {}", format(values.front()), format(values[values.size() / 2]), format(values.back()));
+}
 
 // "time min a, median b, max c; samples/s ...; stall ..." of `epochs`: the
 // line a folded epoch table shows in its place, in the text and the HTML.

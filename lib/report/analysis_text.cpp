@@ -269,18 +269,14 @@ std::string CoverageLine(const TraceAnalysis& t) {
 }
 
 std::string EpochsSpread(std::span<const EpochStats> epochs) {
-  auto spread = [&](auto value, auto format) {
-    std::vector<double> v;
-    v.reserve(epochs.size());
-    for (const auto& e : epochs) v.push_back(value(e));
-    if (v.empty()) return std::string("-");
-    std::sort(v.begin(), v.end());
-    return fmt::format("min {}, median {}, max {}", format(v.front()), format(v[v.size() / 2]), format(v.back()));
-  };
-  return fmt::format("time {}; samples/s {}; stall {}",
-                     spread([](const EpochStats& e) { return e.seconds; }, [](double x) { return FormatSeconds(x); }),
-                     spread([](const EpochStats& e) { return e.samples_per_s; }, [](double x) { return fmt::format("{:.1f}", x); }),
-                     spread([](const EpochStats& e) { return e.stall_fraction; }, Pct));
+  std::vector<double> seconds, rate, stall;
+  for (const auto& e : epochs) {
+    seconds.push_back(e.seconds);
+    rate.push_back(e.samples_per_s);
+    stall.push_back(e.stall_fraction);
+  }
+  return fmt::format("time {}; samples/s {}; stall {}", SpreadText(seconds, [](double x) { return FormatSeconds(x); }),
+                     SpreadText(rate, [](double x) { return fmt::format("{:.1f}", x); }), SpreadText(stall, Pct));
 }
 
 std::string OutsideEpochsNote(const TraceAnalysis& t) {

@@ -53,14 +53,6 @@ std::string Fold(size_t rows, const std::string& summary, const std::string& det
   return "<details><summary>" + summary + "</summary>" + detail + "</details>";
 }
 
-// "min a, median b, max c" of `values` formatted by `format`.
-template <typename Format>
-std::string Spread(std::vector<double> values, Format format) {
-  if (values.empty()) return "-";
-  std::sort(values.begin(), values.end());
-  return fmt::format("min {}, median {}, max {}", format(values.front()), format(values[values.size() / 2]), format(values.back()));
-}
-
 // Frame, title and y/x ticks of a chart; returns the SVG opening and grid.
 std::string Axes(const std::string& title, int height, double x_max, double y_max, const std::string& x_unit,
                  const std::string& y_unit, bool integer_x) {
@@ -324,7 +316,7 @@ std::string WorkerChart(const LoaderAnalysis& l) {
   }
   return Fold(l.workers.size(),
               EscapeHtml(fmt::format("{} workers: CPU {}; I/O wait {}; run-queue delay {}; stragglers: {}", l.workers.size(),
-                                     Spread(cpu, Pct), Spread(io, Pct), Spread(delay, Pct), stragglers.empty() ? "none" : stragglers)),
+                                     SpreadText(cpu, Pct), SpreadText(io, Pct), SpreadText(delay, Pct), stragglers.empty() ? "none" : stragglers)),
               s);
 }
 
@@ -434,7 +426,7 @@ std::string RanksSection(const JobAnalysis& job) {
     for (const auto& r : l.ranks) rates.push_back(r.samples_per_s);
     s += Fold(l.ranks.size(),
               EscapeHtml(fmt::format("{} ranks: samples/s {}; {} straggler(s)", l.ranks.size(),
-                                     Spread(rates, [](double v) { return fmt::format("{:.1f}", v); }), l.stragglers.size())),
+                                     SpreadText(rates, [](double v) { return fmt::format("{:.1f}", v); }), l.stragglers.size())),
               detail);
     std::string stragglers;
     for (const auto& st : l.stragglers) stragglers += fmt::format(" Straggler: rank {}: {}.", st.rank, EscapeHtml(st.reason));
