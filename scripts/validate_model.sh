@@ -602,8 +602,8 @@ validate_tutorial() {
 # profiled with num_workers=0 -> 1 and 2 workers, and with 1 worker -> 2.
 # Reported, not asserted: each FakeData item calls torch.manual_seed, which
 # formats the Python stack on a build without CUDA initialised, and a
-# worker's stack is deeper (the parent's frames at the fork): its items cost
-# 15-20% more CPU than the profile's in the main thread, which a 0-worker
+# worker's stack is deeper (the parent's frames at the fork): its batches cost
+# 16-32% more CPU than the profile's in the main thread, which a 0-worker
 # profile cannot see (the stretch printed; a 1-worker profile measures it).
 validate_cifar() {
   "$PY" -c 'import torchvision' 2>/dev/null || { skip cifar "$PY cannot import torchvision (python3-torchvision)"; return 0; }

@@ -945,8 +945,8 @@ static uint64_t gil_probe_fetch_started(uint16_t scope) {
  * Its busy flag then blocks the probes due (3-8 of 16 in a 1.4 s run here
  * against 17 on one core), and fewer than 10 leave the GIL unmeasured. So
  * where a probe is due and the last one is still waiting, the main thread lets
- * the GIL go until the probe has had it (2 ms at most), outside the fetch:
- * once per due probe, 17 a run at most in its first second. */
+ * the GIL go until the probe has had it (2 ms at most), outside the fetch: at
+ * most once per due probe (64 a process). */
 static void gil_probe_unstick(void) {
   if (!g_probe.enabled || g_probe.left == 0 || !__atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return;
   const uint64_t now = stallprof_now_ns();
