@@ -292,6 +292,47 @@ TEST_CASE("A profile's handoff is the mean steady wait at next() calls that foun
   CHECK(profiles->front().handoff_s_per_batch == Approx(0.002));
 }
 
+TEST_CASE("With workers the handoff timed after the run gives the shared memory's costs only, the collate's at most the workers' own") {
+  // One worker: each 4 ms fetch holds a 0.3 ms collate into shared memory.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 10;
+  spec.wait = kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 10; ++i) {
+    const uint64_t start = spec.start + i * 6 * kMs;
+    b.Span(w, names::kFetch, start, 4 * kMs, 1, i, 4 * kMs, 0);
+    b.Span(w, names::kCollate, start + 3 * kMs, 3 * kMs / 10, 1, i, 3 * kMs / 10, 0);
+  }
+  auto measure = [&] {
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front();
+  };
+  CHECK_FALSE(measure().shm_collate_cpu_s_per_batch.measured);
+  CHECK_FALSE(measure().batch_touch_cpu_s_per_batch.measured);
+  b.Config(100, 1, "batch_tensors", 1);
+  b.Config(100, 1, "batch_bytes", 8);
+  b.ConfigDouble(100, 1, "ipc_collate_shm_cpu_s", 0.0002);
+  b.ConfigDouble(100, 1, "ipc_touch_cpu_s", 0.00004);
+  b.ConfigDouble(100, 1, "ipc_free_cpu_s", 0.00003);
+  b.ConfigDouble(100, 1, "ipc_batches", 200);
+  const auto timed = measure();
+  CHECK(timed.shm_collate_cpu_s_per_batch.measured);
+  CHECK(timed.shm_collate_cpu_s_per_batch.value == Approx(0.0002));
+  CHECK_THAT(timed.shm_collate_cpu_s_per_batch.source, Catch::Contains("timed after the run") &&
+                                                          !Catch::Contains("at most the workers' collate"));
+  CHECK(timed.batch_touch_cpu_s_per_batch.measured);
+  CHECK(timed.batch_touch_cpu_s_per_batch.value == Approx(0.00007));
+  // The profile measured its worker loop itself: not the timing's (none recorded).
+  CHECK_THAT(timed.worker_loop_cpu_s_per_batch.source, !Catch::Contains("timed after the run"));
+  // A timing above the workers' whole collate: only the collate can go.
+  b.ConfigDouble(100, 1, "ipc_collate_shm_cpu_s", 0.0005);
+  CHECK(measure().shm_collate_cpu_s_per_batch.value == Approx(0.0003));
+  CHECK_THAT(measure().shm_collate_cpu_s_per_batch.source, Catch::Contains("the timing's 500.0 us, at most the workers' collate"));
+}
+
 TEST_CASE("Without workers a worker's shared-memory collate is timed beyond what the job's own collate spent faulting") {
   // Each 25 ms fetch (all CPU, 12 ms of it in the kernel) holds a 10 ms
   // collate. The timing after the run: collating into shared memory costs

@@ -161,9 +161,6 @@ inline void AddMainProcessLoader(TraceBuilder& b, LoopSpec& spec) {
   AddLoop(b, spec);
 }
 
-// A main process (pid 100) iterating loader 1 with one worker process (pid
-// 201): appends the loop of `spec` (its thread is set here) and returns the
-// worker's thread index for the test's fetch spans.
 // The main process (pid 100) and two worker processes (201, 202) of its
 // loader 1 (num_workers 2); the loop is the caller's.
 inline void AddTwoWorkerProcesses(TraceBuilder& b) {
@@ -173,6 +170,9 @@ inline void AddTwoWorkerProcesses(TraceBuilder& b) {
   b.Config(100, 1, "num_workers", 2);
 }
 
+// A main process (pid 100) iterating loader 1 with one worker process (pid
+// 201): appends the loop of `spec` (its thread is set here) and returns the
+// worker's thread index for the test's fetch spans.
 inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   b.Process(100, 1);
   b.Process(201, 100);

@@ -177,6 +177,37 @@ TEST_CASE("From a profile without workers a worker pays its shared-memory collat
   CHECK(Predict(p, On(4, 1))->samples_per_s == Approx(10 / 0.010).epsilon(0.01));
 }
 
+TEST_CASE("From a profile with workers no workers take out the shared-memory collate and the step's first read") {
+  // Measured in a worker: a 10 ms fetch, 6 ms of it collating into shared
+  // memory; the step 4 ms, 2 ms of it reading and freeing the received batch.
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.compute_s_per_batch = 0.004;
+  p.compute_cpu_s_per_batch = {0.004, true, "sampler"};
+  p.cpu_s_per_batch = 0.010;
+  p.shm_collate_cpu_s_per_batch = {0.006, true, "timed"};
+  p.batch_touch_cpu_s_per_batch = {0.002, true, "timed"};
+  // No workers: the main thread fetches for 4 ms and steps for 2.
+  auto none = Predict(p, On(4, 0));
+  REQUIRE(none.ok());
+  CHECK(none->samples_per_s == Approx(10 / 0.006).epsilon(0.01));
+  CHECK(none->cpu_s == Approx(0.004));
+  CHECK(none->compute_s == Approx(0.002));
+  // Two workers: as measured, the 10 ms fetches on 2 workers set the pace.
+  CHECK(Predict(p, On(4, 2))->samples_per_s == Approx(10 / 0.005).epsilon(0.01));
+  // Untimed: the fetch and step as measured in workers (the low figure whatif names).
+  p.shm_collate_cpu_s_per_batch = {};
+  p.batch_touch_cpu_s_per_batch = {};
+  CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.014).epsilon(0.01));
+  // A timing above what was measured takes the fetch to nothing, never below.
+  p.shm_collate_cpu_s_per_batch = {0.050, true, "timed"};
+  p.batch_touch_cpu_s_per_batch = {0.002, true, "timed"};
+  auto floor = Predict(p, On(4, 0));
+  REQUIRE(floor.ok());
+  CHECK(floor->cpu_s == 0);
+  CHECK(floor->samples_per_s == Approx(10 / 0.002).epsilon(0.01));
+}
+
 TEST_CASE("The steady state draws from the steady batches' fetches, the whole run from each epoch's own") {
   // No workers, 3 epochs of 16 batches of 10, a 10 ms step. Each epoch's
   // first 5 fetches (the warm-up analyze leaves out of the steady state)

@@ -124,7 +124,7 @@ TEST_CASE("A profile without workers warns that the whole run with workers leave
   CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("leaves out their start-up"));
 }
 
-TEST_CASE("A scenario without workers from a profile with workers says its figure is low") {
+TEST_CASE("A scenario without workers from a profile with workers says its figure is low unless its shared memory was timed") {
   model::WhatIfResult r = Swept();  // profiled with 2 workers
   r.rows[0].prediction.workers = 0;
   const std::string text = WhatIfText(OneLoader(r));
@@ -132,6 +132,10 @@ TEST_CASE("A scenario without workers from a profile with workers says its figur
   REQUIRE(lines.size() == 14);
   CHECK_THAT(lines[7], Catch::Contains("profiled with workers: its fetches include collating into shared memory") &&
                            Catch::Contains("so this figure is low"));
+  // Those costs timed after the run: taken out, no such line.
+  r.shared_memory_timed = true;
+  CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("profiled with workers:"));
+  r.shared_memory_timed = false;
   // Profiled without workers, the same row measured its costs: no such line.
   r.baseline.workers = 0;
   CHECK_THAT(WhatIfText(OneLoader(r)), !Catch::Contains("profiled with workers:"));

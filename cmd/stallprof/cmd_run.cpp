@@ -91,9 +91,10 @@ void RegisterRun(CLI::App& app, Action& action) {
                 "Exit 4 (not the command's status) when the trace is incomplete: writing it failed (disk "
                 "full) or the ring dropped events");
   sub->add_flag("--no-handoff-timing", flags->no_handoff_timing,
-                "Skip timing, after a job whose DataLoaders had num_workers=0, what handing their batches from a "
-                "worker to the main process would cost (a few seconds in the job's Python; whatif uses it to "
-                "predict workers)");
+                "Skip timing after the job what handing its DataLoaders' batches from a worker to the main "
+                "process costs (a few seconds in the job's Python): whatif uses it to predict workers from "
+                "num_workers=0, and to take the batches' shared memory out of a profile with workers to predict "
+                "none");
   sub->add_option("command", flags->command, "The command to run, after '--'")->required();
   sub->positionals_at_end(true);
   sub->callback([flags, &action] { action = [flags] { return RunCommand(*flags); }; });

@@ -146,13 +146,16 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.produce_s_per_batch = batches ? std::max(0.0, produce - setup.WallS() * setup.starts) / batches : 0;
   const LoaderConfig& c = loader.config;
   p.batch_bytes = static_cast<double>(c.batch_bytes);
+  // One worker handing over this loader's first batch's tensors, timed after
+  // the run: all of it for a loader without workers, the shared memory's
+  // costs for one with them (collect::RecordHandoffTimings).
+  const std::string timed = fmt::format(
+      "timed after the run (stallprof.calibrate_ipc): one worker handing over {} batches of this loader's {} "
+      "tensors, {}, {}",
+      c.ipc_batches, c.batch_tensors, FormatBytes(static_cast<double>(c.batch_bytes)),
+      c.ipc_pace_s > 0 ? fmt::format("one every {} as in the job", FormatSeconds(c.ipc_pace_s)) : "back to back");
   if (p.workers == 0 && c.ipc_loop_cpu_s >= 0) {
     // No worker ran: what one costs was timed after the run on the same batch.
-    const std::string timed = fmt::format(
-        "timed after the run (stallprof.calibrate_ipc): one worker handing over {} batches of this loader's {} "
-        "tensors, {}, {}",
-        c.ipc_batches, c.batch_tensors, FormatBytes(static_cast<double>(c.batch_bytes)),
-        c.ipc_pace_s > 0 ? fmt::format("one every {} as in the job", FormatSeconds(c.ipc_pace_s)) : "back to back");
     p.worker_loop_cpu_s_per_batch = {c.ipc_loop_cpu_s, true, timed};
     p.receive_s_per_batch = c.ipc_receive_cpu_s;
     p.receive_source = timed;
@@ -164,40 +167,6 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     // alone predicted 1 and 2 workers at +24% to +30%, the wall time at +12%
     // to +19%, measured +12% and +7.5% (medians; docs/validation.md).
     if (c.ipc_receive_wall_s >= 0) p.handoff_s_per_batch = c.ipc_receive_wall_s;
-    if (c.ipc_collate_shm_cpu_s >= 0) {
-      // The timing's heap collate reused warm memory, but the job's own may
-      // have faulted its batch in afresh each time (glibc returning large
-      // blocks to the kernel): those faults are in the profile's fetches
-      // already, and a worker's collate into shared memory faults instead of
-      // them, not beside them. They are at most the job's collate CPU, its
-      // fetches' kernel time and the faulting of the batch's pages (the step's
-      // read of a received batch, timed). Seen: 18.4 MiB batches, the job's
-      // collate 24 ms, the timing's extra 57 ms, a worker's collate 32.5 ms
-      // over the job's.
-      double collate = 0;
-      for (const auto& st : loader.stages)
-        if (st.name == names::kCollate && st.count > 0) collate = st.cpu_s / static_cast<double>(st.count);
-      double heap_faults = std::min(collate, std::max(0.0, c.ipc_touch_cpu_s));
-      if (loader.fetch_kernel_share >= 0) heap_faults = std::min(heap_faults, loader.fetch_kernel_share * p.cpu_s_per_batch);
-      const double extra = std::max(0.0, c.ipc_collate_shm_cpu_s - heap_faults);
-      p.shm_collate_cpu_s_per_batch = {
-          extra, true,
-          heap_faults > 0 ? fmt::format("{}; the timing's {} less {} the job's own collate spent faulting in its heap "
-                                        "(at most its collate CPU, its fetches' kernel time and the timed faulting of "
-                                        "a batch's pages), which a worker's replaces",
-                                        timed, FormatSeconds(c.ipc_collate_shm_cpu_s), FormatSeconds(heap_faults))
-                          : timed};
-    }
-    // The step reads the received batch and, once its loop variable takes the
-    // next one, frees it (unmapping the segments where a loop without workers
-    // frees heap memory): both on the step's side of next(). Timed inside the
-    // receive before, the free waited there for a fetch that held the GIL.
-    if (c.ipc_touch_cpu_s >= 0)
-      p.batch_touch_cpu_s_per_batch = {
-          c.ipc_touch_cpu_s + std::max(0.0, c.ipc_free_cpu_s), true,
-          c.ipc_free_cpu_s >= 0 ? fmt::format("{}; reading it {}, freeing it {}", timed,
-                                              FormatSeconds(c.ipc_touch_cpu_s), FormatSeconds(c.ipc_free_cpu_s))
-                                : timed};
   } else if (p.workers == 0)
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no workers in the profile): taken as 0"};
   else if (loader.worker_cpu_outside_fetch_s >= 0)
@@ -205,6 +174,51 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                                      "the worker processes' CPU (/proc sampler) less their fetch spans', per batch"};
   else
     p.worker_loop_cpu_s_per_batch = {0, false, "not measured (no worker sampled over 8 of its fetches, or fetch spans without CPU): taken as 0"};
+  double collate = 0;  // the collate stage's CPU per batch, in the main thread or the workers
+  for (const auto& st : loader.stages)
+    if (st.name == names::kCollate && st.count > 0) collate = st.cpu_s / static_cast<double>(st.count);
+  if (c.ipc_collate_shm_cpu_s >= 0 && p.workers > 0) {
+    // The workers' fetches collated into shared memory: a loop without them
+    // collates into its heap for the timing's extra less, never more than
+    // the workers' collate itself.
+    const double extra = collate > 0 ? std::min(collate, c.ipc_collate_shm_cpu_s) : c.ipc_collate_shm_cpu_s;
+    p.shm_collate_cpu_s_per_batch = {
+        extra, true, extra < c.ipc_collate_shm_cpu_s
+                         ? fmt::format("{}; the timing's {}, at most the workers' collate", timed,
+                                       FormatSeconds(c.ipc_collate_shm_cpu_s))
+                         : timed};
+  } else if (c.ipc_collate_shm_cpu_s >= 0) {
+    // The timing's heap collate reused warm memory, but the job's own may
+    // have faulted its batch in afresh each time (glibc returning large
+    // blocks to the kernel): those faults are in the profile's fetches
+    // already, and a worker's collate into shared memory faults instead of
+    // them, not beside them. They are at most the job's collate CPU, its
+    // fetches' kernel time and the faulting of the batch's pages (the step's
+    // read of a received batch, timed). Seen: 18.4 MiB batches, the job's
+    // collate 24 ms, the timing's extra 57 ms, a worker's collate 32.5 ms
+    // over the job's.
+    double heap_faults = std::min(collate, std::max(0.0, c.ipc_touch_cpu_s));
+    if (loader.fetch_kernel_share >= 0) heap_faults = std::min(heap_faults, loader.fetch_kernel_share * p.cpu_s_per_batch);
+    const double extra = std::max(0.0, c.ipc_collate_shm_cpu_s - heap_faults);
+    p.shm_collate_cpu_s_per_batch = {
+        extra, true,
+        heap_faults > 0 ? fmt::format("{}; the timing's {} less {} the job's own collate spent faulting in its heap "
+                                      "(at most its collate CPU, its fetches' kernel time and the timed faulting of "
+                                      "a batch's pages), which a worker's replaces",
+                                      timed, FormatSeconds(c.ipc_collate_shm_cpu_s), FormatSeconds(heap_faults))
+                        : timed};
+  }
+  // The step reads the received batch and, once its loop variable takes the
+  // next one, frees it (unmapping the segments where a loop without workers
+  // frees heap memory): both on the step's side of next(). Timed inside the
+  // receive before, the free waited there for a fetch that held the GIL. A
+  // profile with workers paid it in its steps, a scenario without takes it out.
+  if (c.ipc_touch_cpu_s >= 0)
+    p.batch_touch_cpu_s_per_batch = {
+        c.ipc_touch_cpu_s + std::max(0.0, c.ipc_free_cpu_s), true,
+        c.ipc_free_cpu_s >= 0 ? fmt::format("{}; reading it {}, freeing it {}", timed,
+                                            FormatSeconds(c.ipc_touch_cpu_s), FormatSeconds(c.ipc_free_cpu_s))
+                              : timed};
   // The loop's serial part: with 10 gaps or more seen while a worker held the
   // next index (a streaming text loader, one worker: 201 us, of 398 us of
   // loop CPU; the model without it 17% fast on its own baseline).

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -41,7 +42,7 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     r.bytes.push_back(static_cast<uint64_t>(v));
   }
   if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
-  // Then "pace_s <seconds>" and "rss_bytes <bytes>", each optional.
+  // Then "pace_s <seconds>", "rss_bytes <bytes>" and "workers <count>", each optional.
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     std::istringstream line_in(line);
@@ -49,10 +50,13 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     double value = -1;
     const bool read = (line_in >> key >> value) && value >= 0;
     const bool pace = read && key == "pace_s" && value <= 3600, rss = read && key == "rss_bytes" && value < 1e15;
-    if (!pace && !rss)
-      return InputError("a handoff request with a line that is not 'pace_s <seconds>' or 'rss_bytes <bytes>'");
+    const bool workers = read && key == "workers" && value <= 1e6;
+    if (!pace && !rss && !workers)
+      return InputError(
+          "a handoff request with a line that is not 'pace_s <seconds>', 'rss_bytes <bytes>' or 'workers <count>'");
     if (pace) r.pace_s = value;
-    else r.rss_bytes = static_cast<uint64_t>(value);
+    else if (rss) r.rss_bytes = static_cast<uint64_t>(value);
+    else r.had_workers = value > 0;
   }
   return r;
 }
@@ -122,6 +126,10 @@ Result<std::string> RunCalibration(const std::vector<const HandoffRequest*>& req
   uint64_t job_rss = 0;
   for (const HandoffRequest* request : requests) job_rss = std::max(job_rss, request->rss_bytes);
   if (job_rss > 0) args.push_back("--job-rss-bytes=" + std::to_string(job_rss));
+  // Those loaders' forks were measured in the job: time none (5 forks of a
+  // process grown to the job's size, about a second).
+  if (std::all_of(requests.begin(), requests.end(), [](const HandoffRequest* r) { return r->had_workers; }))
+    args.push_back("--no-fork-timing");
   std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
   for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
     if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);

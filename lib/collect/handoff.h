@@ -1,11 +1,14 @@
 // What handing a batch from a DataLoader worker to the main process costs,
-// timed after a job whose loaders ran without workers (docs/model.md, inputs
-// `loop` and `receive`): a profile without workers cannot see the worker's
-// pickling and sending or the main thread's receiving, and whatif needs both
-// to predict workers. The hook leaves one request per such loader in a folder
-// (STALLPROF_IPC_DIR: pid, scope, the job's Python, its first batch's tensor
-// sizes); the launcher runs stallprof.calibrate_ipc in that Python once per
-// distinct batch and records the result as the loader's config.
+// timed after the job (docs/model.md, inputs `loop`, `receive`, `shm` and
+// `touch`): a profile without workers cannot see the worker's pickling and
+// sending or the main thread's receiving, and whatif needs both to predict
+// workers; a profile with workers cannot take apart from its fetches and steps
+// what collating into shared memory and reading and freeing the received
+// batch cost beyond a batch in the heap, which a loop without them does not
+// pay. The hook leaves one request per loader in a folder (STALLPROF_IPC_DIR:
+// pid, scope, the job's Python, its first batch's tensor sizes); the launcher
+// runs stallprof.calibrate_ipc in that Python once per distinct batch and
+// records the result as the loader's config.
 #pragma once
 
 #include <sys/types.h>
@@ -31,6 +34,9 @@ struct HandoffRequest {
   // unknown): the timing grows itself by the difference to time the fork and
   // exit per MiB at about the job's size.
   uint64_t rss_bytes = 0;
+  // The loader ran with workers: only the shared-memory costs are wanted (its
+  // fork, loop and receive were measured in the job itself).
+  bool had_workers = false;
 };
 
 struct HandoffTiming {
@@ -50,7 +56,7 @@ struct HandoffTiming {
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
-// then optional lines "pace_s <seconds>" and "rss_bytes <bytes>".
+// then optional lines "pace_s <seconds>", "rss_bytes <bytes>" and "workers <count>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
 // collate_shm_cpu_s Z touch_cpu_s T batches N [free_cpu_s V] [receive_wall_s W] [pace_s P]
@@ -63,7 +69,8 @@ std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir);
 
 // Times the requests' batches in one run of the first request's Python,
 // `python -m stallprof.calibrate_ipc B,B,...@PACE ...` (torch imported once,
-// 1.7-2.3 s a process here), with `python_dir` as its only PYTHONPATH entry
+// 1.7-2.3 s a process here; `--no-fork-timing` when every request's loader
+// had workers), with `python_dir` as its only PYTHONPATH entry
 // (the hook's package, not its bootstrap: nothing is recorded) and no ring,
 // killed after `timeout_s` a request. One result per request, in order: its
 // line's, or the run's error where it failed or hung.

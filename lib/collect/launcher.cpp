@@ -368,11 +368,13 @@ bool IsTorchrun(const std::vector<std::string>& command) {
   return false;
 }
 
-// After the job: times the worker handoff of each loader that ran without
-// workers (one calibration per distinct Python and batch) and records it as
-// that loader's config (ipc_loop_cpu_s, ipc_receive_cpu_s, ipc_receive_wall_s,
-// ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_free_cpu_s, ipc_batches, ipc_pace_s, ipc_startup_s,
-// ipc_shutdown_s).
+// After the job: times the worker handoff of each loader's first batch (one
+// calibration per distinct Python and batch) and records it as that loader's
+// config: ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_free_cpu_s and
+// ipc_batches, and for a loader that ran without workers also ipc_loop_cpu_s,
+// ipc_receive_cpu_s, ipc_receive_wall_s, ipc_pace_s, ipc_startup_s,
+// ipc_shutdown_s, ipc_rss_bytes and the fork's and exit's cost a MiB (a
+// profile with workers measured those itself).
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
@@ -383,9 +385,10 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
   g_pending_signal = 0;
   InstallForwarding();
   if (options.live_status != LiveStatus::kOff)
-    fmt::print(stderr,
-               "stallprof: timing how a DataLoader worker would hand over this job's batches (its loaders had no "
-               "workers; whatif needs it; --no-handoff-timing skips it)\n");
+    fmt::print(stderr, "stallprof: {} (whatif needs it; --no-handoff-timing skips it)\n",
+               std::all_of(requests.begin(), requests.end(), [](const HandoffRequest& r) { return r.had_workers; })
+                   ? "timing what a DataLoader worker's batch in shared memory costs beyond one in the heap"
+                   : "timing how a DataLoader worker would hand over this job's batches");
   // At most this many timings a run (a loader made per epoch with batches of
   // varying shape would make a request each); beyond it a request takes the
   // timing of the batch closest in bytes from the same Python, or none.
@@ -444,13 +447,14 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
       c->set_f64(value);
       sink.Write(chunk);
     };
-    config("ipc_loop_cpu_s", (*timing)->loop_cpu_s);
-    config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
-    if ((*timing)->receive_wall_s >= 0) config("ipc_receive_wall_s", (*timing)->receive_wall_s);
     config("ipc_collate_shm_cpu_s", (*timing)->collate_shm_cpu_s);
     config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
     if ((*timing)->free_cpu_s >= 0) config("ipc_free_cpu_s", (*timing)->free_cpu_s);
     config("ipc_batches", (*timing)->batches);
+    if (r.had_workers) continue;
+    config("ipc_loop_cpu_s", (*timing)->loop_cpu_s);
+    config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
+    if ((*timing)->receive_wall_s >= 0) config("ipc_receive_wall_s", (*timing)->receive_wall_s);
     config("ipc_pace_s", (*timing)->pace_s);
     if ((*timing)->startup_s >= 0) config("ipc_startup_s", (*timing)->startup_s);
     if ((*timing)->shutdown_s >= 0) config("ipc_shutdown_s", (*timing)->shutdown_s);

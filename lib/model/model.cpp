@@ -308,7 +308,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.cores = cores;
   c.background_threads = background;
   const Step step = StepOf(p, speedup, step_threads);
-  c.compute_cpu_s = step.cpu + BatchTouchSeconds(p, workers);
+  c.compute_cpu_s = std::max(0.0, step.cpu + BatchTouchSeconds(p, workers));
   c.compute_threads = step.threads;
   c.compute_parallel = HeldUpByOthers(step.parallel_threads, cores);
   c.compute_off_s = step.off;
@@ -316,7 +316,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
   c.worker_gap_s = workers > 0 ? p.worker_gap_s_per_batch.value : 0;
   c.fetch_holds_gil = workers > 0 && p.fetch_holds_gil.value > 0.5;
-  c.worker_fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
+  c.fetch_extra_cpu_s = ShmCollateSeconds(p, workers);
   c.costs = costs;
   c.cpu_scale = cpu_scale;
   c.io_scale = io_scale;
@@ -350,9 +350,13 @@ double MainReceiveSeconds(const LoaderProfile& p) {
 }
 
 namespace {
-// A cost only batches made by workers pay, timed after a run without them.
+// A cost only batches made by workers pay, timed after the run: added where
+// the profile had no workers and the scenario has them, taken out (negative)
+// where the profile had them and the scenario has none.
 double OnlyFromWorkers(const LoaderProfile& p, uint32_t workers, const Input& cost) {
-  return workers > 0 && p.workers == 0 ? cost.value : 0;
+  if (workers > 0 && p.workers == 0) return cost.value;
+  if (workers == 0 && p.workers > 0) return -cost.value;
+  return 0;
 }
 }  // namespace
 
@@ -528,7 +532,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double alone = step.parallel_threads > 0 && step.parallel_threads < p.intra_op_threads
                            ? step.cpu / step.threads + step.off
                            : p.compute_s_per_batch / s.accel_speedup;
-  const double compute = alone + BatchTouchSeconds(p, workers);
+  const double compute = std::max(0.0, alone + BatchTouchSeconds(p, workers));
   out.compute_s = compute;
 
   // Hit ratio and the io and CPU it leaves (the misses' share is scaled by the
@@ -547,7 +551,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.hit_ratio = hit;
   const double miss = 1 - hit;
   const double fetch_cpu = CpuSecondsAtMiss(p, miss);  // the measured fetches' CPU at this miss ratio
-  const double cpu = fetch_cpu + ShmCollateSeconds(p, workers);
+  const double cpu = std::max(0.0, fetch_cpu + ShmCollateSeconds(p, workers));
   out.cpu_s = cpu;
   const double io_scale = IoScaleAtMiss(p, miss);
   const double io = p.io_s_per_batch * io_scale;
@@ -561,7 +565,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
   const double main_cpu = p.compute_cpu_s_per_batch.measured
-                              ? step.cpu + BatchTouchSeconds(p, workers) + p.receive_s_per_batch
+                              ? std::max(0.0, step.cpu + BatchTouchSeconds(p, workers)) + p.receive_s_per_batch
                               : -1;
   const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, main_cpu, compute, cores, std::max(1u, workers), io,
                             bandwidth, miss);

@@ -149,13 +149,14 @@ struct LoaderProfile {
   // taking indices, pickling and sending the batch): /proc sampler less the
   // fetch spans. Not measured (0) in a profile without workers.
   Input worker_loop_cpu_s_per_batch;
-  // A profile without workers: what a worker's batch costs beyond the fetch
-  // measured in the main thread, timed after the run. A worker collates into
-  // a fresh shared-memory segment each batch (created, mapped, faulted in
-  // page by page) where the main thread reused its heap, and the step faults
-  // in the received segment's pages at its first read and unmaps them when
-  // it lets the batch go (beyond freeing a heap batch). Both are in the
-  // measured spans of a profile with workers: 0 there.
+  // What a worker's batch costs beyond the same batch fetched in the main
+  // thread, timed after the run. A worker collates into a fresh shared-memory
+  // segment each batch (created, mapped, faulted in page by page) where the
+  // main thread reuses its heap, and the step faults in the received
+  // segment's pages at its first read and unmaps them when it lets the batch
+  // go (beyond freeing a heap batch). A profile without workers adds them to
+  // predict workers; one with workers paid them in its fetches and steps, and
+  // takes them out to predict none.
   Input shm_collate_cpu_s_per_batch;  // worker CPU per batch, in its fetch
   Input batch_touch_cpu_s_per_batch;  // the step's CPU per batch
   double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
@@ -289,10 +290,12 @@ double MainReceiveSeconds(const LoaderProfile& profile);
 // own baseline was predicted 25% slow.
 double CalibrateMainReceive(const LoaderProfile& profile);
 
-// What a batch costs only because a worker made it, when the profile had no
-// workers and the scenario has `workers` (LoaderProfile::shm_collate_cpu_s_per_batch):
-// the worker's collate into shared memory, and the step's first read of the
-// received pages. 0 otherwise.
+// What a batch costs only because a worker made it (LoaderProfile::shm_collate_cpu_s_per_batch,
+// batch_touch_cpu_s_per_batch): the worker's collate into shared memory, and
+// the step's first read and free of the received pages. Positive when the
+// profile had no workers and the scenario has `workers`, negative (taken out
+// of the profile's fetch and step) when the profile had workers and the
+// scenario has none, 0 otherwise.
 double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
 double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
 

@@ -127,10 +127,11 @@ class Simulation {
 
   // A batch's mean CPU and off-CPU seconds in a worker.
   double MeanProduction() const {
-    if (c_.costs.empty()) return c_.worker_fetch_extra_cpu_s;
+    if (c_.costs.empty()) return std::max(0.0, c_.fetch_extra_cpu_s);
     double sum = 0;
-    for (const auto& cost : c_.costs) sum += cost.cpu_s * c_.cpu_scale + cost.io_s * c_.io_scale;
-    return sum / static_cast<double>(c_.costs.size()) + c_.worker_fetch_extra_cpu_s;
+    for (const auto& cost : c_.costs)
+      sum += std::max(0.0, cost.cpu_s * c_.cpu_scale + c_.fetch_extra_cpu_s) + cost.io_s * c_.io_scale;
+    return sum / static_cast<double>(c_.costs.size());
   }
 
   BatchCost Cost(uint64_t batch) const {
@@ -141,7 +142,7 @@ class Simulation {
 
   void StartMainFetch() {
     main_ = MainPhase::kFetchCpu;
-    main_left_ = Cost(current_).cpu_s;
+    main_left_ = std::max(0.0, Cost(current_).cpu_s + c_.fetch_extra_cpu_s);
   }
 
   void StartWorkerBatch(Worker& worker) {
@@ -152,7 +153,7 @@ class Simulation {
     worker.batch = worker.queue.front();
     worker.queue.pop_front();
     worker.phase = WorkerPhase::kCpu;
-    worker.left = Cost(worker.batch).cpu_s + c_.worker_fetch_extra_cpu_s +
+    worker.left = std::max(0.0, Cost(worker.batch).cpu_s + c_.fetch_extra_cpu_s) +
                   (worker.fetches < c_.worker_setup.size() ? c_.worker_setup[worker.fetches].cpu_s : 0);
   }
 

@@ -74,9 +74,11 @@ struct SimConfig {
   // runs beside the fetch (a fetch in C that releases the GIL, e.g. image
   // decoding).
   bool fetch_holds_gil = false;
-  // W >= 1: CPU each fetch costs in a worker beyond `costs` (not scaled by
-  // cpu_scale): collating into shared memory, for costs measured without workers.
-  double worker_fetch_extra_cpu_s = 0;
+  // CPU each fetch costs beyond `costs` (not scaled by cpu_scale; a batch's
+  // CPU stays at least 0): collating into shared memory, which a worker pays
+  // and the main thread does not, added to costs measured without workers
+  // and taken out (negative) of costs measured in workers for W = 0.
+  double fetch_extra_cpu_s = 0;
   // W >= 1: a fresh worker's set-up, paid in its first fetches beyond those
   // batches' costs (entry k in its fetch k: CPU, then off CPU); empty for
   // workers that persist from an earlier epoch.

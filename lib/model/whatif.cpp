@@ -371,6 +371,16 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
               "rest of the handoff is run-queue delay and the worker sending the batch, which it predicts"
             : "calibrated to the main thread's CPU: simulated at it, the handoff came out at least as long as measured";
     in.push_back(fmt::format("the main loop's receive per batch: {} ({})", FormatSeconds(main), how));
+    // What the profile's fetches and steps paid for the batch in shared
+    // memory, which a scenario without workers takes out.
+    if (p.shm_collate_cpu_s_per_batch.measured)
+      in.push_back(fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} of "
+                               "the worker CPU per batch above, none without workers (measured, {})",
+                               FormatSeconds(p.shm_collate_cpu_s_per_batch.value), p.shm_collate_cpu_s_per_batch.source));
+    if (p.batch_touch_cpu_s_per_batch.measured)
+      in.push_back(fmt::format("the step's first read and its free of a batch received from a worker (faulting in its "
+                               "pages, unmapping them): {} of its CPU per batch, none without workers (measured, {})",
+                               FormatSeconds(p.batch_touch_cpu_s_per_batch.value), p.batch_touch_cpu_s_per_batch.source));
   }
   if (p.storage_bytes_per_batch > 0 || p.cpu_s_per_storage_byte.measured)
     in.push_back(Described("worker CPU per MiB read from storage", p.cpu_s_per_storage_byte.value,
@@ -535,6 +545,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         "persistent_workers=True is an upper bound; one iterator (it = iter(loader), next(it)) gives the steady state",
         profile.epochs, profile.workers * profile.prefetch_factor));
   out.steady_state_measured = profile.steady_state_measured;
+  out.shared_memory_timed = profile.shm_collate_cpu_s_per_batch.measured && profile.batch_touch_cpu_s_per_batch.measured;
   if (profile.measured_samples_per_s > 0) {
     out.measured_samples_per_s = profile.measured_samples_per_s;
     out.model_error = (out.baseline.samples_per_s - out.measured_samples_per_s) / out.measured_samples_per_s;

@@ -111,6 +111,10 @@ struct WhatIfResult {
   // analyze's System line gives; -1 where the trace did not record it. From kStealSlowsHost the
   // measured costs are a slowed host's, and whatif says so.
   double profiled_steal_fraction = -1;
+  // A profile with workers whose shared-memory costs were timed after the run
+  // (LoaderProfile::shm_collate_cpu_s_per_batch): a row without workers takes
+  // them out; untimed, its figure is low and whatif says so.
+  bool shared_memory_timed = false;
   std::string swept;                   // "cores", "workers", "cache" or "" (a single scenario)
   std::vector<WhatIfRow> rows;
   std::vector<std::string> inputs;     // "compute per batch: 12.3 ms (measured, ...)" lines

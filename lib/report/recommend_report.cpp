@@ -137,10 +137,12 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
                        "main loop pays one or the other{}\n",
                        r.predicted.samples_per_s, r.lp_workers, r.lp_workers_samples_per_s,
-                       FormatSeconds(p.cpu_s_per_batch), FormatSeconds(model::MainReceiveSeconds(p)),
-                       p.workers > 0 ? "; profiled with workers, the first figure is low (the fetch measured in a "
-                                       "worker includes collating into shared memory)"
-                                     : "");
+                       FormatSeconds(std::max(0.0, p.cpu_s_per_batch + model::ShmCollateSeconds(p, 0))),
+                       FormatSeconds(model::MainReceiveSeconds(p)),
+                       p.workers > 0 && !p.shm_collate_cpu_s_per_batch.measured
+                           ? "; profiled with workers, the first figure is low (the fetch measured in a worker "
+                             "includes collating into shared memory, which was not timed)"
+                           : "");
   // The LP sees rates only; the simulation may find the proposal bound
   // elsewhere (in-order delivery, a stream's split): say so, not two answers.
   const bool lp_says_model = r.binding.kind == model::RowKind::kIngest && !r.binding.name.empty();

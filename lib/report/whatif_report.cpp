@@ -112,10 +112,11 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "", row.without_miss_cpu->samples_per_s);
     // A TensorDataset MLP profiled with 2 workers: 29203 samples/s predicted
     // without workers, 39376 measured (docs/model.md "recommend").
-    if (p.workers == 0 && r.baseline.workers > 0)
+    if (p.workers == 0 && r.baseline.workers > 0 && !r.shared_memory_timed)
       out += fmt::format("{:>31} profiled with workers: its fetches include collating into shared memory and its step "
                          "the first touch of each received batch, which fetching in the main process does not pay, so "
-                         "this figure is low; profile with num_workers=0 to measure it (docs/model.md)\n",
+                         "this figure is low (it was not timed after the run); profile with num_workers=0 to measure "
+                         "it (docs/model.md)\n",
                          "");
     if (p.step_oversubscribed)
       out += fmt::format("{:>31} the step's {} intra-op threads and {} worker(s) oversubscribe {:g} cores: its threads "

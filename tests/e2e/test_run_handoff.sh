@@ -4,9 +4,9 @@
 # job's Python) and records it on the loader: analyze's JSON config carries the
 # first batch's tensors (2 tensors: 4 x 16 float32 samples and 4 int64 labels
 # = 288 bytes) and the timed CPU, whatif uses it as measured. A loader with
-# workers, --no-handoff-timing, and a job whose Python cannot run the timing
-# record no timing (a loader with workers counts its first batch's tensors
-# all the same); the job's exit code comes back unchanged in every case.
+# workers times only the shared-memory costs; --no-handoff-timing and a job
+# whose Python cannot run the timing record no timing; the job's exit code
+# comes back unchanged in every case.
 source "$(dirname "$0")/lib.sh"
 need_torch
 ARGS=(--batches 20 --batch-size 4 --prep-cpu-ms 1 --compute-ms 1 --exit-code 3)
@@ -77,12 +77,21 @@ set -e
 read -r tensors bytes loop receive _ <<<"$(config "$TMP/skip.pb")"
 [ "$tensors $loop $receive" = "2 None None" ] || fail "--no-handoff-timing still timed: $tensors $loop $receive"
 
-# With workers the run measures the handoff itself: no timing; the first
-# batch's tensors are counted as the main process receives it (the handoff
-# advice names them, recommend's memory counts the bytes).
-"$SP" run -q -o "$TMP/w1.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 "${ARGS[@]}" >/dev/null 2>&1 || true
-read -r tensors bytes loop receive _ <<<"$(config "$TMP/w1.pb")"
-[ "$tensors $bytes $loop $receive" = "2 288 None None" ] || fail "a loader with workers: $tensors tensors, $bytes bytes, timed $loop $receive"
+# With workers the run measures the handoff itself (no loop or receive
+# timed, no fork), but not what the batch in shared memory costs beyond one
+# in the heap, which whatif takes out to predict no workers: only that is
+# timed. The first batch's tensors are counted as the main process receives
+# it (the handoff advice names them, recommend's memory counts the bytes).
+"$SP" run -o "$TMP/w1.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 1 "${ARGS[@]}" >/dev/null 2>"$TMP/w1.err" || true
+grep -q "timing what a DataLoader worker's batch in shared memory costs" "$TMP/w1.err" || fail "no progress line: $(cat "$TMP/w1.err")"
+read -r tensors bytes loop receive shm touch pace startup receive_wall shutdown free <<<"$(config "$TMP/w1.pb")"
+[ "$tensors $bytes $loop $receive $pace $startup" = "2 288 None None 0 None" ] ||
+  fail "a loader with workers: $tensors tensors, $bytes bytes, timed loop $loop, receive $receive, pace $pace, start-up $startup"
+"$PY" -c "import sys; s, t, f = map(float, sys.argv[1:]); sys.exit(0 if 0 <= s < 0.05 and 0 <= t < 0.05 and 0 <= f < 0.05 else 1)" \
+  "$shm" "$touch" "$free" || fail "a loader with workers: shared memory timed as collate $shm s, read $touch s, free $free s: not plausible"
+"$SP" whatif "$TMP/w1.pb" --workers 0 >"$TMP/w1.whatif"
+grep -q "collate into shared memory, beyond.*(measured, timed after the run" "$TMP/w1.whatif" ||
+  fail "whatif --workers 0 does not take out the timed shared-memory collate: $(grep -i "shared memory" "$TMP/w1.whatif")"
 
 # A job whose Python cannot run the timing (a copy of the interpreter without
 # torch on its path would need root to build; a Python that exits at startup

@@ -1,8 +1,11 @@
 """What handing one batch from a DataLoader worker to the main process costs
 in CPU, for a batch of tensors of the given sizes: run by `stallprof run`
-after a job whose loaders had no workers, where the profile cannot see it.
+after a job, for its loaders without workers, where the profile cannot see
+it, and for those with workers, whose profile cannot take the shared-memory
+costs (collate_shm_cpu_s, touch_cpu_s and free_cpu_s below) apart from the
+fetches and steps they are in (--no-fork-timing when all had workers).
 
-  python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N] [--job-rss-bytes B]
+  python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N] [--job-rss-bytes B] [--no-fork-timing]
 
 BATCH is a batch's tensor sizes in bytes, comma-separated, and optionally
 "@S", the job's seconds a batch (the pace below): "16384000,2048@0.036". The
@@ -193,9 +196,12 @@ def main():
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--job-rss-bytes", type=int, default=0, help="the job's resident bytes (0: unknown)")
+    p.add_argument("--no-fork-timing", action="store_true",
+                   help="time no fork (the job's loaders had workers, whose forks it measured): -1 each")
     args = p.parse_args()
     torch.set_num_threads(1)
-    fork_s_per_mib, exit_s_per_mib = fork_cost(fork_block_mib(args.job_rss_bytes))
+    fork_s_per_mib, exit_s_per_mib = (-1.0, -1.0) if args.no_fork_timing else fork_cost(
+        fork_block_mib(args.job_rss_bytes))
     for sizes, pace in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)

@@ -710,7 +710,11 @@ def _measure_first_batch(iterator, scope, samples, tensors):
     dimension; with `tensors`, for a loader with workers, its tensors as
     config (batch_tensors, batch_bytes): the main process receives each
     tensor apart (the handoff advice), and the bytes are what a prefetched
-    batch holds (recommend's memory)."""
+    batch holds (recommend's memory); and a request for `stallprof run` to
+    time after the job what the worker's collate into shared memory and the
+    step's read and free of the received batch cost beyond the same batch in
+    the heap (_request_handoff_timing): what a loop without workers would not
+    pay, which this profile cannot take apart from its fetches and steps."""
     original = iterator._next_data
 
     def first_batch():
@@ -728,11 +732,29 @@ def _measure_first_batch(iterator, scope, samples, tensors):
                 sizes = _tensor_bytes(data, [])
                 _ext.config(scope, "batch_tensors", len(sizes))
                 _ext.config(scope, "batch_bytes", sum(sizes))
+                _request_handoff_timing(scope, sizes, True)
         except Exception:
             pass  # optional: analysis counts batches as samples, the advice goes without the count
         return data
 
     iterator._next_data = first_batch
+
+
+def _request_handoff_timing(scope, sizes, workers, pace_s=0):
+    """Asks `stallprof run` (STALLPROF_IPC_DIR) to time after the job a worker
+    handing over a batch of these tensor sizes (stallprof.calibrate_ipc);
+    "workers" says the loader had them, so only the shared-memory costs are
+    wanted. Rewritten when the pace is known; returns the request's path, or
+    None where no timing can be asked for."""
+    folder = os.environ.get("STALLPROF_IPC_DIR")
+    if not folder or not 0 < len(sizes) <= 256 or not os.path.isabs(sys.executable or ""):
+        return None
+    path = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
+    with open(path + ".tmp", "w") as f:
+        f.write("%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable, " ".join(map(str, sizes))) +
+                ("pace_s %.6f\n" % pace_s if pace_s > 0 else "") + ("workers 1\n" if workers else _rss_line()))
+    os.rename(path + ".tmp", path + ".req")
+    return path
 
 
 # Batches whose collate calls _watch_first_batch times: the pace is the median
@@ -751,16 +773,8 @@ def _watch_first_batch(fetcher, scope):
     paces its worker the same way. The collate function is wrapped for the
     first _PACE_BATCHES calls."""
     original = fetcher.collate_fn
-    request = {}  # path, header (pid, scope, python, sizes)
+    request = {}  # path, sizes
     times = []
-
-    def write_request(pace_s):
-        path = request.get("path")
-        if not path:
-            return
-        with open(path + ".tmp", "w") as f:
-            f.write(request["header"] + ("pace_s %.6f\n" % pace_s if pace_s > 0 else "") + _rss_line())
-        os.rename(path + ".tmp", path + ".req")
 
     def watched(data):
         batch = original(data)
@@ -770,15 +784,11 @@ def _watch_first_batch(fetcher, scope):
                 sizes = _tensor_bytes(batch, [])
                 _ext.config(scope, "batch_tensors", len(sizes))
                 _ext.config(scope, "batch_bytes", sum(sizes))
-                folder = os.environ.get("STALLPROF_IPC_DIR")
-                if folder and 0 < len(sizes) <= 256 and os.path.isabs(sys.executable or ""):
-                    request["path"] = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
-                    request["header"] = "%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable,
-                                                             " ".join(map(str, sizes)))
-                    write_request(0)
-            elif len(times) == _PACE_BATCHES:
+                request["sizes"] = sizes
+                request["path"] = _request_handoff_timing(scope, sizes, False)
+            elif len(times) == _PACE_BATCHES and request.get("path"):
                 gaps = sorted(b - a for a, b in zip(times, times[1:]))
-                write_request(gaps[len(gaps) // 2])
+                _request_handoff_timing(scope, request["sizes"], False, gaps[len(gaps) // 2])
         except Exception:
             pass  # optional: whatif says the handoff was not timed
         finally:
