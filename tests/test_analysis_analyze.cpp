@@ -592,8 +592,15 @@ TEST_CASE("A trace without DataLoader iterations is an unsupported input, not a 
   const auto result = Analyze(b.trace, {});
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().kind == ErrorKind::kUnsupported);
-  CHECK_THAT(result.error().message, Catch::Contains("no DataLoader found in test.pb"));
+  CHECK_THAT(result.error().message, Catch::Contains("no DataLoader found in test.pb: it holds 1 span but no "
+                                                     "'dataloader.wait' iterations"));
   CHECK_THAT(result.error().message, !Catch::Contains("exited"));
+  // Nothing recorded at all (a script without a DataLoader): said plainly.
+  TraceBuilder bare;
+  bare.Process(100, 1);
+  const auto none = Analyze(bare.trace, {});
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.error().message, Catch::Contains("it holds no spans, so there are no steps to analyze"));
   // A program that failed before its first batch: the error says so.
   b.trace.footer.emplace();
   b.trace.footer->exit_code = 1;

@@ -2037,9 +2037,11 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     else if (trace.footer->exit_code != 0)
       ended = "; the profiled command exited with code " + std::to_string(trace.footer->exit_code) +
               " before it took a batch (see its output)";
-    return UnsupportedError("no DataLoader found in " + base + ": it holds " + std::to_string(total) +
-                            " spans but no '" + names::kWait +
-                            "' iterations, so there are no steps to analyze" + ended +
+    return UnsupportedError("no DataLoader found in " + base + ": it holds " +
+                            (total == 0 ? std::string("no spans")
+                                        : std::to_string(total) + (total == 1 ? " span" : " spans") + " but no '" +
+                                              names::kWait + "' iterations") +
+                            ", so there are no steps to analyze" + ended +
                             "; record a PyTorch training script with "
                             "'stallprof run -- python3 train.py' (or emit dataloader.* spans from the C API)");
   }
