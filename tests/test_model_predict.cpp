@@ -154,14 +154,24 @@ TEST_CASE("A worker's loop CPU is paid by its sending thread, beside its next fe
   CHECK(Predict(p, On(4, 0))->samples_per_s == Approx(10 / 0.011).epsilon(0.01));
 }
 
-TEST_CASE("From a profile without workers a worker pays its shared-memory collate and the step its first read") {
+namespace {
+// A 10 ms fetch and a 4 ms step measured with `workers`, and the batch in
+// shared memory timed after the run: 6 ms of collate in a worker, 2 ms of the
+// step reading and freeing it.
+LoaderProfile WithSharedMemoryTimed(uint32_t workers) {
   LoaderProfile p = BaseProfile();
-  p.workers = 0;
+  p.workers = workers;
   p.compute_s_per_batch = 0.004;
   p.compute_cpu_s_per_batch = {0.004, true, "sampler"};
   p.cpu_s_per_batch = 0.010;
   p.shm_collate_cpu_s_per_batch = {0.006, true, "timed"};
   p.batch_touch_cpu_s_per_batch = {0.002, true, "timed"};
+  return p;
+}
+}  // namespace
+
+TEST_CASE("From a profile without workers a worker pays its shared-memory collate and the step its first read") {
+  LoaderProfile p = WithSharedMemoryTimed(0);
   // One worker on spare cores: its 10 + 6 ms fetch sets the pace (the step,
   // 4 + 2 ms, hides behind it).
   auto one = Predict(p, On(4, 1));
@@ -178,15 +188,9 @@ TEST_CASE("From a profile without workers a worker pays its shared-memory collat
 }
 
 TEST_CASE("From a profile with workers no workers take out the shared-memory collate and the step's first read") {
-  // Measured in a worker: a 10 ms fetch, 6 ms of it collating into shared
-  // memory; the step 4 ms, 2 ms of it reading and freeing the received batch.
-  LoaderProfile p = BaseProfile();
-  p.workers = 1;
-  p.compute_s_per_batch = 0.004;
-  p.compute_cpu_s_per_batch = {0.004, true, "sampler"};
-  p.cpu_s_per_batch = 0.010;
-  p.shm_collate_cpu_s_per_batch = {0.006, true, "timed"};
-  p.batch_touch_cpu_s_per_batch = {0.002, true, "timed"};
+  // Measured in a worker: the 10 ms fetch holds the 6 ms of collating into
+  // shared memory, the 4 ms step the 2 ms of reading and freeing the batch.
+  LoaderProfile p = WithSharedMemoryTimed(1);
   // No workers: the main thread fetches for 4 ms and steps for 2.
   auto none = Predict(p, On(4, 0));
   REQUIRE(none.ok());

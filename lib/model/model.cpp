@@ -308,7 +308,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.cores = cores;
   c.background_threads = background;
   const Step step = StepOf(p, speedup, step_threads);
-  c.compute_cpu_s = std::max(0.0, step.cpu + BatchTouchSeconds(p, workers));
+  c.compute_cpu_s = StepCpuWithWorkers(p, workers, step.cpu);
   c.compute_threads = step.threads;
   c.compute_parallel = HeldUpByOthers(step.parallel_threads, cores);
   c.compute_off_s = step.off;
@@ -366,6 +366,14 @@ double ShmCollateSeconds(const LoaderProfile& p, uint32_t workers) {
 
 double BatchTouchSeconds(const LoaderProfile& p, uint32_t workers) {
   return OnlyFromWorkers(p, workers, p.batch_touch_cpu_s_per_batch);
+}
+
+double FetchCpuWithWorkers(const LoaderProfile& p, uint32_t workers, double fetch_cpu_s) {
+  return std::max(0.0, fetch_cpu_s + ShmCollateSeconds(p, workers));
+}
+
+double StepCpuWithWorkers(const LoaderProfile& p, uint32_t workers, double step_cpu_s) {
+  return std::max(0.0, step_cpu_s + BatchTouchSeconds(p, workers));
 }
 
 double CpuSecondsAtMiss(const LoaderProfile& p, double miss) {
@@ -532,7 +540,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   const double alone = step.parallel_threads > 0 && step.parallel_threads < p.intra_op_threads
                            ? step.cpu / step.threads + step.off
                            : p.compute_s_per_batch / s.accel_speedup;
-  const double compute = std::max(0.0, alone + BatchTouchSeconds(p, workers));
+  const double compute = StepCpuWithWorkers(p, workers, alone);
   out.compute_s = compute;
 
   // Hit ratio and the io and CPU it leaves (the misses' share is scaled by the
@@ -551,7 +559,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.hit_ratio = hit;
   const double miss = 1 - hit;
   const double fetch_cpu = CpuSecondsAtMiss(p, miss);  // the measured fetches' CPU at this miss ratio
-  const double cpu = std::max(0.0, fetch_cpu + ShmCollateSeconds(p, workers));
+  const double cpu = FetchCpuWithWorkers(p, workers, fetch_cpu);
   out.cpu_s = cpu;
   const double io_scale = IoScaleAtMiss(p, miss);
   const double io = p.io_s_per_batch * io_scale;
@@ -565,7 +573,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
   const double main_cpu = p.compute_cpu_s_per_batch.measured
-                              ? std::max(0.0, step.cpu + BatchTouchSeconds(p, workers)) + p.receive_s_per_batch
+                              ? StepCpuWithWorkers(p, workers, step.cpu) + p.receive_s_per_batch
                               : -1;
   const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, main_cpu, compute, cores, std::max(1u, workers), io,
                             bandwidth, miss);

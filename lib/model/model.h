@@ -298,6 +298,10 @@ double CalibrateMainReceive(const LoaderProfile& profile);
 // scenario has none, 0 otherwise.
 double ShmCollateSeconds(const LoaderProfile& profile, uint32_t workers);
 double BatchTouchSeconds(const LoaderProfile& profile, uint32_t workers);
+// A fetch's or a step's CPU as the profile measured it, with those costs
+// added or taken out for `workers`: never below 0.
+double FetchCpuWithWorkers(const LoaderProfile& profile, uint32_t workers, double fetch_cpu_s);
+double StepCpuWithWorkers(const LoaderProfile& profile, uint32_t workers, double step_cpu_s);
 
 // A worker count (or prefetch depth) predicted within this share of a larger
 // one's throughput is as good: recommend and analyze's advice both name the

@@ -342,20 +342,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                "the same timing): the CPU above and its waits for the worker to send each tensor's file "
                                "descriptor",
                                FormatSeconds(p.handoff_s_per_batch)));
-    in.push_back(p.shm_collate_cpu_s_per_batch.measured
-                     ? fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} "
-                                   "of worker CPU per batch (measured, {})",
-                                   FormatSeconds(p.shm_collate_cpu_s_per_batch.value),
-                                   p.shm_collate_cpu_s_per_batch.source)
-                     : "a worker's collate into shared memory: not measured (no workers in the profile): taken as 0");
-    in.push_back(p.batch_touch_cpu_s_per_batch.measured
-                     ? fmt::format("the step's first read and its free of a batch received from a worker (faulting "
-                                   "in its pages, unmapping them): "
-                                   "{} of CPU per batch (measured, {})",
-                                   FormatSeconds(p.batch_touch_cpu_s_per_batch.value),
-                                   p.batch_touch_cpu_s_per_batch.source)
-                     : "the step's first read of a batch received from a worker: not measured (no workers in the "
-                       "profile): taken as 0");
+    if (!p.shm_collate_cpu_s_per_batch.measured)
+      in.push_back("a worker's collate into shared memory: not measured (no workers in the profile): taken as 0");
+    if (!p.batch_touch_cpu_s_per_batch.measured)
+      in.push_back("the step's first read of a batch received from a worker: not measured (no workers in the "
+                   "profile): taken as 0");
   } else {
     in.push_back(p.receive_s_per_batch > 0
                      ? fmt::format("main thread CPU in next() per batch: {} (measured, wait spans; its run-queue delay "
@@ -371,17 +362,21 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
               "rest of the handoff is run-queue delay and the worker sending the batch, which it predicts"
             : "calibrated to the main thread's CPU: simulated at it, the handoff came out at least as long as measured";
     in.push_back(fmt::format("the main loop's receive per batch: {} ({})", FormatSeconds(main), how));
-    // What the profile's fetches and steps paid for the batch in shared
-    // memory, which a scenario without workers takes out.
-    if (p.shm_collate_cpu_s_per_batch.measured)
-      in.push_back(fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} of "
-                               "the worker CPU per batch above, none without workers (measured, {})",
-                               FormatSeconds(p.shm_collate_cpu_s_per_batch.value), p.shm_collate_cpu_s_per_batch.source));
-    if (p.batch_touch_cpu_s_per_batch.measured)
-      in.push_back(fmt::format("the step's first read and its free of a batch received from a worker (faulting in its "
-                               "pages, unmapping them): {} of its CPU per batch, none without workers (measured, {})",
-                               FormatSeconds(p.batch_touch_cpu_s_per_batch.value), p.batch_touch_cpu_s_per_batch.source));
   }
+  // The batch in shared memory, timed after the run: a profile without
+  // workers adds it to predict them, one with workers paid it in its fetches
+  // and steps and takes it out to predict none.
+  const char* paid = p.workers == 0 ? "" : " (in the measured figures above; none without workers)";
+  if (p.shm_collate_cpu_s_per_batch.measured)
+    in.push_back(fmt::format("a worker's collate into shared memory, beyond the main thread's into its heap: {} of "
+                             "worker CPU per batch{} (measured, {})",
+                             FormatSeconds(p.shm_collate_cpu_s_per_batch.value), paid,
+                             p.shm_collate_cpu_s_per_batch.source));
+  if (p.batch_touch_cpu_s_per_batch.measured)
+    in.push_back(fmt::format("the step's first read and its free of a batch received from a worker (faulting in its "
+                             "pages, unmapping them): {} of CPU per batch{} (measured, {})",
+                             FormatSeconds(p.batch_touch_cpu_s_per_batch.value), paid,
+                             p.batch_touch_cpu_s_per_batch.source));
   if (p.storage_bytes_per_batch > 0 || p.cpu_s_per_storage_byte.measured)
     in.push_back(Described("worker CPU per MiB read from storage", p.cpu_s_per_storage_byte.value,
                            fmt::format("{} ({} of the {} per batch, for {} read from storage)",

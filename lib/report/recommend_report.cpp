@@ -137,7 +137,7 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
                        "worker(s) at {:.1f}: a batch costs {} of CPU to fetch and {} to receive from a worker, and the "
                        "main loop pays one or the other{}\n",
                        r.predicted.samples_per_s, r.lp_workers, r.lp_workers_samples_per_s,
-                       FormatSeconds(std::max(0.0, p.cpu_s_per_batch + model::ShmCollateSeconds(p, 0))),
+                       FormatSeconds(model::FetchCpuWithWorkers(p, 0, p.cpu_s_per_batch)),
                        FormatSeconds(model::MainReceiveSeconds(p)),
                        p.workers > 0 && !p.shm_collate_cpu_s_per_batch.measured
                            ? "; profiled with workers, the first figure is low (the fetch measured in a worker "
