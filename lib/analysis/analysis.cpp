@@ -652,10 +652,6 @@ void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sa
   p.steady_blocked_share = steady_step > 0 ? blocked_ratio * steady_compute / steady_step : 0;
 }
 
-// Defined with SortDoubles below.
-bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
-                      Summary& steady_state);
-
 void FillSummaries(LoaderAnalysis& loader) {
   // Steady state: the iterations past the warmup with a known step; all of
   // them when there are none, or when the only ones are epochs' partial last
@@ -669,21 +665,17 @@ void FillSummaries(LoaderAnalysis& loader) {
   const bool steady_only = !loader.steady_fallback;
   // The same buffers for each figure, filled in turn: a buffer per figure
   // would be that much more fresh memory (on a VM, zeroed and faulted in by the host).
-  HugeVector<double> all, warmup, steady;
+  HugeVector<double> all, steady;
   all.reserve(loader.iterations.size());
   steady.reserve(loader.iterations.size());
   auto summarize = [&](auto figure, bool with_unknown_compute, Summary& whole_run, Summary& steady_state) {
     all.clear();
-    warmup.clear();
+    steady.clear();
     for (const auto& it : loader.iterations) {
       if (!with_unknown_compute && it.compute_unknown) continue;
       all.push_back(figure(it));
-      if (steady_only && !it.steady) warmup.push_back(figure(it));
+      if (!steady_only || it.steady) steady.push_back(figure(it));
     }
-    if (SummarizeWithout(all, warmup, steady, whole_run, steady_state)) return;
-    steady.clear();
-    for (const auto& it : loader.iterations)
-      if ((with_unknown_compute || !it.compute_unknown) && (!steady_only || it.steady)) steady.push_back(figure(it));
     whole_run = analysis::SummarizeInPlace(all);
     steady_state = analysis::SummarizeInPlace(steady);
   };
@@ -1709,100 +1701,133 @@ double Quantile(std::span<const double> sorted, double q) {
 
 namespace {
 
-// Sorts `values` ascending, as std::sort does, by a least-significant-digit
-// radix sort over the bits of the doubles (flipped so that their order as
-// unsigned integers is their order as numbers): 8 linear passes, fewer when a
-// byte is the same in every value (the sign and exponent bytes of durations
-// often are), against ~log2(n) comparison passes; Summarize sorts every
-// iteration's step, wait and compute time, and this was the analysis's
-// largest cost. Small inputs and NaN (no order) go to std::sort.
-constexpr size_t kRadixSortFrom = 1024;
-
-void SortDoubles(std::span<double> values) {
-  const size_t n = values.size();
-  if (n < kRadixSortFrom) {
-    std::sort(values.begin(), values.end());
-    return;
-  }
-  HugeVector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(values[i])) {
-      std::sort(values.begin(), values.end());
-      return;
-    }
-    const uint64_t bits = std::bit_cast<uint64_t>(values[i]);
-    keys[i] = (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
-  }
-  internal::RadixSortBy(keys, [](uint64_t k) { return k; });
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = keys[i];
-    values[i] = std::bit_cast<double>((k >> 63) ? k & ~(uint64_t{1} << 63) : ~k);
-  }
-}
-
-// The radix sort's order of a double: its bits, flipped so that their order
-// as unsigned integers is the numbers' order (-0 before +0).
-uint64_t SortKey(double v) {
+// A double's place in the order: its bits, flipped so that their order as
+// unsigned integers is the numbers' order (-0 before +0; NaN at the ends, by
+// sign, so that every value has a place).
+uint64_t OrderKey(double v) {
   const uint64_t bits = std::bit_cast<uint64_t>(v);
   return (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
 }
 
-Summary SummarizeSorted(std::span<const double> values);
+bool KeyLess(double a, double b) { return OrderKey(a) < OrderKey(b); }
 
-// Summaries of `all` and of `all` less `warmup` (some of its values) into
-// `whole_run` and `steady_state`, `steady` a buffer: the steady values, sorted,
-// are the sorted `all` less the few warm-up values, so one sort instead of two
-// gives exactly the numbers and order a sort of the steady values would (values
-// are matched by their bits, the radix sort's order). false, with nothing
-// done, where the sort would not be the radix sort (small, NaN) or the
-// warm-up is most of the values.
-bool SummarizeWithout(std::span<double> all, std::span<double> warmup, HugeVector<double>& steady, Summary& whole_run,
-                      Summary& steady_state) {
-  if (all.size() < kRadixSortFrom || warmup.size() > all.size() / 2 ||
-      std::any_of(all.begin(), all.end(), [](double v) { return std::isnan(v); }))
-    return false;
-  SortDoubles(all);
-  whole_run = SummarizeSorted(all);
-  std::sort(warmup.begin(), warmup.end(), [](double a, double b) { return SortKey(a) < SortKey(b); });
-  steady.clear();
-  size_t w = 0;
-  for (double v : all) {
-    if (w < warmup.size() && SortKey(v) == SortKey(warmup[w])) {
-      ++w;
-      continue;
+// SelectRanks' buckets: 16 bits of the key at a time.
+constexpr size_t kSelectBuckets = size_t{1} << 16;
+
+// Into out[i], the ranks[i]-th smallest of `values` (ranks ascending, each
+// below values.size()), exactly as a sort would place it: a most-significant
+// digit radix selection. One pass counts the values by the top 16 bits of
+// their key below `shift` (a duration's exponent and first mantissa bits),
+// one more gathers the few buckets holding a wanted rank, and those are
+// selected the same way on the next 16 bits, or by nth_element once small.
+// Two linear passes where a sort (or nth_element's mispredicted branches on
+// every value) cost about as much as decoding the spans.
+// `counted`: the first pass's counts, when the caller made them.
+void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out, int shift,
+                 std::vector<uint32_t>* counted = nullptr) {
+  constexpr size_t kSmall = 2048;
+  if ((values.size() <= kSmall && counted == nullptr) || shift < 0) {
+    HugeVector<double> copy(values.begin(), values.end());
+    size_t from = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] >= from) {
+        std::nth_element(copy.begin() + static_cast<ptrdiff_t>(from), copy.begin() + static_cast<ptrdiff_t>(ranks[i]),
+                         copy.end(), KeyLess);
+        from = ranks[i] + 1;
+      }
+      out[i] = copy[ranks[i]];
     }
-    steady.push_back(v);
+    return;
   }
-  steady_state = SummarizeSorted(steady);
-  return true;
+  auto bucket_of = [shift](double v) { return static_cast<size_t>((OrderKey(v) >> shift) & (kSelectBuckets - 1)); };
+  std::vector<uint32_t> own;
+  if (counted == nullptr) {
+    own.assign(kSelectBuckets, 0);
+    for (double v : values) ++own[bucket_of(v)];
+  }
+  const std::vector<uint32_t>& count = counted != nullptr ? *counted : own;
+  // Each rank's bucket and its rank within it; buckets numbered 1.. in `slot`.
+  std::vector<uint8_t> slot(kSelectBuckets, 0);
+  std::vector<size_t> bucket_first;  // rank of each wanted bucket's first value
+  std::vector<std::pair<size_t, size_t>> wanted(ranks.size());  // (slot - 1, rank within the bucket)
+  size_t below = 0, b = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    while (below + count[b] <= ranks[i]) below += count[b++];
+    if (slot[b] == 0) {
+      bucket_first.push_back(below);
+      slot[b] = static_cast<uint8_t>(bucket_first.size());
+    }
+    wanted[i] = {slot[b] - 1u, ranks[i] - below};
+  }
+  std::vector<HugeVector<double>> gathered(bucket_first.size());
+  for (size_t k = 0; k < kSelectBuckets; ++k)
+    if (slot[k] != 0) gathered[slot[k] - 1u].reserve(count[k]);
+  for (double v : values)
+    if (const uint8_t s = slot[bucket_of(v)]; s != 0) gathered[s - 1u].push_back(v);
+  // Each bucket's ranks, in order, selected within it.
+  for (size_t g = 0; g < gathered.size(); ++g) {
+    std::vector<size_t> local;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (wanted[i].first == g) {
+        local.push_back(wanted[i].second);
+        which.push_back(i);
+      }
+    std::vector<double> found(local.size());
+    SelectRanks(gathered[g], local, found, shift - 16);
+    for (size_t j = 0; j < which.size(); ++j) out[which[j]] = found[j];
+  }
 }
 
 }  // namespace
 
 Summary Summarize(std::vector<double> values) { return SummarizeInPlace(values); }
 
+// Quantile() of the sorted values without sorting them: a summary needs three
+// order statistics and their neighbours, and Summarize runs on every
+// iteration's step, wait and compute time, whole run and steady state; sorting
+// them was the analysis's largest cost after decoding.
 Summary SummarizeInPlace(std::span<double> values) {
-  SortDoubles(values);
-  return SummarizeSorted(values);
-}
-
-namespace {
-
-Summary SummarizeSorted(std::span<const double> values) {
   Summary s;
-  if (values.empty()) return s;
-  s.count = values.size();
-  for (double v : values) s.total += v;
-  s.mean = s.total / values.size();
-  s.p50 = Quantile(values, 0.50);
-  s.p90 = Quantile(values, 0.90);
-  s.p99 = Quantile(values, 0.99);
-  s.min = values.front();
-  s.max = values.back();
+  const size_t n = values.size();
+  if (n == 0) return s;
+  s.count = n;
+  // The total, the ends and the selection's first count in one pass.
+  uint64_t min_key = ~uint64_t{0}, max_key = 0;
+  std::vector<uint32_t> count(kSelectBuckets, 0);
+  for (double v : values) {
+    s.total += v;
+    const uint64_t key = OrderKey(v);
+    min_key = std::min(min_key, key);
+    max_key = std::max(max_key, key);
+    ++count[key >> 48];
+  }
+  auto value_of = [](uint64_t key) { return std::bit_cast<double>((key >> 63) ? key & ~(uint64_t{1} << 63) : ~key); };
+  s.min = value_of(min_key);
+  s.max = value_of(max_key);
+  s.mean = s.total / static_cast<double>(n);
+  // Each quantile's order statistic and the next (Quantile's lo and hi); for
+  // few values they repeat or interleave, so selected in ascending order.
+  const double qs[] = {0.50, 0.90, 0.99};
+  std::array<size_t, 6> ranks;
+  for (size_t i = 0; i < 3; ++i) {
+    const size_t lo = static_cast<size_t>(std::floor(qs[i] * static_cast<double>(n - 1)));
+    ranks[2 * i] = lo;
+    ranks[2 * i + 1] = std::min(lo + 1, n - 1);
+  }
+  std::array<size_t, 6> ascending = ranks;
+  std::sort(ascending.begin(), ascending.end());
+  std::array<double, 6> selected;
+  SelectRanks(values, ascending, selected, 48, &count);
+  auto at = [&](size_t rank) { return selected[std::lower_bound(ascending.begin(), ascending.end(), rank) - ascending.begin()]; };
+  double* quantile[] = {&s.p50, &s.p90, &s.p99};
+  for (size_t i = 0; i < 3; ++i) {
+    const double pos = qs[i] * static_cast<double>(n - 1);
+    const double lo = at(ranks[2 * i]), hi = at(ranks[2 * i + 1]);
+    *quantile[i] = lo + (hi - lo) * (pos - std::floor(pos));
+  }
   return s;
 }
-
-}  // namespace
 
 double TimeOutsideEpochs(const TraceAnalysis& analysis) {
   const auto& c = analysis.coverage;
