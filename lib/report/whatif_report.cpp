@@ -192,7 +192,9 @@ std::string BusyCoresNote(const model::Prediction& profiled, const model::Predic
       return fmt::format(" The profile kept {:.1f} cores busy on average and {} {:.1f}, with no more threads waiting "
                          "for a core: the model takes a thread to run as fast with fewer cores busy as the profile "
                          "measured it. Where busy cores slow each other (shared caches and memory bandwidth, vCPUs "
-                         "sharing physical cores) its work runs faster there, and such figures are then low "
+                         "sharing physical cores), or where threads that wait between batches (the step in next(), "
+                         "a worker for its next index) and batches mapped from shared memory leave caches and TLB "
+                         "cold for the work after them, its work runs faster there, and such figures are then low "
                          "(docs/model.md \"What the misses say\"); profile nearer the configuration you predict "
                          "(num_workers=0 measures the work alone).",
                          profiled.busy_cores, subject, scenario.busy_cores);
