@@ -1714,6 +1714,22 @@ bool KeyLess(double a, double b) { return OrderKey(a) < OrderKey(b); }
 // SelectRanks' buckets: 16 bits of the key at a time.
 constexpr size_t kSelectBuckets = size_t{1} << 16;
 
+// How many of `values` fall in each bucket; two tallies, odd and even
+// values, summed at the end: values of one bucket in a row would otherwise
+// wait on each other's increment.
+template <typename BucketOf>
+std::vector<uint32_t> CountBuckets(std::span<const double> values, BucketOf bucket_of) {
+  std::vector<uint32_t> count(kSelectBuckets, 0), other(kSelectBuckets, 0);
+  size_t i = 0;
+  for (; i + 1 < values.size(); i += 2) {
+    ++count[bucket_of(values[i])];
+    ++other[bucket_of(values[i + 1])];
+  }
+  if (i < values.size()) ++count[bucket_of(values[i])];
+  for (size_t k = 0; k < kSelectBuckets; ++k) count[k] += other[k];
+  return count;
+}
+
 // Into out[i], the ranks[i]-th smallest of `values` (ranks ascending, each
 // below values.size()), exactly as a sort would place it: a most-significant
 // digit radix selection. One pass counts the values by the top 16 bits of
@@ -1726,7 +1742,8 @@ constexpr size_t kSelectBuckets = size_t{1} << 16;
 void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out, int shift,
                  std::vector<uint32_t>* counted = nullptr) {
   constexpr size_t kSmall = 2048;
-  if ((values.size() <= kSmall && counted == nullptr) || shift < 0) {
+  // Up to 7 ranks: the gather below keeps a place per wanted bucket on the stack.
+  if ((values.size() <= kSmall && counted == nullptr) || shift < 0 || ranks.size() > 7) {
     HugeVector<double> copy(values.begin(), values.end());
     size_t from = 0;
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -1741,31 +1758,46 @@ void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, 
   }
   auto bucket_of = [shift](double v) { return static_cast<size_t>((OrderKey(v) >> shift) & (kSelectBuckets - 1)); };
   std::vector<uint32_t> own;
-  if (counted == nullptr) {
-    own.assign(kSelectBuckets, 0);
-    for (double v : values) ++own[bucket_of(v)];
-  }
+  if (counted == nullptr) own = CountBuckets(values, bucket_of);
   const std::vector<uint32_t>& count = counted != nullptr ? *counted : own;
   // Each rank's bucket and its rank within it; buckets numbered 1.. in `slot`.
   std::vector<uint8_t> slot(kSelectBuckets, 0);
   std::vector<size_t> bucket_first;  // rank of each wanted bucket's first value
+  std::vector<size_t> bucket_of_slot;
   std::vector<std::pair<size_t, size_t>> wanted(ranks.size());  // (slot - 1, rank within the bucket)
   size_t below = 0, b = 0;
   for (size_t i = 0; i < ranks.size(); ++i) {
     while (below + count[b] <= ranks[i]) below += count[b++];
     if (slot[b] == 0) {
       bucket_first.push_back(below);
+      bucket_of_slot.push_back(b);
       slot[b] = static_cast<uint8_t>(bucket_first.size());
     }
     wanted[i] = {slot[b] - 1u, ranks[i] - below};
   }
-  std::vector<HugeVector<double>> gathered(bucket_first.size());
-  for (size_t k = 0; k < kSelectBuckets; ++k)
-    if (slot[k] != 0) gathered[slot[k] - 1u].reserve(count[k]);
-  for (double v : values)
-    if (const uint8_t s = slot[bucket_of(v)]; s != 0) gathered[s - 1u].push_back(v);
+  // The wanted buckets' values, gathered one after another into `pool`
+  // without a branch per value (whether a value is wanted is a coin toss
+  // where a bucket holds half of them): every value is written, at its
+  // bucket's next place or, unwanted, at a last place that does not move.
+  std::array<size_t, 8> begin{}, next{};
+  size_t total = 0;
+  for (size_t g = 0; g < bucket_first.size(); ++g) {
+    begin[g + 1] = next[g + 1] = total;
+    total += count[bucket_of_slot[g]];
+  }
+  next[0] = total;
+  HugeVector<double> pool;
+  pool.reserve(total + 1);
+  pool.resize(total + 1);
+  double* const to = pool.data();
+  for (double v : values) {
+    const uint8_t s = slot[bucket_of(v)];
+    to[next[s]] = v;
+    next[s] += s != 0;
+  }
   // Each bucket's ranks, in order, selected within it.
-  for (size_t g = 0; g < gathered.size(); ++g) {
+  for (size_t g = 0; g < bucket_first.size(); ++g) {
+    const std::span<const double> gathered(to + begin[g + 1], next[g + 1] - begin[g + 1]);
     std::vector<size_t> local;
     std::vector<size_t> which;
     for (size_t i = 0; i < ranks.size(); ++i)
@@ -1774,7 +1806,7 @@ void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, 
         which.push_back(i);
       }
     std::vector<double> found(local.size());
-    SelectRanks(gathered[g], local, found, shift - 16);
+    SelectRanks(gathered, local, found, shift - 16);
     for (size_t j = 0; j < which.size(); ++j) out[which[j]] = found[j];
   }
 }
@@ -1792,16 +1824,15 @@ Summary SummarizeInPlace(std::span<double> values) {
   const size_t n = values.size();
   if (n == 0) return s;
   s.count = n;
-  // The total, the ends and the selection's first count in one pass.
+  // The total and the ends; then the selection's first count.
   uint64_t min_key = ~uint64_t{0}, max_key = 0;
-  std::vector<uint32_t> count(kSelectBuckets, 0);
   for (double v : values) {
     s.total += v;
     const uint64_t key = OrderKey(v);
     min_key = std::min(min_key, key);
     max_key = std::max(max_key, key);
-    ++count[key >> 48];
   }
+  std::vector<uint32_t> count = CountBuckets(values, [](double v) { return static_cast<size_t>(OrderKey(v) >> 48); });
   auto value_of = [](uint64_t key) { return std::bit_cast<double>((key >> 63) ? key & ~(uint64_t{1} << 63) : ~key); };
   s.min = value_of(min_key);
   s.max = value_of(max_key);
