@@ -47,6 +47,8 @@
 #          0 -> 1 and 2 workers, and 2 -> 1 and 0 (reported, not asserted).
 # cifar:   the CIFAR-10 tutorial's network and loop, augmented, on FakeData,
 #          0 -> 1 and 2 workers, and 1 -> 2 (reported, not asserted).
+# mlp:     a TensorDataset MLP, 2 -> 0 and 1 workers, and 0 -> 2 (reported,
+#          not asserted).
 # KEEP_WORK=1 keeps the traces (the last repetition's) for a closer look.
 # Every case alternates profile and target runs REPEAT times (default 3) and
 # compares each repetition's prediction with the target run right after its
@@ -597,6 +599,34 @@ validate_tutorial() {
   compare "tutorial: 2 -> 0 workers (info)" "${q0[*]}" "${profiled[*]}"
 }
 
+# A TensorDataset MLP (scripts/workloads/tensor_mlp.py: batches of a few
+# hundred microseconds to make and to train on), profiled with 2 workers ->
+# 0 workers (what analyze advises there) and 1, and with 0 -> 2. Reported,
+# not asserted: 2 -> 0 is low by the knock-on of the workers on the step
+# (its thread sleeps in next() and maps each batch from shared memory before
+# it: 1.6x its CPU on identical work, scripts/bench_wake_cost.py), which
+# every step of a profile with workers pays (docs/model.md).
+validate_mlp() {
+  [ "$(nproc)" -ge 2 ] || { skip mlp "needs 2 cores"; return 0; }
+  local p0=() p1=() m0=() m1=() m2=() q2=() i
+  mlp_run() {
+    "$SP" run -q -o "$1" -- "$PY" "$ROOT/scripts/workloads/tensor_mlp.py" --epochs 6 --workers "$2" >/dev/null
+    measured_of "$1"
+  }
+  for i in $(seq "$REPEAT"); do
+    m2+=("$(mlp_run "$WORK/t2.pb" 2)")
+    p0+=("$(predict "$WORK/t2.pb" samples_per_s --workers 0)")
+    p1+=("$(predict "$WORK/t2.pb" samples_per_s --workers 1)")
+    m0+=("$(mlp_run "$WORK/t0.pb" 0)")
+    q2+=("$(predict "$WORK/t0.pb" samples_per_s --workers 2)")
+    m1+=("$(mlp_run "$WORK/t1.pb" 1)")
+  done
+  echo "mlp: profiled with 2 workers ${m2[*]}; 0 workers predicted ${p0[*]}, measured ${m0[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; from the 0-worker runs, 2 workers predicted ${q2[*]}"
+  report "mlp: 2 -> 0 workers (info)" "${p0[*]}" "${m0[*]}" "${m2[*]}"
+  report "mlp: 2 -> 1 worker (info)" "${p1[*]}" "${m1[*]}" "${m2[*]}"
+  report "mlp: 0 -> 2 workers (info)" "${q2[*]}" "${m2[*]}" "${m0[*]}"
+}
+
 # The PyTorch tutorial "Training a classifier" with the usual CIFAR-10
 # augmentation on torchvision FakeData (scripts/workloads/cifar_fakedata.py),
 # profiled with num_workers=0 -> 1 and 2 workers, and with 1 worker -> 2.
@@ -629,7 +659,7 @@ validate_cifar() {
   report "cifar: 1 -> 2 workers (reported)" "${q2[*]}" "${m2[*]}"
 }
 
-CASES="cores compute cache cpustep decode threads fewer tail startup setup hog indexed tutorial cifar"
+CASES="cores compute cache cpustep decode threads fewer tail startup setup hog indexed tutorial cifar mlp"
 case "${1:-all}" in
   all) for c in $CASES; do "validate_$c"; done ;;
   *)
