@@ -22,6 +22,17 @@ const LoaderAnalysis& OnlyLoader(const Result<TraceAnalysis>& result) {
 }
 }  // namespace
 
+namespace {
+// The q-quantile of `sorted` by hand: interpolating between the order
+// statistics either side of q * (n - 1).
+double InterpolatedQuantile(const std::vector<double>& sorted, double q) {
+  const size_t n = sorted.size();
+  const double pos = q * static_cast<double>(n - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  return sorted[lo] + (sorted[std::min(lo + 1, n - 1)] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+}  // namespace
+
 TEST_CASE("Percentiles interpolate between order statistics") {
   std::vector<double> values;
   for (int i = 100; i >= 1; --i) values.push_back(i);
@@ -46,11 +57,7 @@ TEST_CASE("Percentiles of many values, selected, are those of std::sort's order"
     values[n / 3] = 42.0;                                                  // one outlier
     std::vector<double> sorted = values;
     std::sort(sorted.begin(), sorted.end());
-    auto at = [&](double q) {
-      const double pos = q * static_cast<double>(n - 1);
-      const size_t lo = static_cast<size_t>(pos);
-      return sorted[lo] + (sorted[std::min(lo + 1, n - 1)] - sorted[lo]) * (pos - static_cast<double>(lo));
-    };
+    auto at = [&](double q) { return InterpolatedQuantile(sorted, q); };
     const Summary s = Summarize(values);
     INFO("n = " << n);
     CHECK(s.count == n);
@@ -77,11 +84,7 @@ TEST_CASE("Percentiles of many equal, negative or widely spread values are those
     std::vector<double> sorted = values;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = values.size();
-    auto at = [&](double q) {
-      const double pos = q * static_cast<double>(n - 1);
-      const size_t lo = static_cast<size_t>(pos);
-      return sorted[lo] + (sorted[std::min(lo + 1, n - 1)] - sorted[lo]) * (pos - static_cast<double>(lo));
-    };
+    auto at = [&](double q) { return InterpolatedQuantile(sorted, q); };
     const Summary s = Summarize(values);
     INFO("n = " << n);
     CHECK(s.p50 == at(0.50));

@@ -1738,12 +1738,10 @@ std::vector<uint32_t> CountBuckets(std::span<const double> values, BucketOf buck
 // selected the same way on the next 16 bits, or by nth_element once small.
 // Two linear passes where a sort (or nth_element's mispredicted branches on
 // every value) cost about as much as decoding the spans.
-// `counted`: the first pass's counts, when the caller made them.
-void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out, int shift,
-                 std::vector<uint32_t>* counted = nullptr) {
+void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out, int shift) {
   constexpr size_t kSmall = 2048;
   // Up to 7 ranks: the gather below keeps a place per wanted bucket on the stack.
-  if ((values.size() <= kSmall && counted == nullptr) || shift < 0 || ranks.size() > 7) {
+  if (values.size() <= kSmall || shift < 0 || ranks.size() > 7) {
     HugeVector<double> copy(values.begin(), values.end());
     size_t from = 0;
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -1757,9 +1755,7 @@ void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, 
     return;
   }
   auto bucket_of = [shift](double v) { return static_cast<size_t>((OrderKey(v) >> shift) & (kSelectBuckets - 1)); };
-  std::vector<uint32_t> own;
-  if (counted == nullptr) own = CountBuckets(values, bucket_of);
-  const std::vector<uint32_t>& count = counted != nullptr ? *counted : own;
+  const std::vector<uint32_t> count = CountBuckets(values, bucket_of);
   // Each rank's bucket and its rank within it; buckets numbered 1.. in `slot`.
   std::vector<uint8_t> slot(kSelectBuckets, 0);
   std::vector<size_t> bucket_first;  // rank of each wanted bucket's first value
@@ -1824,7 +1820,7 @@ Summary SummarizeInPlace(std::span<double> values) {
   const size_t n = values.size();
   if (n == 0) return s;
   s.count = n;
-  // The total and the ends; then the selection's first count.
+  // The total and the ends (by the order key, as the selection orders them).
   uint64_t min_key = ~uint64_t{0}, max_key = 0;
   for (double v : values) {
     s.total += v;
@@ -1832,7 +1828,6 @@ Summary SummarizeInPlace(std::span<double> values) {
     min_key = std::min(min_key, key);
     max_key = std::max(max_key, key);
   }
-  std::vector<uint32_t> count = CountBuckets(values, [](double v) { return static_cast<size_t>(OrderKey(v) >> 48); });
   auto value_of = [](uint64_t key) { return std::bit_cast<double>((key >> 63) ? key & ~(uint64_t{1} << 63) : ~key); };
   s.min = value_of(min_key);
   s.max = value_of(max_key);
@@ -1849,7 +1844,7 @@ Summary SummarizeInPlace(std::span<double> values) {
   std::array<size_t, 6> ascending = ranks;
   std::sort(ascending.begin(), ascending.end());
   std::array<double, 6> selected;
-  SelectRanks(values, ascending, selected, 48, &count);
+  SelectRanks(values, ascending, selected, 48);
   auto at = [&](size_t rank) { return selected[std::lower_bound(ascending.begin(), ascending.end(), rank) - ascending.begin()]; };
   double* quantile[] = {&s.p50, &s.p90, &s.p99};
   for (size_t i = 0; i < 3; ++i) {
