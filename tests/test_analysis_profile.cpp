@@ -415,8 +415,35 @@ TEST_CASE("Without workers a profile carries the DataLoader's own code in next()
     b.Span(spec.thread, names::kFetch, spec.start + i * 22 * kMs + kMs / 4, 3 * kMs / 2, 1, i, 3 * kMs / 2, 0);
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
-  CHECK(profiles->front().next_overhead_s_per_batch == Approx(0.0005));
+  CHECK(profiles->front().next_overhead_s_per_batch.value == Approx(0.0005));
+  CHECK(profiles->front().next_overhead_s_per_batch.measured);
   CHECK(profiles->front().handoff_s_per_batch == 0);
+}
+
+TEST_CASE("With workers the DataLoader's own code in a next() without them is the timing's after the run, else 0") {
+  // One worker; the main thread's 1 ms next() receives the batch, which
+  // holds the iterator's own code too: the profile cannot tell them apart.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 10;
+  spec.wait = kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i, 4 * kMs, 0);
+  auto measure = [&] {
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front().next_overhead_s_per_batch;
+  };
+  const model::Input untimed = measure();
+  CHECK(untimed.value == 0);
+  CHECK_FALSE(untimed.measured);
+  CHECK_THAT(untimed.source, Catch::Contains("not timed"));
+  b.ConfigDouble(100, 1, "ipc_next_own_cpu_s", 0.0000046);
+  const model::Input timed = measure();
+  CHECK(timed.value == Approx(0.0000046));
+  CHECK(timed.measured);
+  CHECK_THAT(timed.source, Catch::Contains("timed after the run"));
 }
 
 TEST_CASE("A worker's gap between fetches while it held the next index is its loop's serial part") {

@@ -54,6 +54,15 @@ TEST_CASE("A handoff request names the loader, the job's Python and its batch's 
   REQUIRE(unpaced.ok());
   CHECK(unpaced->pace_s == 0);
   CHECK(unpaced->rss_bytes == 1048576);
+  CHECK(unpaced->batch_size == -1);  // not written: the iterator's own code is not timed
+  // A loader with workers: its sampler's indices a batch (0: batch_size=None).
+  auto batched = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nworkers 1\nbatch_size 64\n");
+  REQUIRE(batched.ok());
+  CHECK(batched->had_workers);
+  CHECK(batched->batch_size == 64);
+  auto unbatched = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nworkers 1\nbatch_size 0\n");
+  REQUIRE(unbatched.ok());
+  CHECK(unbatched->batch_size == 0);
 }
 
 TEST_CASE("A malformed handoff request is refused with the reason") {
@@ -67,6 +76,8 @@ TEST_CASE("A malformed handoff request is refused with the reason") {
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nspeed 2\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nrss_bytes -5\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nrss_bytes\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size 2.5\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size -1\n").ok());
 }
 
 TEST_CASE("Only well-formed .req files in the folder are requests") {
@@ -115,6 +126,12 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
   CHECK(with_fork->rss_bytes == Approx(238026752));
   CHECK(with_fork->fork_s_per_mib == Approx(0.000026));
   CHECK(with_fork->exit_s_per_mib == Approx(0.000024));
+  CHECK(with_fork->next_own_cpu_s == -1);  // not printed: not asked for
+  auto with_next = ParseHandoffTiming(
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 batches 200 "
+      "next_own_cpu_s 0.0000046\n");
+  REQUIRE(with_next.ok());
+  CHECK(with_next->next_own_cpu_s == Approx(0.0000046));
   // Too few calls found their batch made: printed as -1, not timed.
   auto without_wall = ParseHandoffTiming(
       "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s -1.000000000 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "
@@ -154,16 +171,22 @@ TEST_CASE("A calibration that exits non-zero is an error with its last line, one
 
 TEST_CASE("Several batches are timed in one calibration run, a line each in order") {
   // The arguments it gets: -m stallprof.calibrate_ipc and each batch's
-  // sizes with its pace; it prints a line a batch (a warning between them,
-  // a batch whose timing raised as "failed").
+  // sizes with its pace, and for a loader that had workers its batch size
+  // (a loader without them measured its iterator's own code itself); it
+  // prints a line a batch (a warning between them, a batch whose timing
+  // raised as "failed").
   TempDir dir;
   HandoffRequest a, b, c;
   a.bytes = {786432, 128};
   a.pace_s = 0.0345;
+  a.batch_size = 16;  // no workers: not passed
   b.bytes = {64};
+  b.had_workers = true;
+  b.batch_size = 8;
   c.bytes = {32};
+  c.had_workers = true;  // its batch size unknown: not passed
   const std::string python =
-      Script(dir.path, "[ \"$*\" = '-m stallprof.calibrate_ipc 786432,128@0.034500 64 32' ] || exit 3\n"
+      Script(dir.path, "[ \"$*\" = '-m stallprof.calibrate_ipc 786432,128@0.034500 64/8 32' ] || exit 3\n"
                        "echo 'loop_cpu_s 0.002 receive_cpu_s 0.001 collate_shm_cpu_s 0.003 touch_cpu_s 0.0004 "
                        "batches 50'\n"
                        "echo 'UserWarning: something'\n"

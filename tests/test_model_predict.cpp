@@ -274,7 +274,7 @@ TEST_CASE("With no workers the main process fetches serially and all fetch and p
   // The same costs pipelined over 2 workers hide behind compute.
   CHECK(Predict(p, On(4, 2))->bottleneck == Bottleneck::kCompute);
   // The iterator's own code in next() beside the fetch is serial too.
-  p.next_overhead_s_per_batch = 0.01;
+  p.next_overhead_s_per_batch.value = 0.01;
   CHECK(Predict(p, On(4))->step_s == Approx(0.21));
   CHECK(Predict(p, On(4))->analytic_samples_per_s == Approx(10 / 0.21));
 }

@@ -166,6 +166,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "ipc_rss_bytes" && number() >= 0) config.ipc_rss_bytes = number();
     else if (c.key == "ipc_fork_s_per_mib" && number() >= 0) config.ipc_fork_s_per_mib = number();
     else if (c.key == "ipc_exit_s_per_mib" && number() >= 0) config.ipc_exit_s_per_mib = number();
+    else if (c.key == "ipc_next_own_cpu_s" && number() >= 0) config.ipc_next_own_cpu_s = number();
     else if (c.key == "intra_op_threads" && number() >= 0) config.intra_op_threads = static_cast<uint32_t>(number());
     if (c.key.starts_with("mapped_") && config.held_kinds.empty()) config.held_kinds = "memory-mapped";
   }

@@ -366,6 +366,9 @@ struct LoaderConfig {
   double ipc_rss_bytes = -1;   // the timing process's resident memory as it forked its worker
   double ipc_fork_s_per_mib = -1;  // a fork's cost to the parent per MiB resident (the page tables it copies)
   double ipc_exit_s_per_mib = -1;  // the forked child's exit per MiB resident (tearing them down)
+  // The iterator's own code in a next() without workers (sampler, bookkeeping),
+  // timed for a loader that ran with them (its profile cannot tell it from receiving).
+  double ipc_next_own_cpu_s = -1;
   uint32_t intra_op_threads = 0;  // torch.get_num_threads() at iterator creation; 0 = not recorded
 };
 

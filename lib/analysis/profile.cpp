@@ -93,11 +93,20 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   for (const auto& it : loader.iterations)
     if ((it.steady || loader.steady_fallback) && it.batch_deliverable) handoff += it.wait_s;
   p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
-  // Without workers: the DataLoader's own code in next() outside the fetch
-  // span (the sampler, the iterator's bookkeeping), the account's handoff line.
+  // The DataLoader's own code in a next() without workers, outside the fetch
+  // span (the sampler, the iterator's bookkeeping): without workers the
+  // account's handoff line; with them timed after the run, since the main
+  // thread's next() receives too and the profile cannot tell the two apart
+  // (a 2-worker profile of fast_loader.py otherwise planned its run without
+  // workers 10-20% fast on 2026-12-04).
   const auto& steady = loader.account_steady;
   if (loader.config.num_workers == 0 && steady.available && steady.batches > 0)
-    p.next_overhead_s_per_batch = steady.Seconds(analysis::Cause::kHandoff) / static_cast<double>(steady.batches);
+    p.next_overhead_s_per_batch = {steady.Seconds(analysis::Cause::kHandoff) / static_cast<double>(steady.batches), true,
+                                   "the account's handoff line"};
+  else if (loader.config.num_workers > 0 && loader.config.ipc_next_own_cpu_s >= 0)
+    p.next_overhead_s_per_batch = {loader.config.ipc_next_own_cpu_s, true,
+                                   "timed after the run (stallprof.calibrate_ipc): a RandomSampler's next() without "
+                                   "workers at this loader's batch size, its fetch left out"};
   // The main thread's own CPU in next() (with workers: receiving; without, it
   // fetches too). Its run-queue delay there is left out: the simulation
   // predicts delay from the cores it shares, and carrying the profile's along

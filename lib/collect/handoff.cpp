@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -42,7 +43,8 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     r.bytes.push_back(static_cast<uint64_t>(v));
   }
   if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
-  // Then "pace_s <seconds>", "rss_bytes <bytes>" and "workers <count>", each optional.
+  // Then "pace_s <seconds>", "rss_bytes <bytes>", "workers <count>" and
+  // "batch_size <indices>", each optional.
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     std::istringstream line_in(line);
@@ -51,12 +53,14 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     const bool read = (line_in >> key >> value) && value >= 0;
     const bool pace = read && key == "pace_s" && value <= 3600, rss = read && key == "rss_bytes" && value < 1e15;
     const bool workers = read && key == "workers" && value <= 1e6;
-    if (!pace && !rss && !workers)
-      return InputError(
-          "a handoff request with a line that is not 'pace_s <seconds>', 'rss_bytes <bytes>' or 'workers <count>'");
+    const bool batch_size = read && key == "batch_size" && value <= (1 << 20) && value == std::floor(value);
+    if (!pace && !rss && !workers && !batch_size)
+      return InputError("a handoff request with a line that is not 'pace_s <seconds>', 'rss_bytes <bytes>', "
+                        "'workers <count>' or 'batch_size <indices>'");
     if (pace) r.pace_s = value;
     else if (rss) r.rss_bytes = static_cast<uint64_t>(value);
-    else r.had_workers = value > 0;
+    else if (workers) r.had_workers = value > 0;
+    else r.batch_size = static_cast<int64_t>(value);
   }
   return r;
 }
@@ -91,6 +95,7 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "rss_bytes" && value >= 0) t.rss_bytes = value;
     else if (key == "fork_s_per_mib" && value >= 0) t.fork_s_per_mib = value;
     else if (key == "exit_s_per_mib" && value >= 0) t.exit_s_per_mib = value;
+    else if (key == "next_own_cpu_s" && value >= 0) t.next_own_cpu_s = value;
   }
   if (seen != 15 || t.batches == 0)
     return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s, collate_shm_cpu_s, touch_cpu_s or "
@@ -121,6 +126,8 @@ Result<std::string> RunCalibration(const std::vector<const HandoffRequest*>& req
     std::string batch;
     for (uint64_t b : request->bytes) batch += (batch.empty() ? "" : ",") + std::to_string(b);
     if (request->pace_s > 0) batch += fmt::format("@{:.6f}", request->pace_s);
+    // A profile without workers measures the iterator's own code itself.
+    if (request->had_workers && request->batch_size >= 0) batch += fmt::format("/{}", request->batch_size);
     args.push_back(std::move(batch));
   }
   uint64_t job_rss = 0;

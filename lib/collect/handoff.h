@@ -37,6 +37,11 @@ struct HandoffRequest {
   // The loader ran with workers: only the shared-memory costs are wanted (its
   // fork, loop and receive were measured in the job itself).
   bool had_workers = false;
+  // The indices the loader's sampler draws a batch (0: batch_size=None; -1:
+  // unknown), for a loader with workers: the timing also times the iterator's
+  // own code in a next() without workers at it, which that profile cannot
+  // tell from receiving.
+  int64_t batch_size = -1;
 };
 
 struct HandoffTiming {
@@ -53,22 +58,24 @@ struct HandoffTiming {
   double rss_bytes = -1;         // the timing process's resident memory as it forked; -1: not printed
   double fork_s_per_mib = -1;    // a fork's cost to the parent per resident MiB; -1: not printed
   double exit_s_per_mib = -1;    // the forked child's exit per resident MiB; -1: not printed
+  double next_own_cpu_s = -1;    // the iterator's own code in a next() without workers; -1: not printed
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"
-// then optional lines "pace_s <seconds>", "rss_bytes <bytes>" and "workers <count>".
+// then optional lines "pace_s <seconds>", "rss_bytes <bytes>", "workers <count>"
+// and "batch_size <indices>".
 Result<HandoffRequest> ParseHandoffRequest(const std::string& text);
 // Parses the calibration's output line "loop_cpu_s X receive_cpu_s Y
 // collate_shm_cpu_s Z touch_cpu_s T batches N [free_cpu_s V] [receive_wall_s W] [pace_s P]
-// [startup_s U] [shutdown_s D] [rss_bytes R] [fork_s_per_mib F] [exit_s_per_mib E]" (keys in
-// any order; W = -1: not timed).
+// [startup_s U] [shutdown_s D] [rss_bytes R] [fork_s_per_mib F] [exit_s_per_mib E]
+// [next_own_cpu_s O]" (keys in any order; W = -1: not timed).
 Result<HandoffTiming> ParseHandoffTiming(const std::string& output);
 
 // The requests in `dir` (unreadable or malformed files are skipped).
 std::vector<HandoffRequest> ReadHandoffRequests(const std::string& dir);
 
 // Times the requests' batches in one run of the first request's Python,
-// `python -m stallprof.calibrate_ipc B,B,...@PACE ...` (torch imported once,
+// `python -m stallprof.calibrate_ipc B,B,...@PACE/BATCH_SIZE ...` (torch imported once,
 // 1.7-2.3 s a process here; `--no-fork-timing` when every request's loader
 // had workers), with `python_dir` as its only PYTHONPATH entry
 // (the hook's package, not its bootstrap: nothing is recorded) and no ring,

@@ -371,7 +371,9 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 // After the job: times the worker handoff of each loader's first batch (one
 // calibration per distinct Python and batch) and records it as that loader's
 // config: ipc_collate_shm_cpu_s, ipc_touch_cpu_s, ipc_free_cpu_s and
-// ipc_batches, and for a loader that ran without workers also ipc_loop_cpu_s,
+// ipc_batches; for a loader that ran with workers ipc_next_own_cpu_s (the
+// iterator's own code in a next() without them), and for one that ran
+// without them ipc_loop_cpu_s,
 // ipc_receive_cpu_s, ipc_receive_wall_s, ipc_pace_s, ipc_startup_s,
 // ipc_shutdown_s, ipc_rss_bytes and the fork's and exit's cost a MiB (a
 // profile with workers measured those itself).
@@ -451,7 +453,10 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     config("ipc_touch_cpu_s", (*timing)->touch_cpu_s);
     if ((*timing)->free_cpu_s >= 0) config("ipc_free_cpu_s", (*timing)->free_cpu_s);
     config("ipc_batches", (*timing)->batches);
-    if (r.had_workers) continue;
+    if (r.had_workers) {
+      if ((*timing)->next_own_cpu_s >= 0) config("ipc_next_own_cpu_s", (*timing)->next_own_cpu_s);
+      continue;
+    }
     config("ipc_loop_cpu_s", (*timing)->loop_cpu_s);
     config("ipc_receive_cpu_s", (*timing)->receive_cpu_s);
     if ((*timing)->receive_wall_s >= 0) config("ipc_receive_wall_s", (*timing)->receive_wall_s);

@@ -312,7 +312,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.compute_threads = step.threads;
   c.compute_parallel = HeldUpByOthers(step.parallel_threads, cores);
   c.compute_off_s = step.off;
-  c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
+  c.receive_cpu_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch.value;
   c.worker_loop_cpu_s = workers > 0 ? p.worker_loop_cpu_s_per_batch.value : 0;
   c.worker_gap_s = workers > 0 ? p.worker_gap_s_per_batch.value : 0;
   c.fetch_holds_gil = workers > 0 && p.fetch_holds_gil.value > 0.5;
@@ -582,8 +582,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.r_prep = workers > 0 ? t.r_prep : Rate(b, cpu);
   out.r_workers = workers > 0 ? t.r_workers : Rate(b, cpu + io);
   out.r_fetch = workers > 0 ? t.r_fetch : (std::isinf(r_bandwidth) ? Rate(b, io) : r_bandwidth);
-  out.analytic_samples_per_s = workers > 0 ? t.samples_per_s : Rate(b, compute + cpu + io + p.next_overhead_s_per_batch);
-  out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch;
+  out.analytic_samples_per_s = workers > 0 ? t.samples_per_s : Rate(b, compute + cpu + io + p.next_overhead_s_per_batch.value);
+  out.handoff_s = workers > 0 ? MainReceiveSeconds(p) : p.next_overhead_s_per_batch.value;
 
   // Steady state: the simulation over the measured per-batch costs.
   SimConfig config = SimFor(p, SteadySimCosts(p, workers), workers, cores, s.accel_speedup, cpu_scale, io_scale, background,

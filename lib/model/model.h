@@ -235,11 +235,13 @@ struct LoaderProfile {
   // analysis::LoaderAnalysis::IteratorPerStep): each "epoch" is a step, and
   // no DataLoader setting removes its start; one iterator does.
   bool iterator_per_step = false;
-  // Profiled without workers: the DataLoader's own code in next() outside the
-  // fetch span (sampler, bookkeeping), main-thread CPU serial with the step
-  // when the main process fetches. Left out, a fast loader (batch 1, a 1.8 us
+  // The DataLoader's own code in a next() without workers, outside the fetch
+  // span (sampler, bookkeeping): main-thread CPU serial with the step when
+  // the main process fetches. Profiled without workers, the account's
+  // handoff line; with them, timed after the run (stallprof.calibrate_ipc),
+  // since receiving hides it. Left out, a fast loader (batch 1, a 1.8 us
   // fetch, 3.8 us of this a batch) was predicted 48% faster than it ran.
-  double next_overhead_s_per_batch = 0;
+  Input next_overhead_s_per_batch{0, false, "not timed: taken as 0"};
   // A worker's time between its fetches when it already had the next index:
   // its loop's serial part, measured as the median such gap in a profile
   // with workers (analysis PrefetchStats::serial_gap_s).

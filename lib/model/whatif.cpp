@@ -324,11 +324,11 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                : "runs beside the worker's next fetch",
                            p.fetch_holds_gil.measured ? "measured" : "assumed", p.fetch_holds_gil.source));
   in.push_back(fmt::format("main process CPU: {:.2f} cores (measured, /proc sampler)", p.main_cpu_cores));
-  if (p.workers == 0)
-    in.push_back(fmt::format("the DataLoader's own code in next() outside the fetch (sampler, bookkeeping): {} per "
-                             "batch (measured, the account's handoff line; paid by the main thread without workers)",
-                             FormatSeconds(p.next_overhead_s_per_batch)));
-  else
+  in.push_back(fmt::format("the DataLoader's own code in next() outside the fetch (sampler, bookkeeping): {} per "
+                           "batch ({}, {}; paid by the main thread without workers)",
+                           FormatSeconds(p.next_overhead_s_per_batch.value),
+                           p.next_overhead_s_per_batch.measured ? "measured" : "assumed", p.next_overhead_s_per_batch.source));
+  if (p.workers > 0)
     in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
                              FormatSeconds(p.handoff_s_per_batch)));
   if (p.workers == 0) {

@@ -150,6 +150,8 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_fork_s_per_mib >= 0) w.Number(c.ipc_fork_s_per_mib); else w.Null();
   w.Key("ipc_exit_s_per_mib");
   if (c.ipc_exit_s_per_mib >= 0) w.Number(c.ipc_exit_s_per_mib); else w.Null();
+  w.Key("ipc_next_own_cpu_s");
+  if (c.ipc_next_own_cpu_s >= 0) w.Number(c.ipc_next_own_cpu_s); else w.Null();
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("stepped_iterations", l.SteppedIterations());
   w.Field("samples", l.samples);

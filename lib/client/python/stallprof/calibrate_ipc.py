@@ -7,8 +7,10 @@ fetches and steps they are in (--no-fork-timing when all had workers).
 
   python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N] [--job-rss-bytes B] [--no-fork-timing]
 
-BATCH is a batch's tensor sizes in bytes, comma-separated, and optionally
-"@S", the job's seconds a batch (the pace below): "16384000,2048@0.036". The
+BATCH is a batch's tensor sizes in bytes, comma-separated, optionally
+"@S", the job's seconds a batch (the pace below), and optionally "/K", the
+loader's batch size for next_own_cpu_s below (0: batch_size=None):
+"16384000,2048@0.036/64". The
 batches are timed in turn in this one process, so torch is imported once
 (1.7-2.3 s here): the torchaudio speech-command tutorial's two loaders
 took 7.7 s, against 5.0 and 4.8 s timed in a process each.
@@ -17,8 +19,8 @@ a warm-up) whose tensors the worker allocates in shared memory and fills, as
 torch's collate does. Printed as one line a batch, in order, "loop_cpu_s X
 receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T free_cpu_s V
 batches N pace_s P startup_s U shutdown_s D rss_bytes R fork_s_per_mib F
-exit_s_per_mib E", in seconds per batch (the last five: once), or
-"failed <why>" where its timing raised:
+exit_s_per_mib E [next_own_cpu_s O]", in seconds per batch (the last five:
+once), or "failed <why>" where its timing raised:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -71,6 +73,16 @@ exit_s_per_mib E", in seconds per batch (the last five: once), or
   exit_s_per_mib     the same for the forked child's exit (it tears down those
                      page tables), from the fork to the child reaped beyond
                      the fork itself: a worker's shutdown grows with it.
+  next_own_cpu_s     with "/K": the DataLoader's own code in a next() without
+                     workers (the sampler drawing K indices, the iterator's
+                     bookkeeping, torch's record_function) beside the fetch,
+                     which is left out (the fetcher replaced by one that
+                     returns its indices): what a loop without workers pays
+                     beyond its fetches and steps, which a profile with
+                     workers cannot tell from receiving (its main thread
+                     runs both in next()). A RandomSampler's, as training
+                     loaders shuffle (a SequentialSampler's was 0-15% less
+                     here: 3.9 us a batch of 1, 5.6-6.6 of 64).
 On a virtual machine a page fault can cost 50x what it does on bare metal,
 and both shared-memory figures grow with it.
 
@@ -191,20 +203,24 @@ def fork_cost(extra_mib=512):
 
 
 def parse_batch(text):
-    """ "B1,B2,...[@PACE]" -> ([B1, B2, ...], pace_s); argparse's type."""
-    sizes, _, pace = text.partition("@")
+    """ "B1,B2,...[@PACE][/K]" -> ([B1, B2, ...], pace_s, K or None); argparse's type."""
+    rest, slash, batch_size = text.partition("/")
+    sizes, _, pace = rest.partition("@")
     try:
-        parsed = [int(b) for b in sizes.split(",")], float(pace) if pace else 0.0
+        parsed = ([int(b) for b in sizes.split(",")], float(pace) if pace else 0.0,
+                  int(batch_size) if slash else None)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS]: {text!r}")
-    if not parsed[0] or min(parsed[0]) < 0 or not 0 <= parsed[1] < float("inf"):
-        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS]: {text!r}")
+        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS][/BATCH_SIZE]: {text!r}")
+    if (not parsed[0] or min(parsed[0]) < 0 or not 0 <= parsed[1] < float("inf") or
+            (slash and not 0 <= parsed[2] <= 1 << 20)):
+        raise argparse.ArgumentTypeError(f"not BYTES[,BYTES...][@SECONDS][/BATCH_SIZE]: {text!r}")
     return parsed
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("batch", type=parse_batch, nargs="+", help="BYTES[,BYTES...][@SECONDS a batch in the job's loop]")
+    p.add_argument("batch", type=parse_batch, nargs="+",
+                   help="BYTES[,BYTES...][@SECONDS a batch in the job's loop][/BATCH_SIZE to time next()'s own code at]")
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--job-rss-bytes", type=int, default=0, help="the job's resident bytes (0: unknown)")
@@ -214,10 +230,12 @@ def main():
     torch.set_num_threads(1)
     fork_s_per_mib, exit_s_per_mib = (-1.0, -1.0) if args.no_fork_timing else fork_cost(
         fork_block_mib(args.job_rss_bytes))
-    for sizes, pace in args.batch:
+    for sizes, pace, batch_size in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
             line += " fork_s_per_mib %.9f exit_s_per_mib %.9f" % (fork_s_per_mib, exit_s_per_mib)
+            if batch_size is not None:
+                line += " next_own_cpu_s %.9f" % time_next_own(batch_size)
         except Exception as e:  # this batch's timing alone: the next ones still run
             line = f"failed {type(e).__name__}: {e}".replace("\n", " ")
         print(line, flush=True)
@@ -306,6 +324,42 @@ def time_handoff(sizes, pace, warmup, batch_count):
             "free_cpu_s %.9f batches %d pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d"
             % (max(0, loop) / 1e9, receive / n, receive_wall, max(0, shared_extra) / n, max(0, touch) / n,
                max(0, free), batches, pace, startup, shutdown, rss))
+
+
+class Indices(Dataset):
+    """Indices only: the timed next() never fetches from it."""
+    def __init__(self, count):
+        self.count = count
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        return index
+
+
+def time_next_own(batch_size, warmup=100, batch_count=2000, timed_s=0.3):
+    """The main thread's CPU a next() without workers spends outside its
+    fetch: a RandomSampler drawing `batch_size` indices (0: one, as for
+    batch_size=None) and the iterator's bookkeeping, with the fetcher
+    replaced by one that hands back its indices. The median of 5 rounds
+    (a round: `batch_count` calls or `timed_s`, at least 100)."""
+    per_epoch = (warmup + batch_count + 1) * max(1, batch_size)
+    loader = DataLoader(Indices(per_epoch), batch_size=batch_size or None, shuffle=True, num_workers=0)
+    rounds = []
+    for _ in range(5):
+        it = iter(loader)
+        it._dataset_fetcher.fetch = lambda index: index  # the fetch span's work: not this timing's
+        for _ in range(warmup):
+            next(it)
+        start = time.thread_time_ns()
+        until = time.monotonic() + timed_s
+        calls = 0
+        while calls < batch_count and (calls < 100 or time.monotonic() < until):
+            next(it)
+            calls += 1
+        rounds.append((time.thread_time_ns() - start) / calls / 1e9)
+    return sorted(rounds)[len(rounds) // 2]
 
 
 if __name__ == "__main__":

@@ -714,7 +714,9 @@ def _measure_first_batch(iterator, scope, samples, tensors):
     time after the job what the worker's collate into shared memory and the
     step's read and free of the received batch cost beyond the same batch in
     the heap (_request_handoff_timing): what a loop without workers would not
-    pay, which this profile cannot take apart from its fetches and steps."""
+    pay, which this profile cannot take apart from its fetches and steps,
+    nor the iterator's own code in a next() without workers from receiving
+    (the request carries the batch size for it)."""
     original = iterator._next_data
 
     def first_batch():
@@ -732,7 +734,7 @@ def _measure_first_batch(iterator, scope, samples, tensors):
                 sizes = _tensor_bytes(data, [])
                 _ext.config(scope, "batch_tensors", len(sizes))
                 _ext.config(scope, "batch_bytes", sum(sizes))
-                _request_handoff_timing(scope, sizes, True)
+                _request_handoff_timing(scope, sizes, True, batch_size=_indices_per_batch(iterator, data))
         except Exception:
             pass  # optional: analysis counts batches as samples, the advice goes without the count
         return data
@@ -740,11 +742,24 @@ def _measure_first_batch(iterator, scope, samples, tensors):
     iterator._next_data = first_batch
 
 
-def _request_handoff_timing(scope, sizes, workers, pace_s=0):
+def _indices_per_batch(iterator, batch):
+    """The indices the sampler draws a batch: 0 without automatic batching
+    (batch_size=None: one), the batch sampler's batch_size, else the first
+    batch's leading dimension; None where unknown."""
+    if not getattr(iterator, "_auto_collation", True):
+        return 0
+    size = getattr(getattr(iterator, "_index_sampler", None), "batch_size", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    return _leading_dimension(batch) or None
+
+
+def _request_handoff_timing(scope, sizes, workers, pace_s=0, batch_size=None):
     """Asks `stallprof run` (STALLPROF_IPC_DIR) to time after the job a worker
     handing over a batch of these tensor sizes (stallprof.calibrate_ipc);
     "workers" says the loader had them, so only the shared-memory costs are
-    wanted. Rewritten when the pace is known; returns the request's path, or
+    wanted, and with `batch_size` the iterator's own code in a next() without
+    workers. Rewritten when the pace is known; returns the request's path, or
     None where no timing can be asked for."""
     folder = os.environ.get("STALLPROF_IPC_DIR")
     if not folder or not 0 < len(sizes) <= 256 or not os.path.isabs(sys.executable or ""):
@@ -752,7 +767,8 @@ def _request_handoff_timing(scope, sizes, workers, pace_s=0):
     path = os.path.join(folder, "%d-%d" % (os.getpid(), scope))
     with open(path + ".tmp", "w") as f:
         f.write("%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable, " ".join(map(str, sizes))) +
-                ("pace_s %.6f\n" % pace_s if pace_s > 0 else "") + ("workers 1\n" if workers else _rss_line()))
+                ("pace_s %.6f\n" % pace_s if pace_s > 0 else "") + ("workers 1\n" if workers else _rss_line()) +
+                ("batch_size %d\n" % batch_size if batch_size is not None else ""))
     os.rename(path + ".tmp", path + ".req")
     return path
 
