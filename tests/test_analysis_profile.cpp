@@ -446,6 +446,25 @@ TEST_CASE("With workers the DataLoader's own code in a next() without them is th
   CHECK_THAT(timed.source, Catch::Contains("timed after the run"));
 }
 
+TEST_CASE("A profile carries the outside load fitted to its delays, fitted once as it is built") {
+  // One worker whose 4 ms fetches waited 2 ms each for a core on 2 cores: more
+  // delay than 1 worker and a 5 ms step explain.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.iterations = 10;
+  spec.wait = kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i, 2 * kMs, 2 * kMs);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  model::LoaderProfile p = profiles->front();
+  REQUIRE(p.delay_background_threads > 0);
+  const double fitted = p.delay_background_threads;
+  p.delay_background_threads = -1;
+  CHECK(model::FitDelayBackground(p) == Approx(fitted));
+}
+
 TEST_CASE("A worker's gap between fetches while it held the next index is its loop's serial part") {
   // One worker (prefetch 2) fetching each batch in 2 ms and starting the next
   // 0.3 ms later; the main loop takes each batch as it comes (a 0.1 ms step),

@@ -394,6 +394,23 @@ TEST_CASE("Run-queue delay the job's own threads do not explain is fitted as a b
   CHECK(BackgroundThreads(p) > 1);
 }
 
+TEST_CASE("A load fitted once where the profile is built is the one every prediction from it runs with") {
+  // As above: 2 threads fit the 20 ms delay a batch of 1 worker on 2 cores.
+  LoaderProfile p = BaseProfile();
+  p.workers = 1;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = 0.02;
+  p.profiled_cores = 2;
+  CHECK(FitDelayBackground(p) == Approx(2).epsilon(1e-3));
+  // Set (as analysis sets it), the fit is not run again: a different figure shows it is taken as given.
+  p.delay_background_threads = 0.5;
+  CHECK(BackgroundThreads(p) == Approx(0.5));
+  CHECK(Predict(p, On(2))->background_threads == Approx(0.5));
+  CHECK(FitDelayBackground(p) == Approx(2).epsilon(1e-3));  // the fit itself ignores it
+  p.delay_background_threads = -1;  // not fitted: each use fits
+  CHECK(Predict(p, On(2))->background_threads == Approx(2).epsilon(1e-3));
+}
+
 TEST_CASE("A step on the CPU that waited for no core bounds the load fitted to the workers' delay") {
   // 8 workers beside a 50 ms step on one core, 2 cores: the workers waited
   // 30 ms a batch for a core (the kernel ran them beside each other), the

@@ -1734,7 +1734,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
   c.samples_per_batch = loader.config.batch_size > 0 ? loader.config.batch_size : 1;
   // Worker CPU per storage byte (the fit, or its estimate), as the model's profile has it.
   TraceAnalysis view;
-  const model::LoaderProfile profile = BuildProfile(trace, view, loader);
+  const model::LoaderProfile profile = BuildProfile(trace, view, loader, ProfileFits::kMeasured);
   c.miss_cpu_ns_per_byte = profile.cpu_s_per_storage_byte.value * 1e9;
   const double miss_cpu_s_per_batch = profile.cpu_s_per_batch - model::CpuSecondsAtMiss(profile, 0);
   c.off_cpu_without_device_ns = MedianOffCpuWithoutDevice(fetches);

@@ -19,8 +19,12 @@ namespace stallprof::analysis::internal {
 Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& options,
                                   const std::vector<StageTotals>& extra_stages = {});
 
-// The model's view of one analyzed loader.
-model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader);
+// The model's view of one analyzed loader. kMeasured leaves out what the
+// model fits to it by simulating the profiled configuration (the calibrated
+// receive, the outside load: about 50 simulations), which only predictions need.
+enum class ProfileFits { kFitted, kMeasured };
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader,
+                                  ProfileFits fits = ProfileFits::kFitted);
 
 // Stage totals are kept per (thread, name, scope): a thread may serve two
 // loaders (num_workers = 0), whose spans carry different scopes.

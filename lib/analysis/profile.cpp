@@ -56,7 +56,8 @@ double MainRssAtEpochStarts(const Trace& trace, const LoaderAnalysis& loader) {
   return 0;
 }
 
-model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader) {
+model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader,
+                                  ProfileFits fits) {
   constexpr double kNs = 1e-9;
   constexpr double kMiB = 1048576.0;
   model::LoaderProfile p;
@@ -583,7 +584,10 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   const double iterations = static_cast<double>(loader.iterations.size());
   for (const auto& st : loader.main_stages)
     if (iterations > 0) p.main_stages.push_back({st.name, st.cpu_s / iterations, st.wall_s / iterations});
+  if (fits == ProfileFits::kMeasured) return p;
   p.main_receive_s = model::CalibrateMainReceive(p);
+  // Last: the fit simulates the profiled configuration, calibrated receive included.
+  p.delay_background_threads = model::FitDelayBackground(p);
   return p;
 }
 

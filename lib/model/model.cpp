@@ -390,8 +390,7 @@ double IoScaleAtMiss(const LoaderProfile& p, double miss) {
   return (1 - storage) + storage * miss / profiled_miss;
 }
 
-namespace {
-double BackgroundFromDelay(const LoaderProfile& p) {
+double FitDelayBackground(const LoaderProfile& p) {
   if (p.profiled_cores <= 0) return 0;
   const double measured = p.delay_s_per_batch + p.compute_delay_s_per_batch;  // per batch, job threads
   // A delay under 1% of the batch's CPU is wake-up latency, not a load: on a
@@ -444,6 +443,11 @@ double BackgroundFromDelay(const LoaderProfile& p) {
     return sim_at(background).compute_delay_s / static_cast<double>(sim_batches);
   };
   return std::min(joint, fit(step_delay_at, p.compute_delay_s_per_batch, joint));
+}
+
+namespace {
+double BackgroundFromDelay(const LoaderProfile& p) {
+  return p.delay_background_threads >= 0 ? p.delay_background_threads : FitDelayBackground(p);
 }
 }  // namespace
 

@@ -142,6 +142,12 @@ struct LoaderProfile {
   // that the simulation of the profile reproduces its handoff; -1 = not
   // calibrated, the larger of handoff and receive.
   double main_receive_s = -1;
+  // The outside load fitted to the profiled run's run-queue delay
+  // (FitDelayBackground: a bisection of 26 simulations of the profiled
+  // configuration), fitted once where the profile is built and shared by
+  // every prediction from it (recommend made 16 such fits a loader, 89% of
+  // its simulations); -1 = fitted on each use.
+  double delay_background_threads = -1;
   std::string receive_source;            // how receive was obtained when not from wait spans (no workers)
                                          // (wait spans with CPU); measurable when batches were late, where
                                          // handoff is not. 0 = not recorded
@@ -459,6 +465,10 @@ inline constexpr double kOutsideCoresSeen = 0.5;
 // measured 645-773 samples/s in such a stretch, 1100-1300 quiet).
 inline constexpr double kStealSlowsHost = 0.05;
 double BackgroundThreads(const LoaderProfile& profile);
+// The outside load with which the simulation of the profiled configuration
+// shows the run-queue delay its threads measured: a bisection, whatever
+// delay_background_threads holds (BackgroundThreads takes that where set).
+double FitDelayBackground(const LoaderProfile& profile);
 
 // The fitted load a scenario keeps when it takes other processes' away
 // (Scenario::kOthersAway, the default of whatif, recommend and analyze's
