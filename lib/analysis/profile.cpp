@@ -56,6 +56,37 @@ double MainRssAtEpochStarts(const Trace& trace, const LoaderAnalysis& loader) {
   return 0;
 }
 
+namespace {
+// What a profile takes from a loader's iterations, in one pass over them (a
+// trace has hundreds of thousands: four passes were 3% of analyze).
+struct IterationSums {
+  double handoff = 0;                // steady waits at next() calls that found their batch ready
+  double receive = 0;                // steady main-thread CPU in next(), less its run-queue delay
+  uint64_t received = 0;             // the steady iterations with a receive
+  std::vector<double> warmup_extra;  // per epoch: its warm-up iterations' compute beyond `steady_compute`
+  std::vector<size_t> epoch_firsts;  // the iterations that opened an epoch
+};
+
+IterationSums SumIterations(const LoaderAnalysis& loader, double steady_compute) {
+  IterationSums sums;
+  sums.warmup_extra.assign(loader.epochs.size(), 0.0);
+  for (size_t i = 0; i < loader.iterations.size(); ++i) {
+    const Iteration& it = loader.iterations[i];
+    if (it.index_in_epoch == 0) sums.epoch_firsts.push_back(i);
+    if (it.steady || loader.steady_fallback) {
+      if (it.batch_deliverable) sums.handoff += it.wait_s;
+      if (it.receive_s >= 0) {
+        sums.receive += it.receive_s - it.receive_delay_s;
+        sums.received++;
+      }
+    } else if (!it.compute_unknown && it.epoch < sums.warmup_extra.size()) {
+      sums.warmup_extra[it.epoch] += it.compute_s - steady_compute;
+    }
+  }
+  return sums;
+}
+}  // namespace
+
 model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analysis, const LoaderAnalysis& loader,
                                   ProfileFits fits) {
   constexpr double kNs = 1e-9;
@@ -86,14 +117,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.steady_state_measured = !loader.steady_fallback;
   p.measured_samples_per_s = loader.steady_fallback ? 0 : loader.steady_samples_per_s;
   p.measured_wait_s_per_batch = loader.wait_steady.mean;
+  const IterationSums sums = SumIterations(loader, p.compute_s_per_batch);
   // Waits at next() calls that found a batch ready: the main process
   // receiving it, as the wall time it took (with the scheduler's latency to
   // run the main thread, which fluid sharing does not see: taking the delay
   // out made the compute case +6%).
-  double handoff = 0;
-  for (const auto& it : loader.iterations)
-    if ((it.steady || loader.steady_fallback) && it.batch_deliverable) handoff += it.wait_s;
-  p.handoff_s_per_batch = loader.compute_steady.count ? handoff / loader.compute_steady.count : 0;
+  p.handoff_s_per_batch = loader.compute_steady.count ? sums.handoff / loader.compute_steady.count : 0;
   // The DataLoader's own code in a next() without workers, outside the fetch
   // span (the sampler, the iterator's bookkeeping): without workers the
   // account's handoff line; with them timed after the run, since the main
@@ -113,16 +142,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // predicts delay from the cores it shares, and carrying the profile's along
   // charged it twice (a cold profile under memory pressure: 1.40 ms of CPU
   // and 0.86 ms of delay a batch, and the all-cached prediction -15%).
-  if (loader.config.num_workers > 0) {
-    double receive = 0;
-    uint64_t measured = 0;
-    for (const auto& it : loader.iterations)
-      if ((it.steady || loader.steady_fallback) && it.receive_s >= 0) {
-        receive += it.receive_s - it.receive_delay_s;
-        measured++;
-      }
-    p.receive_s_per_batch = measured ? receive / measured : 0;
-  }
+  if (loader.config.num_workers > 0) p.receive_s_per_batch = sums.received ? sums.receive / sums.received : 0;
   // Ranks on this host with this loader: their processes are in this trace.
   std::set<int32_t> ranks;
   for (const auto& other : analysis.loaders)
@@ -299,8 +319,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     double later = 0, serial = 0, started = 0;
     uint32_t later_count = 0;
     p.sampler_s_per_epoch = loader.SamplerFirstPerEpochS();
-    for (const auto& it : loader.iterations) {
-      if (it.index_in_epoch != 0) continue;
+    for (const size_t first_of_epoch : sums.epoch_firsts) {
+      const Iteration& it = loader.iterations[first_of_epoch];
       // From the __iter__ call to the first batch's return (iterator creation
       // and the first wait), less the sampler's first draw (paid apart).
       const auto& epoch = loader.epochs[it.epoch];
@@ -328,10 +348,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     if (p.workers > 0 && started > 0) p.startup_serial_share = std::clamp(serial / started, 0.0, 1.0);
     // The warm-up iterations' compute beyond the steady mean, per epoch
     // (none without a steady state: the mean is then the warm-up's own).
-    std::vector<double> extra(loader.epochs.size(), 0.0);
-    for (const auto& it : loader.iterations)
-      if (!loader.steady_fallback && !it.steady && !it.compute_unknown && it.epoch < extra.size())
-        extra[it.epoch] += it.compute_s - p.compute_s_per_batch;
+    const std::vector<double>& extra = sums.warmup_extra;
     p.warmup_extra_first_s = std::max(0.0, extra.front());
     if (extra.size() > 1) {
       p.warmup_extra_later_s = std::max(0.0, std::accumulate(extra.begin() + 1, extra.end(), 0.0) / (extra.size() - 1));
