@@ -465,6 +465,27 @@ TEST_CASE("A profile carries the outside load fitted to its delays, fitted once 
   CHECK(model::FitDelayBackground(p) == Approx(fitted));
 }
 
+TEST_CASE("A profile with work at its epochs' starts carries what the simulation puts there, simulated once as it is built") {
+  // 10 epochs of 10 iterations, the first of each 50 ms longer (warm-up work).
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 10;
+  spec.iterations = 10;
+  spec.wait = kMs;
+  spec.compute = 5 * kMs;
+  spec.first_epoch_start_compute = spec.later_epoch_start_compute = 50 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t i = 0; i < 100; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i % 10, 4 * kMs, 0);
+  const auto profiles = MeasureProfiles(b.trace, {});
+  REQUIRE(profiles.ok());
+  model::LoaderProfile p = profiles->front();
+  REQUIRE(p.warmup_extra_first_s > 0);
+  REQUIRE(p.epoch_start_simulated_s >= 0);
+  const double simulated = p.epoch_start_simulated_s;
+  p.epoch_start_simulated_s = -1;
+  CHECK(model::SimulateEpochStart(p) == Approx(simulated));
+}
+
 TEST_CASE("A worker's gap between fetches while it held the next index is its loop's serial part") {
   // One worker (prefetch 2) fetching each batch in 2 ms and starting the next
   // 0.3 ms later; the main loop takes each batch as it comes (a 0.1 ms step),

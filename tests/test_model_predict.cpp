@@ -1055,6 +1055,32 @@ TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of 
   CHECK(Predict(p, On(2))->loop_work_s_per_epoch == 0);
 }
 
+TEST_CASE("What the simulation puts into an epoch's start, simulated once where the profile is built, is the one predictions take out") {
+  // As above: 10 s of the loop's own work at the start of the one epoch, of
+  // which the simulation of the profiled configuration gives 0 to 0.2 s.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.profiled_cores = 2;
+  p.prefetch_factor = 2;
+  p.cpu_s_per_batch = 0.05;
+  p.compute_s_per_batch = 0.1;
+  p.compute_cpu_s_per_batch = {0.1, true, "test"};
+  p.epochs = 1;
+  p.batches_per_epoch = 20;
+  p.warmup_extra_first_s = 10;
+  const double simulated = SimulateEpochStart(p);
+  CHECK(simulated >= 0);
+  CHECK(simulated <= 0.2);
+  CHECK(Predict(p, On(2))->loop_work_s_per_epoch == Approx(10 - simulated));
+  // Set (as analysis sets it), it is taken as given, not simulated again.
+  p.epoch_start_simulated_s = 3;
+  CHECK(Predict(p, On(2))->loop_work_s_per_epoch == Approx(7));
+  CHECK(Predict(p, On(2, 1))->loop_work_s_per_epoch == Approx(7));
+  // Nothing to take out of: none simulated.
+  p.warmup_extra_first_s = 0;
+  CHECK(SimulateEpochStart(p) == -1);
+}
+
 TEST_CASE("The whole run counts an epoch's partial last batch as the samples it held") {
   // 10 batches of 10 an epoch, the last holding 5 (95 samples), compute bound at 0.1 s a batch.
   LoaderProfile p = BaseProfile();

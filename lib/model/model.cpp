@@ -515,22 +515,46 @@ namespace {
 // whole run carries it as measured.
 // `refork`: the scenario's later epochs that fork workers against the
 // profile's (LoaderProfile::fork_refault_later_s is paid that much).
-double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs, double per_epoch,
-                       double refork) {
-  if (!(p.warmup_extra_first_s > 0) && !(p.warmup_extra_later_s > 0)) return 0;
-  const double later = std::max(0.0, p.warmup_extra_later_s - p.fork_refault_later_s * std::max(0.0, 1 - refork));
-  if (costs.empty() || !(p.profiled_cores > 0)) return p.warmup_extra_first_s + (epochs - 1) * later;
+double SimulatedEpochStart(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs,
+                           double per_epoch) {
   // The profiled configuration, steady and from an empty pipeline.
   const SimConfig steady = SimFor(p, costs, p.workers, p.profiled_cores, 1, 1, 1, BackgroundThreads(p));
   const SimConfig epoch = OneEpoch(steady, per_epoch);
   const SimResult steady_sim = SimulateLoader(steady);
   const EpochMean epoch_sim = SimulateRunEpoch(p, epoch, p.persistent_workers, epochs);
   // SimFor runs at least kMinSimBatches.
-  const double simulated = std::max(
+  return std::max(
       0.0, epoch_sim.compute_s - static_cast<double>(epoch.batches) * steady_sim.compute_s / static_cast<double>(steady.batches));
+}
+
+double LoopWorkSeconds(const LoaderProfile& p, const std::vector<BatchCost>& costs, uint32_t epochs, double per_epoch,
+                       double refork) {
+  if (!(p.warmup_extra_first_s > 0) && !(p.warmup_extra_later_s > 0)) return 0;
+  const double later = std::max(0.0, p.warmup_extra_later_s - p.fork_refault_later_s * std::max(0.0, 1 - refork));
+  if (costs.empty() || !(p.profiled_cores > 0)) return p.warmup_extra_first_s + (epochs - 1) * later;
+  // Simulated where the profile was built, for its own epochs (per_epoch is
+  // the profile's unless it has none: then the scenario's simulated batches).
+  const double simulated = p.epoch_start_simulated_s >= 0 && p.batches_per_epoch > 0
+                               ? p.epoch_start_simulated_s
+                               : SimulatedEpochStart(p, costs, epochs, per_epoch);
   return std::max(0.0, p.warmup_extra_first_s - simulated) + (epochs - 1) * std::max(0.0, later - simulated);
 }
+
+// The profile's epochs and batches per epoch as Predict takes them.
+uint32_t ProfiledEpochs(const LoaderProfile& p) { return std::max<uint32_t>(1, p.epochs); }
+double ProfiledBatchesPerEpoch(const LoaderProfile& p, double simulated_batches) {
+  return std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : simulated_batches));
+}
 }  // namespace
+
+double SimulateEpochStart(const LoaderProfile& p) {
+  if ((!(p.warmup_extra_first_s > 0) && !(p.warmup_extra_later_s > 0)) || !(p.profiled_cores > 0) ||
+      !(p.batches_per_epoch > 0))
+    return -1;
+  const auto costs = SimCosts(p, Draw::kWholeRun);
+  if (costs.empty()) return -1;
+  return SimulatedEpochStart(p, costs, ProfiledEpochs(p), ProfiledBatchesPerEpoch(p, 0));
+}
 
 Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   if (Status st = Validate(p, s); !st.ok()) return st.error();
@@ -636,8 +660,8 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   // grows with the workers per core, except the part __iter__ spent starting
   // them one after another (startup_serial_share), which grows with the
   // workers; persistent workers start once.
-  const uint32_t epochs = std::max<uint32_t>(1, p.epochs);
-  const double per_epoch = std::max(1.0, std::round(p.batches_per_epoch > 0 ? p.batches_per_epoch : n));
+  const uint32_t epochs = ProfiledEpochs(p);
+  const double per_epoch = ProfiledBatchesPerEpoch(p, n);
   double startup_first = 0, startup_later = 0;
   const bool persistent = s.persistent_workers >= 0 ? s.persistent_workers > 0 : p.persistent_workers;
   out.startup_measured = workers == 0 || p.workers > 0 || p.startup_timed;

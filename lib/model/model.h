@@ -214,6 +214,12 @@ struct LoaderProfile {
   // whole-run prediction carries it into every scenario, net of what the
   // simulation itself puts there (model.cpp LoopWorkSeconds).
   double warmup_extra_first_s = 0, warmup_extra_later_s = 0;
+  // What the simulation of the profiled configuration itself puts into an
+  // epoch's start beyond its steady steps (SimulatedEpochStartSeconds: the
+  // step sharing the cores with workers filling their queues), taken out of
+  // the two above; simulated once where the profile is built (about 6
+  // simulations, which every prediction repeated); -1 = simulated on use.
+  double epoch_start_simulated_s = -1;
   // Of warmup_extra_later_s, what each later epoch's fork of its workers
   // cost the training process: its kernel CPU in those steps beyond its
   // steady rate (copy-on-write faults of the pages it writes). A scenario
@@ -469,6 +475,9 @@ double BackgroundThreads(const LoaderProfile& profile);
 // shows the run-queue delay its threads measured: a bisection, whatever
 // delay_background_threads holds (BackgroundThreads takes that where set).
 double FitDelayBackground(const LoaderProfile& profile);
+// LoaderProfile::epoch_start_simulated_s for `profile` (-1 where a prediction
+// would not simulate it: no warm-up work, no costs, no epochs).
+double SimulateEpochStart(const LoaderProfile& profile);
 
 // The fitted load a scenario keeps when it takes other processes' away
 // (Scenario::kOthersAway, the default of whatif, recommend and analyze's
