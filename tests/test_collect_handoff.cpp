@@ -63,6 +63,10 @@ TEST_CASE("A handoff request names the loader, the job's Python and its batch's 
   auto unbatched = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nworkers 1\nbatch_size 0\n");
   REQUIRE(unbatched.ok());
   CHECK(unbatched->batch_size == 0);
+  // Tabular loaders draw millions of indices a batch.
+  auto huge = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nworkers 1\nbatch_size 4194304\n");
+  REQUIRE(huge.ok());
+  CHECK(huge->batch_size == 4194304);
 }
 
 TEST_CASE("A malformed handoff request is refused with the reason") {
@@ -78,6 +82,7 @@ TEST_CASE("A malformed handoff request is refused with the reason") {
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nrss_bytes\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size 2.5\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size -1\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size 1e12\n").ok());
 }
 
 TEST_CASE("Only well-formed .req files in the folder are requests") {

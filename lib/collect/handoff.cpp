@@ -53,7 +53,7 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     const bool read = (line_in >> key >> value) && value >= 0;
     const bool pace = read && key == "pace_s" && value <= 3600, rss = read && key == "rss_bytes" && value < 1e15;
     const bool workers = read && key == "workers" && value <= 1e6;
-    const bool batch_size = read && key == "batch_size" && value <= (1 << 20) && value == std::floor(value);
+    const bool batch_size = read && key == "batch_size" && value <= (1 << 30) && value == std::floor(value);
     if (!pace && !rss && !workers && !batch_size)
       return InputError("a handoff request with a line that is not 'pace_s <seconds>', 'rss_bytes <bytes>', "
                         "'workers <count>' or 'batch_size <indices>'");
