@@ -137,6 +137,12 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.next_overhead_s_per_batch = {loader.config.ipc_next_own_cpu_s, true,
                                    "timed after the run (stallprof.calibrate_ipc): a RandomSampler's next() without "
                                    "workers at this loader's batch size, its fetch left out"};
+  else if (loader.config.num_workers > 0)
+    p.next_overhead_s_per_batch.source =
+        "not timed after the run (--no-handoff-timing, or a trace from before 2026-12-05): taken as 0, so a "
+        "prediction without workers is that much high";
+  else
+    p.next_overhead_s_per_batch.source = "not measured (no steady state to account): taken as 0";
   // The main thread's own CPU in next() (with workers: receiving; without, it
   // fetches too). Its run-queue delay there is left out: the simulation
   // predicts delay from the cores it shares, and carrying the profile's along
