@@ -420,16 +420,22 @@ TEST_CASE("Without workers a profile carries the DataLoader's own code in next()
   CHECK(profiles->front().handoff_s_per_batch == 0);
 }
 
-TEST_CASE("With workers the DataLoader's own code in a next() without them is the timing's after the run, else 0") {
-  // One worker; the main thread's 1 ms next() receives the batch, which
-  // holds the iterator's own code too: the profile cannot tell them apart.
-  TraceBuilder b;
+// One worker, 10 batches: a 1 ms next() and a 5 ms step each, the worker's
+// 4 ms fetch of each on CPU for `cpu` and waiting for a core for `delay`.
+void AddOneWorkerTenBatches(TraceBuilder& b, uint64_t cpu, uint64_t delay) {
   LoopSpec spec;
   spec.iterations = 10;
   spec.wait = kMs;
   spec.compute = 5 * kMs;
   const uint32_t w = AddOneWorkerLoader(b, spec);
-  for (uint64_t i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i, 4 * kMs, 0);
+  for (uint64_t i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i, cpu, delay);
+}
+
+TEST_CASE("With workers the DataLoader's own code in a next() without them is the timing's after the run, else 0") {
+  // The main thread's next() receives the batch, which holds the iterator's
+  // own code too: the profile cannot tell them apart.
+  TraceBuilder b;
+  AddOneWorkerTenBatches(b, 4 * kMs, 0);
   auto measure = [&] {
     const auto profiles = MeasureProfiles(b.trace, {});
     REQUIRE(profiles.ok());
@@ -447,15 +453,10 @@ TEST_CASE("With workers the DataLoader's own code in a next() without them is th
 }
 
 TEST_CASE("A profile carries the outside load fitted to its delays, fitted once as it is built") {
-  // One worker whose 4 ms fetches waited 2 ms each for a core on 2 cores: more
-  // delay than 1 worker and a 5 ms step explain.
+  // Fetches that waited 2 ms each for a core on 2 cores: more delay than 1
+  // worker and a 5 ms step explain.
   TraceBuilder b;
-  LoopSpec spec;
-  spec.iterations = 10;
-  spec.wait = kMs;
-  spec.compute = 5 * kMs;
-  const uint32_t w = AddOneWorkerLoader(b, spec);
-  for (uint64_t i = 0; i < 10; ++i) b.Span(w, names::kFetch, spec.start + i * 6 * kMs, 4 * kMs, 1, i, 2 * kMs, 2 * kMs);
+  AddOneWorkerTenBatches(b, 2 * kMs, 2 * kMs);
   const auto profiles = MeasureProfiles(b.trace, {});
   REQUIRE(profiles.ok());
   model::LoaderProfile p = profiles->front();

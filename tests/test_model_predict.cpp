@@ -1031,11 +1031,11 @@ TEST_CASE("A later epoch's copy-on-write refaults are paid only by scenarios who
   CHECK(Predict(p, On(4, 0))->loop_work_s_per_epoch == Approx(3 * 0.05 / 4).epsilon(1e-3));  // no workers, no fork
 }
 
-TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of the cores with workers filling their queues") {
-  // A CPU-bound step of 100 ms beside 2 workers of 50 ms a batch on 2 cores:
-  // at an epoch's start the workers fill their 4 slots while the step runs,
-  // which slows it by at most the CPU of those fetches (0.2 s), and the
-  // simulation gives every scenario that already.
+// A CPU-bound step of 100 ms beside 2 workers of 50 ms a batch on 2 cores,
+// one epoch of 20 batches, 10 s of the loop's own work at its start: at the
+// epoch's start the workers fill their 4 slots while the step runs, which
+// slows it by at most the CPU of those fetches (0.2 s).
+LoaderProfile EpochStartWorkProfile() {
   LoaderProfile p = BaseProfile();
   p.workers = 2;
   p.profiled_cores = 2;
@@ -1046,6 +1046,12 @@ TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of 
   p.epochs = 1;
   p.batches_per_epoch = 20;
   p.warmup_extra_first_s = 10;
+  return p;
+}
+
+TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of the cores with workers filling their queues") {
+  // The simulation gives every scenario the slowed step already.
+  LoaderProfile p = EpochStartWorkProfile();
   auto r = Predict(p, On(2));
   REQUIRE(r.ok());
   CHECK(r->loop_work_s_per_epoch < 10);
@@ -1056,18 +1062,8 @@ TEST_CASE("The loop's own work at epoch starts leaves out the step's sharing of 
 }
 
 TEST_CASE("What the simulation puts into an epoch's start, simulated once where the profile is built, is the one predictions take out") {
-  // As above: 10 s of the loop's own work at the start of the one epoch, of
-  // which the simulation of the profiled configuration gives 0 to 0.2 s.
-  LoaderProfile p = BaseProfile();
-  p.workers = 2;
-  p.profiled_cores = 2;
-  p.prefetch_factor = 2;
-  p.cpu_s_per_batch = 0.05;
-  p.compute_s_per_batch = 0.1;
-  p.compute_cpu_s_per_batch = {0.1, true, "test"};
-  p.epochs = 1;
-  p.batches_per_epoch = 20;
-  p.warmup_extra_first_s = 10;
+  // Of the 10 s, the simulation of the profiled configuration gives 0 to 0.2 s.
+  LoaderProfile p = EpochStartWorkProfile();
   const double simulated = SimulateEpochStart(p);
   CHECK(simulated >= 0);
   CHECK(simulated <= 0.2);

@@ -609,8 +609,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     if (iterations > 0) p.main_stages.push_back({st.name, st.cpu_s / iterations, st.wall_s / iterations});
   if (fits == ProfileFits::kMeasured) return p;
   p.main_receive_s = model::CalibrateMainReceive(p);
-  // Last: these simulate the profiled configuration, calibrated receive included.
-  p.delay_background_threads = model::FitDelayBackground(p);
+  // Last: these simulate the profiled configuration, calibrated receive
+  // included; without its cores, a caller that sets them fits on use.
+  if (p.profiled_cores > 0) p.delay_background_threads = model::FitDelayBackground(p);
   p.epoch_start_simulated_s = model::SimulateEpochStart(p);
   return p;
 }

@@ -146,7 +146,9 @@ struct LoaderProfile {
   // (FitDelayBackground: a bisection of 26 simulations of the profiled
   // configuration), fitted once where the profile is built and shared by
   // every prediction from it (recommend made 16 such fits a loader, 89% of
-  // its simulations); -1 = fitted on each use.
+  // its simulations); -1 = fitted on each use. Both fits here describe the
+  // run as profiled: a copy changed for a scenario (MoveStagesToWorkers,
+  // PredictMissCpuFloor) keeps them, as it keeps the delays they fit.
   double delay_background_threads = -1;
   std::string receive_source;            // how receive was obtained when not from wait spans (no workers)
                                          // (wait spans with CPU); measurable when batches were late, where
