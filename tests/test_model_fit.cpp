@@ -23,15 +23,26 @@ TEST_CASE("A noisy line is fitted by least squares") {
 }
 
 TEST_CASE("CPU per batch against batch size splits per-batch and per-sample cost") {
-  std::vector<LoaderProfile> loaders(3);
+  std::vector<LoaderProfile> loaders(4);
   loaders[0].batch_size = 16, loaders[0].cpu_s_per_batch = 0.002 + 16 * 0.001;
   loaders[1].batch_size = 64, loaders[1].cpu_s_per_batch = 0.002 + 64 * 0.001;
   loaders[2].batch_size = 32, loaders[2].cpu_s_per_batch = 0;  // no fetch spans: left out
+  loaders[3].batch_size = 128, loaders[3].cpu_s_per_batch = 0.002 + 128 * 0.001;
   auto f = FitCpuAgainstBatchSize(loaders);
   REQUIRE(f.ok());
-  CHECK(f->points == 2);
+  CHECK(f->points == 3);
   CHECK(f->slope == Approx(0.001));
   CHECK(f->intercept == Approx(0.002));
+}
+
+TEST_CASE("CPU per batch is not fitted through two loaders, which any line passes through") {
+  std::vector<LoaderProfile> loaders(3);
+  loaders[0].batch_size = 32, loaders[0].cpu_s_per_batch = 0.0195;  // train: random crops
+  loaders[1].batch_size = 128, loaders[1].cpu_s_per_batch = 0.0827; // val: resize and center crop
+  loaders[2].batch_size = 128, loaders[2].cpu_s_per_batch = 0.0800; // the same batch size again
+  auto f = FitCpuAgainstBatchSize(loaders);
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.error().kind == stallprof::ErrorKind::kUnsupported);
 }
 
 TEST_CASE("A fit with one distinct setting asks for more data") {

@@ -275,7 +275,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   const std::string json = RecommendJson(Report({Planned(), val}));
   CHECK_THAT(json, Catch::EndsWith("}\n"));
   const Json d = ParseJson(json);
-  CHECK(Keys(d) == std::vector<std::string>{"trace", "cores", "memory_bytes", "loaders", "not_planned"});
+  CHECK(Keys(d) == std::vector<std::string>{"trace", "cores", "memory_bytes", "loaders", "not_planned", "other_loaders"});
   CHECK(d.at("trace").get<std::string>() == "runs/t.pb");
   CHECK(d.at("cores").get<double>() == 8);
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
@@ -343,5 +343,5 @@ TEST_CASE("The recommend JSON keeps its layout: spaces after commas and colons, 
                                      "[{\"loader\": \"train\", \"num_workers\": 4, \"prefetch_factor\": 2, "));
   CHECK_THAT(json, Catch::Contains("\"cache\": {\"point\": \"raw files\", \"policy\": \"lru\", \"bytes\": 4294967296, "
                                    "\"hit_ratio\": 0.4}, \"predicted_samples_per_s\": 3200, \"lp_samples_per_s\": 3276.8, "));
-  CHECK_THAT(json, Catch::EndsWith("\"assumptions\": [\"worker RSS unknown: taken as 0\"]}], \"not_planned\": []}\n"));
+  CHECK_THAT(json, Catch::EndsWith("\"assumptions\": [\"worker RSS unknown: taken as 0\"]}], \"not_planned\": [], \"other_loaders\": []}\n"));
 }

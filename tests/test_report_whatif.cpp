@@ -281,10 +281,13 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
   report.loaders[0].rows[2].other_epoch = Predicted(150, model::Bottleneck::kFetch, 2);
   report.cpu_fit = model::LinearFit{0.0012, 0.0005, 0.987, 2};
   report.not_predicted = {{"tgt", "loader 'tgt' has no dataset size"}};
+  report.other_loaders = {"val", "test\x1b[2J"};
   const std::string json = WhatIfJson(report);
   CHECK_THAT(json, Catch::EndsWith("}\n"));
   const Json d = ParseJson(json);
-  CHECK(Keys(d) == std::vector<std::string>{"trace", "loaders", "not_predicted", "cpu_fit"});
+  CHECK(Keys(d) == std::vector<std::string>{"trace", "loaders", "not_predicted", "other_loaders", "cpu_fit"});
+  CHECK(d.at("other_loaders") == Json::array({"val", "test\x1b[2J"}));
+  CHECK_THAT(WhatIfText(report), Catch::Contains("\nother loaders in the trace: val, test\\e[2J (--loader NAME or --loader all for them)\n"));
   REQUIRE(d.at("not_predicted").size() == 1);
   CHECK(d.at("not_predicted").at(0).at("loader").get<std::string>() == "tgt");
   CHECK(d.at("not_predicted").at(0).at("reason").get<std::string>() == "loader 'tgt' has no dataset size");
@@ -365,7 +368,7 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
   CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"cpu_s\": 0, \"io_s\": 0, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_all\": false, "
                                    "\"cache_policy\": \"lru\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
-  CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"cpu_fit\": null}\n"));
+  CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"other_loaders\": [], \"cpu_fit\": null}\n"));
 }
 
 TEST_CASE("The plot is an SVG with one bottleneck band per scenario and the measured line") {

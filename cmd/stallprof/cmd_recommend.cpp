@@ -53,6 +53,7 @@ int RunRecommend(const RecommendFlags& f) {
   report::RecommendReport out;
   out.trace = f.trace;
   out.options = options;
+  out.other_loaders = run->left_out;
   // A loader the model cannot predict (a prefetch thread's) is named beside
   // the others' plans; with none planned, its error is the answer.
   std::optional<Error> first_error;
@@ -84,7 +85,7 @@ void RegisterRecommend(CLI::App& app, Action& action) {
                   "job's own run-queue delay kept (all of it where other processes used under half a core); 0 (the "
                   "machine to itself, no delay beyond the model's), 'profiled' (the load fitted from the profile's "
                   "run-queue delay), or a number");
-  sub->add_option("--loader", f->loader, "only this loader (default: 'train' if present, else all)");
+  sub->add_option("--loader", f->loader, "only this loader, or all (default: 'train' if present, else all; the output names the others)");
   sub->add_flag_callback("--json", [f] { f->output = Output::kJson; }, "print the plan as JSON");
   AddWarmup(sub, f->warmup);
   sub->callback([&action, f] { action = [f] { return RunRecommend(*f); }; });

@@ -38,6 +38,7 @@ int RunWhatif(const WhatifOptions& o) {
   out.trace = o.trace;
   out.sweep = *sweep;
   out.plot = o.plot;
+  out.other_loaders = profiled->left_out;
   // A loader the scenario does not apply to (no dataset size for --cache) is
   // named beside the others' predictions; with none predicted, its error is the answer.
   std::optional<Error> first_error;
@@ -95,7 +96,7 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   auto* move = sub->add_option("--move-to-workers", o->flags.move_to_workers,
                                "stages you marked with stallprof.stage on the main thread between next() calls (analyze lists "
                                "them), done in the DataLoader's workers instead: a name or a list, e.g. augment,crop");
-  sub->add_option("--loader", o->loader, "only this loader (default: 'train' if present, else all)");
+  sub->add_option("--loader", o->loader, "only this loader, or all (default: 'train' if present, else all; the output names the others)");
   sub->add_option("--plot", o->plot, "write an SVG of samples/s against the swept variable, bottleneck regions marked, the whole run dashed beside the steady state where start-up makes them differ");
   sub->add_flag_callback("--json", [o] { o->output = Output::kJson; }, "print the predictions as JSON");
   AddWarmup(sub, o->warmup);

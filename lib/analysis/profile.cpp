@@ -701,13 +701,18 @@ Result<ProfiledRun> LoadProfiledRun(const std::string& path, const ProfileOption
   ProfiledRun run;
   run.machine = MeasuredMachine(digest->trace);
   std::string names;
+  const bool all = only == "all";
   for (auto& p : *profiles) {
     names += (names.empty() ? "" : ", ") + p.name;
-    if (only.empty() ? p.name == "train" : p.name == only) run.loaders.push_back(p);
+    if (all || (only.empty() ? p.name == "train" : p.name == only)) run.loaders.push_back(p);
+    else run.left_out.push_back(p.name);
   }
   if (!only.empty() && run.loaders.empty())
-    return UsageError("--loader " + only + ": no such loader in " + path + ", it has: " + names);
-  if (run.loaders.empty()) run.loaders = std::move(*profiles);
+    return UsageError("--loader " + only + ": no such loader in " + path + ", it has: " + names + " (or all)");
+  if (run.loaders.empty()) {
+    run.loaders = std::move(*profiles);
+    run.left_out.clear();
+  }
   return run;
 }
 

@@ -31,12 +31,13 @@ model::Machine MeasuredMachine(const Trace& trace);
 struct ProfiledRun {
   std::vector<model::LoaderProfile> loaders;  // the chosen loaders
   model::Machine machine;                     // the machine it ran on
+  std::vector<std::string> left_out;          // the trace's other loaders, by name
 };
 
 // Streams `path` (memory grows with iterations, not spans) and measures its
 // loaders. Keeps the loader named `only` when given (UsageError listing the
-// loaders the trace has when there is none), else the "train" loader when
-// there is one, else all. Load and measurement errors pass through.
+// loaders the trace has when there is none; "all" keeps every one), else the
+// "train" loader when there is one, else all. Load and measurement errors pass through.
 Result<ProfiledRun> LoadProfiledRun(const std::string& path, const ProfileOptions& options, const std::string& only);
 
 }  // namespace stallprof::analysis

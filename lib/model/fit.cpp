@@ -43,6 +43,8 @@ Result<LinearFit> FitCpuAgainstBatchSize(const std::vector<LoaderProfile>& loade
       x.push_back(l.batch_size);
       y.push_back(l.cpu_s_per_batch);
     }
+  if (std::set<double>(x.begin(), x.end()).size() < 3)
+    return UnsupportedError("a fit of CPU against batch size needs loaders of at least three batch sizes");
   return FitLine(x, y);
 }
 

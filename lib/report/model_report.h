@@ -25,6 +25,7 @@ struct WhatIfReport {
   // Loaders the scenario cannot be predicted for (--cache on a loader without
   // a dataset size), beside others that can: name and the one-line reason.
   std::vector<std::pair<std::string, std::string>> not_predicted;
+  std::vector<std::string> other_loaders;    // the trace's loaders not asked for (--loader)
   std::optional<model::LinearFit> cpu_fit;   // worker CPU per batch against batch size over the loaders
   std::string plot;                          // the SVG file written (--plot), "" = none; named by the text only
 };
@@ -43,6 +44,10 @@ std::string CpuFitLine(const model::LinearFit& fit);
 // configuration"); "" when it keeps them as busy.
 std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
                           const std::string& subject);
+
+// "\nother loaders in the trace: val, test (--loader NAME or --loader all to predict them)\n",
+// the line whatif and recommend end with when --loader left loaders out; "" when none.
+std::string OtherLoadersLine(const std::vector<std::string>& names);
 
 // The terminal output: the loaders' blocks separated by a blank line, then the
 // CPU fit and the plot file when there are any.
@@ -70,6 +75,7 @@ struct RecommendReport {
   std::vector<RecommendedLoader> loaders;
   // Loaders the plan could not cover (e.g. iterated on a prefetch thread): name, why.
   std::vector<std::pair<std::string, std::string>> not_planned;
+  std::vector<std::string> other_loaders;  // the trace's loaders not asked for (--loader)
 };
 
 // The paste-ready line: "DataLoader(..., num_workers=4, prefetch_factor=2, ...)".

@@ -190,6 +190,7 @@ std::string RecommendText(const RecommendReport& report) {
     out += RecommendLoaderText(report.loaders[i], report.options, report.trace);
   }
   for (const auto& [loader, why] : report.not_planned) out += fmt::format("\nnot planned: {}\n", TerminalSafe(why));
+  out += OtherLoadersLine(report.other_loaders);
   return out;
 }
 
@@ -262,6 +263,9 @@ std::string RecommendJson(const RecommendReport& report) {
   w.EndArray();
   w.Key("not_planned").BeginArray();
   for (const auto& [loader, why] : report.not_planned) w.BeginObject().Field("loader", loader).Field("reason", why).EndObject();
+  w.EndArray();
+  w.Key("other_loaders").BeginArray();
+  for (const auto& name : report.other_loaders) w.String(name);
   w.EndArray();
   w.EndObject();
   out += '\n';

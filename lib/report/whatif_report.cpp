@@ -8,6 +8,7 @@
 #include "json_writer.h"
 #include "model/cache.h"
 #include "model_report.h"
+#include "terminal.h"
 
 namespace stallprof::report {
 
@@ -203,6 +204,13 @@ std::string BusyCoresNote(const model::Prediction& profiled, const model::Predic
   return "";
 }
 
+std::string OtherLoadersLine(const std::vector<std::string>& names) {
+  if (names.empty()) return "";
+  std::string list;
+  for (const auto& name : names) list += (list.empty() ? "" : ", ") + TerminalSafe(name);
+  return fmt::format("\nother loaders in the trace: {} (--loader NAME or --loader all for them)\n", list);
+}
+
 std::string WhatIfText(const WhatIfReport& report) {
   std::string out;
   for (size_t i = 0; i < report.loaders.size(); ++i) {
@@ -210,6 +218,7 @@ std::string WhatIfText(const WhatIfReport& report) {
     out += WhatIfLoaderText(report.loaders[i], report.sweep, report.trace);
   }
   for (const auto& [loader, why] : report.not_predicted) out += fmt::format("\nnot predicted: {}\n", why);
+  out += OtherLoadersLine(report.other_loaders);
   if (report.cpu_fit) out += fmt::format("  {}\n", CpuFitLine(*report.cpu_fit));
   if (!report.plot.empty() && !report.loaders.empty())
     out += fmt::format("plot: {} (loader '{}')\n", report.plot, report.loaders.front().loader);
@@ -279,6 +288,9 @@ std::string WhatIfJson(const WhatIfReport& report) {
     w.Field("loader", loader).Field("reason", why);
     w.EndObject();
   }
+  w.EndArray();
+  w.Key("other_loaders").BeginArray();
+  for (const auto& name : report.other_loaders) w.String(name);
   w.EndArray();
   w.Key("cpu_fit");
   if (report.cpu_fit) w.String(CpuFitLine(*report.cpu_fit)); else w.Null();

@@ -138,4 +138,35 @@ d = json.load(sys.stdin)
 assert [l["loader"] for l in d["loaders"]] == ["src"], d["loaders"]
 assert [n["loader"] for n in d["not_predicted"]] == ["tgt"], d["not_predicted"]
 ' || fail "the JSON does not list the loader not predicted"
+
+# A train and a validation loader: whatif and recommend predict train by
+# default and name the loader they left out; --loader all predicts both.
+cat >trainval.py <<'PY'
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+train_loader = DataLoader(TensorDataset(torch.zeros(64, 8)), batch_size=8)
+val_loader = DataLoader(TensorDataset(torch.zeros(32, 8)), batch_size=16)
+for epoch in range(2):
+    for (x,) in train_loader:
+        pass
+    for (x,) in val_loader:
+        pass
+PY
+$SP run -q -o tv.pb -- "$PY" trainval.py || fail "run of a train and a val loader failed"
+$SP whatif tv.pb >tv.txt || fail "whatif of train and val failed"
+grep -q "^other loaders in the trace: val (--loader NAME or --loader all" tv.txt || fail "whatif does not name the loader it left out: $(tail -3 tv.txt)"
+grep -q "loader 'val'" tv.txt && fail "whatif predicted val without --loader"
+$SP recommend tv.pb >tv_rec.txt || fail "recommend of train and val failed"
+grep -q "^other loaders in the trace: val" tv_rec.txt || fail "recommend does not name the loader it left out: $(tail -3 tv_rec.txt)"
+$SP whatif tv.pb --loader all --json >tv_all.json || fail "whatif --loader all failed"
+$SP recommend tv.pb --json >tv_rec.json || fail "recommend --json failed"
+"$PY" - tv_all.json tv_rec.json <<'PY' || fail "--loader all or the JSON's other_loaders is wrong (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [l["loader"] for l in d["loaders"]] == ["train", "val"], [l["loader"] for l in d["loaders"]]
+assert d["other_loaders"] == [], d["other_loaders"]
+r = json.load(open(sys.argv[2]))
+assert [l["loader"] for l in r["loaders"]] == ["train"], r["loaders"]
+assert r["other_loaders"] == ["val"], r["other_loaders"]
+PY
 echo "PASS"
