@@ -347,3 +347,19 @@ TEST_CASE("A start-up timed after the run names the loader's worker_init_fn, whi
                                              "worker_init_fn (seed_worker), which the timing did not: a profile with "
                                              "workers times it)"));
 }
+
+TEST_CASE("The profiled hit ratio is unknown, not 0%, where the bytes a sample needs are unknown") {
+  auto hit_line = [](double bytes_per_sample, double hit_ratio) {
+    LoaderProfile p = Loader();
+    p.bytes_per_sample = {bytes_per_sample, bytes_per_sample > 0, "test"};
+    p.cold_hit_ratio = hit_ratio;
+    auto r = WhatIf(p, OneCore(), Sweep{});
+    REQUIRE(r.ok());
+    for (const auto& line : r->inputs)
+      if (line.rfind("page-cache hit ratio in the profiled run", 0) == 0) return line;
+    FAIL("no hit ratio line");
+    return std::string();
+  };
+  CHECK_THAT(hit_line(0, 0), Catch::Contains("unknown (the bytes a sample needs are unknown"));
+  CHECK_THAT(hit_line(4096, 0.25), Catch::Contains(": 25% (measured"));
+}

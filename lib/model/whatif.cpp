@@ -402,9 +402,14 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                      ? "; the items: an epoch's samples to StopIteration, the dataset has no len"
                                      : "")
                    : "dataset size: unknown (the dataset lists no files and its fetches read none): --cache cannot be predicted");
-  in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, {} vs bytes needed)",
-                           p.cold_hit_ratio * 100,
-                           p.storage_bytes_per_batch > 0 ? "fetches' storage reads" : "disk reads"));
+  // Without the bytes a sample needs there is no ratio (analysis leaves it
+  // 0), and "0% (measured)" read as a cold cache.
+  if (p.bytes_per_sample.value <= 0)
+    in.push_back("page-cache hit ratio in the profiled run: unknown (the bytes a sample needs are unknown: above)");
+  else
+    in.push_back(fmt::format("page-cache hit ratio in the profiled run: {:.0f}% (measured, {} vs bytes needed)",
+                             p.cold_hit_ratio * 100,
+                             p.storage_bytes_per_batch > 0 ? "fetches' storage reads" : "disk reads"));
   return in;
 }
 
