@@ -47,6 +47,15 @@ TEST_CASE("Sweep flags parse binary sizes, bandwidths and lists") {
   CHECK(s->storage_bandwidth == 500.0 * 1024 * 1024);
 }
 
+TEST_CASE("The cache policy is Linux's page cache unless --cache-policy names a plain LRU or a static subset") {
+  SweepFlags f;
+  CHECK(ParseSweep(f)->cache_policy == CachePolicy::kPageCache);
+  f.cache_policy = "lru";
+  CHECK(ParseSweep(f)->cache_policy == CachePolicy::kLru);
+  f.cache_policy = "pagecache";
+  CHECK(ParseSweep(f)->cache_policy == CachePolicy::kPageCache);
+}
+
 TEST_CASE("Bad sweep flags are usage errors that name the flag") {
   auto bad = [](SweepFlags f, const std::string& flag) {
     auto s = ParseSweep(f);

@@ -35,7 +35,7 @@ RecommendedLoader Planned() {
   r.predicted.bottleneck = model::Bottleneck::kPrep;
   r.measured_samples_per_s = 1600;
   r.cache.point = model::CachePoint::kRawFiles;
-  r.cache.policy = model::CachePolicy::kLru;
+  r.cache.policy = model::CachePolicy::kPageCache;
   r.cache.bytes = uint64_t{4} << 30;
   r.cache.hit_ratio = 0.4;
   r.lp.rows = {{model::RowKind::kStageCpu, "cpu[decode]", 3.5, 0, 1e-7},
@@ -65,7 +65,7 @@ TEST_CASE("The recommend text has the DataLoader line, cache plan, throughput, b
         "\n"
         "  DataLoader(..., num_workers=4, prefetch_factor=2, pin_memory=torch.cuda.is_available(), persistent_workers=True)\n"
         "\n"
-        "cache plan:   leave 4.00 GiB of page cache to the dataset's files (LRU under shuffling: hit ratio 40%)\n"
+        "cache plan:   leave 4.00 GiB of page cache to the dataset's files (Linux's page cache under shuffling: hit ratio 40%)\n"
         "throughput:   3200.0 samples/s predicted, steady state (simulated; LP optimum 3276.8 with fractional "
         "workers), cpu prep bound; measured 1600.0 samples/s steady state: 2.00x\n"
         "whole run:    2900.0 samples/s predicted with start-up 250.00 ms per epoch; measured 1500.0 samples/s whole run\n"
@@ -193,7 +193,9 @@ TEST_CASE("Every cache plan is put in words") {
   auto l = Planned();
   auto& c = l.plan.cache;
   CHECK(CacheLine(l.plan, l.profile) ==
-        "leave 4.00 GiB of page cache to the dataset's files (LRU under shuffling: hit ratio 40%)");
+        "leave 4.00 GiB of page cache to the dataset's files (Linux's page cache under shuffling: hit ratio 40%)");
+  c.policy = model::CachePolicy::kLru;
+  CHECK(CacheLine(l.plan, l.profile) == "an LRU cache of 4.00 GiB over the dataset's files (hit ratio 40%)");
   c.policy = model::CachePolicy::kStatic;
   CHECK(CacheLine(l.plan, l.profile) ==
         "keep a fixed 4.00 GiB of the raw files in memory (static cache, MinIO-like: hit ratio 40%)");
@@ -295,7 +297,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(l.at("prefetch_factor").get<double>() == 2);
   CHECK(l.at("dataloader").get<std::string>() == DataLoaderLine(Planned().plan));
   CHECK(l.at("cache").at("point").get<std::string>() == "raw files");
-  CHECK(l.at("cache").at("policy").get<std::string>() == "lru");
+  CHECK(l.at("cache").at("policy").get<std::string>() == "pagecache");
   CHECK(l.at("cache").at("bytes").get<double>() == 4294967296.0);
   CHECK(l.at("cache").at("hit_ratio").get<double>() == 0.4);
   CHECK(l.at("predicted_samples_per_s").get<double>() == 3200);
@@ -341,7 +343,7 @@ TEST_CASE("The recommend JSON keeps its layout: spaces after commas and colons, 
   const std::string json = RecommendJson(Report({l}));
   CHECK_THAT(json, Catch::StartsWith("{\"trace\": \"runs/t.pb\", \"cores\": 8, \"memory_bytes\": 68719476736, \"loaders\": "
                                      "[{\"loader\": \"train\", \"num_workers\": 4, \"prefetch_factor\": 2, "));
-  CHECK_THAT(json, Catch::Contains("\"cache\": {\"point\": \"raw files\", \"policy\": \"lru\", \"bytes\": 4294967296, "
+  CHECK_THAT(json, Catch::Contains("\"cache\": {\"point\": \"raw files\", \"policy\": \"pagecache\", \"bytes\": 4294967296, "
                                    "\"hit_ratio\": 0.4}, \"predicted_samples_per_s\": 3200, \"lp_samples_per_s\": 3276.8, "));
   CHECK_THAT(json, Catch::EndsWith("\"assumptions\": [\"worker RSS unknown: taken as 0\"]}], \"not_planned\": [], \"other_loaders\": []}\n"));
 }

@@ -95,7 +95,7 @@ TEST_CASE("The what-if text has the baseline, the table header, a row per scenar
                     "measured 400.0 samples/s: model error +5.0%");
   CHECK(lines[2] == "  steady state above (past the warm-up); whole run, every epoch from iterator creation: "
                     "predicted 300.0 samples/s (start-up 1.25 s per epoch)");
-  CHECK(lines[3] == "scenario: cache policy lru, steady state");
+  CHECK(lines[3] == "scenario: cache policy pagecache, steady state");
   CHECK(lines[4].empty());
   CHECK(lines[5] == kHeader);
   CHECK(lines[6] == "     1       2     as run    50%       200.0      300.0   20.00 ms    25%    15%     7%      3%  cpu prep     -50.0%");
@@ -313,7 +313,7 @@ TEST_CASE("The what-if JSON parses and carries every loader, scenario and input"
     const Json& s = l.at("scenarios").at(i);
     CHECK(s.at("cores").get<double>() == (i == 0 ? 1 : i == 1 ? 2 : 4));
     CHECK(s.at("workers").get<double>() == 2);
-    CHECK(s.at("cache_policy").get<std::string>() == "lru");
+    CHECK(s.at("cache_policy").get<std::string>() == "pagecache");
     CHECK(s.at("first_epoch").get<bool>() == false);
     CHECK(s.at("prediction").at("samples_per_s").get<double>() == Approx(200.0 * s.at("cores").get<double>()));
     CHECK(s.contains("other_epoch") == (i == 2));
@@ -367,7 +367,7 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
                                      "\"step_s\": 0.00952381, "));
   CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"cpu_s\": 0, \"io_s\": 0, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_all\": false, "
-                                   "\"cache_policy\": \"lru\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
+                                   "\"cache_policy\": \"pagecache\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"other_loaders\": [], \"cpu_fit\": null}\n"));
 }
 

@@ -76,7 +76,7 @@ void RegisterWhatif(CLI::App& app, Action& action) {
   sub->add_option("--cache", o->flags.cache,
                   "cache for the dataset (K/M/G/T, binary), or a list: 0,50G,200G; 'all' for everything cached "
                   "(needs no dataset size)");
-  sub->add_option("--cache-policy", o->flags.cache_policy, "lru (the OS page cache, default) or static (a fixed subset, MinIO-like)");
+  sub->add_option("--cache-policy", o->flags.cache_policy, "pagecache (Linux's page cache: active and inactive lists, recent refaults activated; default), lru (a plain LRU cache) or static (a fixed subset, MinIO-like)");
   sub->add_option("--accel-speedup", o->flags.accel_speedup, "how many times faster the training step is (e.g. 2)");
   sub->add_option("--disk-bw", o->flags.disk_bw, "storage bandwidth, e.g. 2G/s (default: the measured peak)");
   sub->add_flag("--first-epoch", o->flags.first_epoch, "predict the cold first epoch instead of the steady state");

@@ -69,7 +69,7 @@ const char* ToString(CachePoint point);  // "none", "raw files", "decoded sample
 
 struct CachePlan {
   CachePoint point = CachePoint::kNone;
-  CachePolicy policy = CachePolicy::kLru;
+  CachePolicy policy = CachePolicy::kPageCache;
   uint64_t bytes = 0;
   double hit_ratio = 0;
   std::string stage;  // the decoded stage's name for kDecoded

@@ -16,7 +16,10 @@
 namespace stallprof::model {
 
 enum class AccessOrder { kRandom, kSequential };
-enum class CachePolicy { kLru, kStatic };
+// kPageCache: Linux's page cache (its active and inactive lists, refaults
+// activated: docs/model.md "Cache hit ratio"); kLru: a plain LRU cache;
+// kStatic: a fixed subset kept.
+enum class CachePolicy { kPageCache, kLru, kStatic };
 // kHandoff: the main process receiving batches from the workers (IPC,
 // unpickling) costs more per step than computing: neither more workers nor
 // faster storage helps; fewer, larger or cheaper-to-transfer batches do.
@@ -378,7 +381,7 @@ struct Scenario {
   int32_t prefetch_factor = -1;   // -1: as profiled
   int32_t persistent_workers = -1;  // -1: as profiled, 0 or 1: persistent_workers=False/True
   int64_t cache_bytes = -1;       // -1: as profiled
-  CachePolicy cache_policy = CachePolicy::kLru;
+  CachePolicy cache_policy = CachePolicy::kPageCache;
   double accel_speedup = 1;
   double storage_bandwidth = 0;   // 0: as profiled
   bool first_epoch = false;       // predict the cold first epoch instead of steady state

@@ -33,7 +33,7 @@ std::vector<Candidate> CacheCandidates(const LoaderProfile& p, uint64_t memory_b
     for (double fraction : {0.25, 0.5, 0.75, 1.0}) {
       const auto bytes = static_cast<uint64_t>(fraction * static_cast<double>(p.dataset_bytes));
       if (!fits(bytes)) continue;
-      for (CachePolicy policy : {CachePolicy::kLru, CachePolicy::kStatic}) {
+      for (CachePolicy policy : {CachePolicy::kPageCache, CachePolicy::kStatic}) {
         auto hit = CacheHitRatio(p, bytes, policy, false);
         if (!hit.ok()) continue;
         Candidate c;

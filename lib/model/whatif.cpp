@@ -88,9 +88,10 @@ Result<Sweep> ParseSweep(const SweepFlags& f) {
     }
   }
   if (!f.cache_policy.empty()) {
-    if (f.cache_policy == "lru") s.cache_policy = CachePolicy::kLru;
+    if (f.cache_policy == "pagecache") s.cache_policy = CachePolicy::kPageCache;
+    else if (f.cache_policy == "lru") s.cache_policy = CachePolicy::kLru;
     else if (f.cache_policy == "static") s.cache_policy = CachePolicy::kStatic;
-    else return UsageError("--cache-policy '" + f.cache_policy + "': expected lru (the OS page cache) or static");
+    else return UsageError("--cache-policy '" + f.cache_policy + "': expected pagecache (Linux's page cache), lru or static");
     s.cache_policy_given = true;
   }
   if (!f.accel_speedup.empty()) {

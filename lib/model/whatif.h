@@ -18,7 +18,7 @@ struct SweepFlags {
   bool cores_given = false;  // --cores was on the command line (even as '')
   std::string workers;       // "auto" | "N[,N]"
   std::string cache;         // "0,50G,200G"
-  std::string cache_policy;  // "lru" | "static"
+  std::string cache_policy;  // "pagecache" | "lru" | "static"
   std::string accel_speedup; // "2"
   std::string disk_bw;       // "2G/s"
   bool first_epoch = false;
@@ -44,7 +44,7 @@ struct Sweep {
   std::vector<double> cores;        // empty: as profiled
   std::vector<int32_t> workers;     // -1 as profiled, kAutoWorkers, or a count
   std::vector<int64_t> cache_bytes; // -1 as profiled
-  CachePolicy cache_policy = CachePolicy::kLru;
+  CachePolicy cache_policy = CachePolicy::kPageCache;
   bool cache_policy_given = false;
   double accel_speedup = 1;
   double storage_bandwidth = 0;     // 0: as profiled

@@ -70,8 +70,11 @@ std::string CacheLine(const model::Recommendation& r, const model::LoaderProfile
       return p.dataset_bytes > 0 ? fmt::format("no cache needed beyond what the run had (hit ratio {:.0f}%)", c.hit_ratio * 100)
                                  : "none (the dataset size is unknown, so no cache was planned)";
     case model::CachePoint::kRawFiles:
-      return c.policy == model::CachePolicy::kLru
-                 ? fmt::format("leave {} of page cache to the dataset's files (LRU under shuffling: hit ratio {:.0f}%)",
+      if (c.policy == model::CachePolicy::kLru)  // recommend plans the page cache or a static one
+        return fmt::format("an LRU cache of {} over the dataset's files (hit ratio {:.0f}%)",
+                           FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100);
+      return c.policy == model::CachePolicy::kPageCache
+                 ? fmt::format("leave {} of page cache to the dataset's files (Linux's page cache under shuffling: hit ratio {:.0f}%)",
                                FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100)
                  : fmt::format("keep a fixed {} of the raw files in memory (static cache, MinIO-like: hit ratio {:.0f}%)",
                                FormatBytes(static_cast<double>(c.bytes)), c.hit_ratio * 100);
