@@ -11,8 +11,9 @@
 #          (blkio), larger than the page cache a cgroup v1 memory limit
 #          leaves, profiled cold (drop_caches) -> predict the
 #          cache that holds it all and a larger partial one (400M -> 650M
-#          limits), run both (partial: cache size read from the cgroup's
-#          memory.stat, LRU under shuffling, measured after one warm-up epoch).
+#          limits), run both (partial: the cache the files held, by fincore
+#          during the run; Linux's page cache under shuffling; measured in
+#          epochs 3-5 of a 5-epoch run, its steady state).
 # cpustep: a CPU-burning training step (16 ms) and 32 ms of prep CPU a batch
 #          with 8 ms blocked (a read), profiled with num_workers=0 -> predict
 #          1 and 2 workers on the same 2 cores, where workers and step share
@@ -474,7 +475,7 @@ validate_cache() {
   local files=$WORK/files size=$((512 << 10))
   local flags=(--workers 2 --batches 94 --batch-size 16 --epochs 2 --files "$files" --file-bytes "$size" --compute-ms 4)
   "$PY" "$WORKLOAD" --workers 0 --batches 1504 --batch-size 1 --epochs 1 --files "$files" --file-bytes "$size" >/dev/null
-  local predicted_all=() measured_all=() predicted_part=() measured_part=() profiled=() i
+  local predicted_all=() measured_all=() predicted_part=() measured_part=() lru_part=() profiled=() i
   for i in $(seq "$REPEAT"); do
     # Profile: cold cache, a limit that leaves the dataset only part of the page cache.
     sync
@@ -491,30 +492,67 @@ validate_cache() {
     cat "$files"/* >/dev/null
     in_slow_storage "$SP" run -q -o "$WORK/m2.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
     measured_all+=("$(measured_of "$WORK/m2.pb")")
-    # Target 2: a larger limit that still thrashes. One untraced epoch first
-    # brings the cgroup's page cache to its LRU steady state (the last items
-    # read), so the measured epochs are all steady state, as predicted.
+    # Target 2: a larger limit that still thrashes, measured in its steady
+    # state: the epochs after the first two of a 5-epoch run. (The traced
+    # run's own start, importing torch, evicted most of what an untraced
+    # epoch before had left: fincore read 337 MiB falling to 81 MiB before
+    # the first batch and 438 MiB at the end (2026-12-05), so its first
+    # epochs ran on a cache still filling, hit 0.11 where the kernel keeps
+    # about 0.25 of a shuffled dataset at that size: scripts/bench_page_cache.sh.)
     sync
     echo 1 >/proc/sys/vm/drop_caches
-    run_in_cgroup $((650 << 20)) "$PY" "$WORKLOAD" "${flags[@]}" --epochs 1 >/dev/null
-    run_in_cgroup $((650 << 20)) "$SP" run -q -o "$WORK/m3.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" >/dev/null
     # The cache the dataset had: its own resident pages (fincore), not the
-    # cgroup's whole page cache, which also holds Python's and torch's files.
-    local cache source=fincore
-    cache=$(fincore -b -n -o RES "$files"/* 2>/dev/null | awk '{s += $1} END {print s + 0}') || cache=0
-    [ "${cache:-0}" -gt 0 ] || { cache=$(cgroup_cache_bytes); source="the cgroup's page cache (no fincore)"; }
+    # cgroup's whole page cache, which also holds Python's and torch's files:
+    # the median of samples taken in the measured epochs. (One sample after
+    # the job read 72-183 MiB in one series: the handoff timing's shared
+    # memory, skipped here, evicts the files.)
+    local cache source="fincore, the median of samples over the measured epochs" samples=$WORK/fincore.txt
+    : >"$samples"
+    run_in_cgroup $((650 << 20)) "$SP" run -q --no-handoff-timing -o "$WORK/m3.pb" -- "$PY" "$WORKLOAD" "${flags[@]}" --epochs 5 >/dev/null &
+    local job=$!
+    while kill -0 "$job" 2>/dev/null; do
+      echo "$(date +%s.%N) $(fincore -b -n -o RES "$files"/* 2>/dev/null | awk '{s += $1} END {print s + 0}')" >>"$samples" || true
+      sleep 0.5
+    done
+    wait "$job"
     drop_cgroup
+    # The measured epochs (index 2 on): samples over seconds (each from its
+    # iterator's creation: a worker start-up of ~1% an epoch the steady
+    # prediction leaves out), their hit ratio from their device reads, and
+    # the samples' clock (CLOCK_REALTIME) turned into the trace's.
+    "$SP" analyze "$WORK/m3.pb" --json >"$WORK/m3-analyze.json"
+    local later
+    later=$("$PY" - "$WORK/m3-analyze.json" "$samples" "$size" <<'PY'
+import json, sys, time
+l = json.load(open(sys.argv[1]))["loaders"][0]
+later = [e for e in l["epochs"] if e["index"] >= 2]
+samples, seconds = sum(e["samples"] for e in later), sum(e["seconds"] for e in later)
+hit = max(0.0, 1 - sum(e["disk_read_bytes"] for e in later) / (samples * int(sys.argv[3])))
+# CLOCK_REALTIME - CLOCK_MONOTONIC, to place the fincore samples in the epochs.
+offset = time.time() - time.monotonic()
+start, end = later[0]["start_ns"] / 1e9 + offset, later[-1]["end_ns"] / 1e9 + offset
+inside = sorted(int(v) for t, v in (line.split() for line in open(sys.argv[2])) if start <= float(t) <= end and int(v) > 0)
+cache = inside[(len(inside) - 1) // 2] if inside else 0
+print(f"{samples / seconds:.3f} {hit:.3f} {cache} {len(inside)}")
+PY
+)
+    read -r later_rate later_hit cache cache_n <<<"$later"
+    [ "${cache:-0}" -gt 0 ] || { cache=$(($(awk '{print $2}' "$samples" | sort -n | tail -1))); source="fincore, the largest sample (none in the measured epochs)"; }
     "$SP" whatif "$WORK/m1.pb" --cache "$cache" --json >"$WORK/m1-part.json"
     predicted_part+=("$(json_get "$WORK/m1-part.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')")
-    measured_part+=("$(measured_of "$WORK/m3.pb")")
-    echo "cache: 650M limit left the dataset $((cache >> 20)) MiB of page cache ($source); LRU hit ratio" \
-      "predicted $(json_get "$WORK/m1-part.json" 'round(d["loaders"][0]["scenarios"][0]["prediction"]["hit_ratio"], 3)')," \
-      "measured $(json_get "$WORK/m3.pb.json" 'round(d["loaders"][0]["baseline"]["hit_ratio"], 3)')"
+    measured_part+=("$later_rate")
+    # The same with a plain LRU, as the model had it before 2026-12-05 (reported).
+    "$SP" whatif "$WORK/m1.pb" --cache "$cache" --cache-policy lru --json >"$WORK/m1-lru.json"
+    lru_part+=("$(json_get "$WORK/m1-lru.json" 'd["loaders"][0]["scenarios"][0]["prediction"]["samples_per_s"]')")
+    echo "cache: 650M limit left the dataset $((cache >> 20)) MiB of page cache ($source, $cache_n samples);" \
+      "epochs 3-5 hit ratio predicted $(json_get "$WORK/m1-part.json" 'round(d["loaders"][0]["scenarios"][0]["prediction"]["hit_ratio"], 3)')," \
+      "measured $later_hit; fincore (MiB, every 0.5 s): $(awk '{printf "%d ", $2 / 1048576}' "$samples")"
   done
   echo "cache, all cached: predicted ${predicted_all[*]}; measured ${measured_all[*]}"
-  echo "cache, 650M lru: predicted ${predicted_part[*]}; measured ${measured_part[*]}"
+  echo "cache, 650M pagecache, epochs 3-5: predicted ${predicted_part[*]}; measured ${measured_part[*]}"
   compare "cache: cold, 400M limit -> all cached" "${predicted_all[*]}" "${measured_all[*]}" "${profiled[*]}"
-  compare "cache: cold, 400M -> 650M limit (lru)" "${predicted_part[*]}" "${measured_part[*]}"
+  compare "cache: cold, 400M -> 650M limit (pagecache)" "${predicted_part[*]}" "${measured_part[*]}"
+  compare "cache: cold, 400M -> 650M limit, a plain LRU (info)" "${lru_part[*]}" "${measured_part[*]}"
 }
 
 validate_indexed() {
