@@ -241,3 +241,17 @@ TEST_CASE("the run-queue delay read through kept files matches the one read by p
   CHECK(kept <= by_path_after);
   CHECK(procfs::ReadRunQueueDelay(getpid(), files) >= kept);
 }
+
+TEST_CASE("The kernel's page reclaim is MGLRU when lru_gen's mask has its lowest bit, else the lists") {
+  const std::string path = (std::filesystem::temp_directory_path() / ("stallprof-lru-gen-" + std::to_string(getpid()))).string();
+  auto policy_of = [&](const char* contents) {
+    std::ofstream(path) << contents;
+    return PageReclaimPolicy(path);
+  };
+  CHECK(policy_of("0x0007\n") == "mglru");
+  CHECK(policy_of("0x0001\n") == "mglru");
+  CHECK(policy_of("0x0000\n") == "lists");
+  CHECK(policy_of("0x0006\n") == "lists");  // the optional features without the switch
+  std::remove(path.c_str());
+  CHECK(PageReclaimPolicy(path) == "lists");  // no file: a kernel built without MGLRU
+}

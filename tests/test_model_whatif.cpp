@@ -372,3 +372,18 @@ TEST_CASE("The profiled hit ratio is unknown, not 0%, where the bytes a sample n
   CHECK_THAT(hit_line(0, 0), Catch::Contains("unknown (the bytes a sample needs are unknown"));
   CHECK_THAT(hit_line(4096, 0.25), Catch::Contains(": 25% (measured"));
 }
+
+TEST_CASE("whatif names the profiled kernel's page reclaim, and warns when it is MGLRU") {
+  auto reclaim_line = [](const std::string& reclaim) {
+    Machine m = OneCore();
+    m.page_reclaim = reclaim;
+    auto r = WhatIf(Loader(), m, Sweep{});
+    REQUIRE(r.ok());
+    for (const auto& line : r->inputs)
+      if (line.rfind("page reclaim:", 0) == 0) return line;
+    return std::string();
+  };
+  CHECK_THAT(reclaim_line("mglru"), Catch::Contains("MGLRU") && Catch::Contains("may be off"));
+  CHECK_THAT(reclaim_line("lists"), Catch::Contains("active and inactive lists") && Catch::Contains("MGLRU off"));
+  CHECK(reclaim_line("").empty());  // not recorded: nothing said
+}

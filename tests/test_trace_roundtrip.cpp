@@ -335,6 +335,26 @@ TEST_CASE("the machine's page size round trips, and a trace without it reads 0")
   std::remove(path.c_str());
 }
 
+TEST_CASE("the kernel's page reclaim round trips, and a trace without it reads empty") {
+  const std::string path = TempPath("reclaim");
+  auto write = [&](const std::string& reclaim) {
+    pb::TraceHeader h = TestHeader();
+    if (!reclaim.empty()) h.set_page_reclaim(reclaim);
+    auto w = TraceWriter::Create(path, h);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Close().ok());
+  };
+  write("mglru");
+  auto loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.page_reclaim == "mglru");
+  write("");  // as a launcher before trace version 1.7 wrote it
+  loaded = LoadTrace(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->header.page_reclaim.empty());
+  std::remove(path.c_str());
+}
+
 TEST_CASE("the machine's steal column round trips while every system chunk has it, and is dropped otherwise") {
   const std::string path = TempPath("steal");
   // Chunks of two ticks each; `with_steal` says which carry the steal column.

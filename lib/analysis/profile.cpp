@@ -545,7 +545,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   std::string sampler = loader.config.sampler;
   std::transform(sampler.begin(), sampler.end(), sampler.begin(), [](unsigned char c) { return std::tolower(c); });
   // An IterableDataset streams in its own order, taken as the same each
-  // epoch (files read one after another): an LRU cache smaller than the
+  // epoch (files read one after another): a page cache smaller than the
   // stream keeps none of it. A stream that shuffles its shards fares better.
   // A shuffle repeated every epoch is a cycle too: each item comes back
   // after every other one.
@@ -554,7 +554,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                 ? model::AccessOrder::kSequential
                 : model::AccessOrder::kRandom;
   if (loader.config.sampler_order_repeats)
-    p.order_note = "the same shuffle every epoch: the sampler's set_epoch was not called, so an LRU cache smaller than "
+    p.order_note = "the same shuffle every epoch: the sampler's set_epoch was not called, so a page cache smaller than "
                    "the dataset keeps none of it";
 
   // Share of the bytes the loader needed that came from the page cache; only
@@ -686,6 +686,7 @@ model::Machine MeasuredMachine(const Trace& trace) {
   // memory available at the first sampler tick (available includes reclaimable cache).
   uint64_t available = trace.system.mem_available_bytes.empty() ? 0 : trace.system.mem_available_bytes.front();
   m.page_cache_bytes = std::max(trace.header.page_cache_bytes, available);
+  m.page_reclaim = trace.header.page_reclaim;
   return m;
 }
 

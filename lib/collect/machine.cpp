@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -101,6 +102,16 @@ double MeasurePageCacheCopyNsPerByte() {
   return passes[passes.size() / 2];
 }
 
+std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path) {
+  std::FILE* f = std::fopen(lru_gen_enabled_path.c_str(), "r");
+  if (!f) return "lists";
+  char text[32] = {};
+  const size_t n = std::fread(text, 1, sizeof text - 1, f);
+  std::fclose(f);
+  text[n] = '\0';
+  return (std::strtoul(text, nullptr, 16) & 1) ? "mglru" : "lists";  // e.g. "0x0007"
+}
+
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,
                                 uint64_t run_id) {
   pb::TraceHeader h;
@@ -136,6 +147,7 @@ pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeo
   if (getcwd(cwd, sizeof(cwd))) h.set_cwd(cwd);
   h.set_page_cache_copy_ns_per_byte(MeasurePageCacheCopyNsPerByte());
   if (const long page = sysconf(_SC_PAGESIZE); page > 0) h.set_page_bytes(static_cast<uint32_t>(page));
+  h.set_page_reclaim(PageReclaimPolicy());
   return h;
 }
 

@@ -20,6 +20,12 @@ struct RingGeometry {
 // misses cost the reading thread from its system time (docs/model.md).
 double MeasurePageCacheCopyNsPerByte();
 
+// How this kernel reclaims page cache: "mglru" when `lru_gen_enabled` (the
+// contents of /sys/kernel/mm/lru_gen/enabled, a hex mask) has its lowest bit
+// set, else "lists" (also when the file is missing: a kernel built without
+// MGLRU).
+std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path = "/sys/kernel/mm/lru_gen/enabled");
+
 // Fills a header from this machine and process. Never fails: a value that
 // cannot be read is left 0 / empty.
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,

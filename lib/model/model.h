@@ -369,6 +369,7 @@ struct Machine {
   double cores = 1;              // usable cores
   uint64_t memory_bytes = 0;
   uint64_t page_cache_bytes = 0;  // cache available to the dataset
+  std::string page_reclaim;       // the kernel's: "lists", "mglru", "" = not recorded (TraceHeader)
 };
 
 // Scenario::cache_bytes at or above this means "everything cached" (hit ratio

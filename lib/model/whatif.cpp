@@ -387,6 +387,14 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                            p.cpu_s_per_storage_byte.measured, p.cpu_s_per_storage_byte.source));
   in.push_back(fmt::format("profiled machine: {:g} usable cores, {} memory (measured, trace header)", m.cores,
                            FormatBytes(static_cast<double>(m.memory_bytes))));
+  // The pagecache policy is the kernel's classic lists; MGLRU ages pages otherwise.
+  if (m.page_reclaim == "mglru")
+    in.push_back("page reclaim: MGLRU (multi-generational LRU; measured, trace header): --cache-policy pagecache "
+                 "models the kernel's active and inactive lists, not MGLRU's generations, so a partial cache's hit "
+                 "ratio may be off (--cache-policy static gives the most any cache keeps, lru a plain LRU's)");
+  else if (m.page_reclaim == "lists")
+    in.push_back("page reclaim: the kernel's active and inactive lists, as --cache-policy pagecache models them "
+                 "(measured, trace header: MGLRU off)");
   in.push_back(Described("bytes read per sample", p.bytes_per_sample.value, FormatBytes(p.bytes_per_sample.value),
                          p.bytes_per_sample.measured, p.bytes_per_sample.source));
   in.push_back(Described("storage bandwidth", p.storage_bandwidth.value,

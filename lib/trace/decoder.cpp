@@ -230,6 +230,7 @@ Status TraceDecoder::Header(const pb::TraceHeader& h) {
   o.clock_source = h.clock_source() == "tsc" ? ClockSource::kTsc : ClockSource::kMonotonic;
   o.tsc_hz = h.tsc_hz();
   o.page_bytes = h.page_bytes();
+  o.page_reclaim = h.page_reclaim();
   return Status::Ok();
 }
 

@@ -127,6 +127,7 @@ struct TraceHeader {
   ClockSource clock_source = ClockSource::kMonotonic;
   double tsc_hz = 0;  // kTsc: the calibrated TSC rate
   uint32_t page_bytes = 0;  // the machine's page size; 0 = not recorded (4096 assumed)
+  std::string page_reclaim;  // "lists", "mglru", "" = not recorded (trace.proto)
 };
 
 struct ProcessInfo {

@@ -58,6 +58,10 @@ sys=$(sed -n 's/^system_samples=//p' "$TMP/sum")
 [ "$sys" -ge 3 ] || fail "expected system samples, got $sys"
 grep -qx "command=./producer alpha 5000 linger 300" "$TMP/sum" || fail "header command wrong"
 grep -qx "page_bytes=$(getconf PAGESIZE)" "$TMP/sum" || fail "header page size not the machine's $(getconf PAGESIZE): $(grep page_bytes "$TMP/sum")"
+# MGLRU is on when /sys/kernel/mm/lru_gen/enabled (a hex mask) has bit 0; a kernel without the file has the lists.
+reclaim=lists
+if [ -r /sys/kernel/mm/lru_gen/enabled ] && (( $(cat /sys/kernel/mm/lru_gen/enabled) & 1 )); then reclaim=mglru; fi
+grep -qx "page_reclaim=$reclaim" "$TMP/sum" || fail "header page reclaim not the kernel's $reclaim: $(grep page_reclaim "$TMP/sum")"
 
 # A crash after recording: exit 139, every recorded span still in the trace.
 set +e; "$SP" run -q -o "$TMP/c.pb" -- ./producer crashy 2000 crash >/dev/null 2>&1; rc=$?; set -e

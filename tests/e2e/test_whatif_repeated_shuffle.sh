@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A DistributedSampler whose set_epoch is never called shuffles every epoch
 # the same way (PyTorch's docs warn of it): analyze says so, and whatif
-# takes the order as a cycle, which an LRU page cache smaller than the
+# takes the order as a cycle, which a page cache smaller than the
 # dataset keeps none of (a fresh shuffle each epoch keeps about the cache's
 # share or so). With set_epoch(epoch) the order is random; with shuffle=False it
 # is sequential. Set sizes: 64 files of 64 KiB (4 MiB), listed in the

@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
     fmt::print("write_failed={}\nevents_lost={}\n", t.footer->write_failed_ns != 0 ? 1 : 0, t.footer->events_lost);
   fmt::print("run_id={:x}\nhostname={}\nusable_cores={}\nmemory_bytes={}\nbytes={}\n", t.header.run_id,
              t.header.hostname, t.header.usable_cores, t.header.memory_bytes, t.bytes);
-  fmt::print("command={}\npage_bytes={}\n", fmt::join(t.header.command, " "), t.header.page_bytes);
+  fmt::print("command={}\npage_bytes={}\npage_reclaim={}\n", fmt::join(t.header.command, " "), t.header.page_bytes,
+             t.header.page_reclaim);
   fmt::print("clock_source={}\n", t.header.clock_source == stallprof::ClockSource::kTsc ? "tsc" : "monotonic");
   if (t.header.clock_source == stallprof::ClockSource::kTsc && t.footer)
     fmt::print("tsc_hz={:.0f}\ntsc_drift_ns={}\ntsc_drift_over_ns={}\ntsc_max_error_ns={}\n", t.header.tsc_hz,

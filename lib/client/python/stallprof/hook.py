@@ -575,7 +575,7 @@ def _watch_shuffle_epoch(loader, scope):
     permutation from its seed and epoch: where its epoch did not move from
     one iterator to the next (set_epoch never called), every epoch sees the
     same order (PyTorch's docs warn of it). Recorded once, as the key
-    "sampler_order_repeats": the order is then a cycle, which an LRU page
+    "sampler_order_repeats": the order is then a cycle, which a page
     cache smaller than the dataset cannot hold any of."""
     sampler = _index_sampler(loader)
     if not getattr(sampler, "shuffle", False) or not hasattr(sampler, "set_epoch"):
