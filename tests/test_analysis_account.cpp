@@ -665,6 +665,64 @@ TEST_CASE("Prep advice gives the model's prediction for more workers, and says w
                  Catch::Contains("the best of 1 to 2 workers; make __getitem__ or collate cheaper"));
 }
 
+TEST_CASE("A predicted gain whose workers and step oversubscribe the cores carries the kernel-scheduling caveat") {
+  // No workers, 2 cores: each batch a 20 ms fetch on CPU, then a 10 ms step
+  // on CPU (the process sampled at each step's ends): 33.3 samples/s. One
+  // worker is bound by its 20 ms fetch (50 samples/s); two share the cores
+  // with the step, 30 ms of CPU a batch over 2 cores, so about 66: the best,
+  // with a third thread waiting for a core.
+  const auto advice_on = [](uint64_t step_cpu) {
+    TraceBuilder b;
+    b.Config(100, 1, "num_workers", 0);
+    b.ConfigDouble(100, 1, "ipc_loop_cpu_s", 0.0001);
+    b.ConfigDouble(100, 1, "ipc_receive_cpu_s", 0.0001);
+    b.trace.header.usable_cores = 2;
+    b.Process(100, 1);
+    const uint32_t main = b.Thread(100, 100);
+    const uint64_t start = 1000 * kMs, iterations = 20;
+    b.Instant(main, names::kEpoch, start, 1, 0);
+    ProcessSeries series;
+    series.pid = 100;
+    uint64_t cpu = 0;
+    for (uint64_t i = 0; i < iterations; ++i) {
+      const uint64_t t = start + i * 30 * kMs;
+      b.Span(main, names::kWait, t, 20 * kMs, 1, i, 20 * kMs, 0);  // next(), on CPU throughout
+      AddFetch(b, main, t, 20 * kMs, i, 20 * kMs, 0);
+      cpu += 20 * kMs;
+      series.t_ns.push_back(t + 20 * kMs);
+      series.cpu_ns.push_back(cpu);
+      cpu += step_cpu;
+      series.t_ns.push_back(t + 30 * kMs);
+      series.cpu_ns.push_back(cpu);
+    }
+    b.Instant(main, names::kEpochEnd, start + iterations * 30 * kMs, 1, iterations);
+    const size_t n = series.t_ns.size();
+    series.delay_ns.assign(n, 0);
+    series.read_bytes.assign(n, 0);
+    series.rchar.assign(n, 0);
+    series.rss_bytes.assign(n, 0);
+    series.threads.assign(n, 1);
+    b.trace.process_series.push_back(series);
+    const LoaderAnalysis l = OnlyLoader(Analyze(b.trace, {}));
+    REQUIRE(l.bottleneck == Cause::kPrep);
+    REQUIRE_FALSE(l.advice.empty());
+    REQUIRE_FALSE(l.worker_predictions.empty());
+    return std::make_pair(l.advice.front(), l.worker_predictions.back());
+  };
+  const auto [busy, busy_two] = advice_on(10 * kMs);
+  CHECK(busy_two.workers == 2);
+  CHECK(busy_two.waiting_threads >= 0.1);
+  CHECK_THAT(busy, Catch::StartsWith("prep CPU (67%): more workers: num_workers=2 is predicted at ") &&
+                       Catch::Contains("of the job's threads would wait for a core on average there, and the kernel's "
+                                       "scheduling of them, which the model does not follow, made such figures up to "
+                                       "a third high (docs/model.md)"));
+  // The step off CPU (a GPU's, say): two workers have the cores to themselves.
+  const auto [idle, idle_two] = advice_on(0);
+  CHECK(idle_two.waiting_threads < 0.1);
+  CHECK_THAT(idle, Catch::StartsWith("prep CPU (67%): more workers: num_workers=2 is predicted at ") &&
+                       !Catch::Contains("wait for a core"));
+}
+
 TEST_CASE("Other-blocking advice gives the model's prediction for more workers") {
   // One worker whose 40 ms fetch sleeps (1 ms of CPU, no device reads) beside
   // a 10 ms step on 2 cores: 20 samples/s. Four workers overlap their sleeps

@@ -1230,6 +1230,19 @@ std::string UnmeasuredWorkerCosts(const LoaderAnalysis& l, const WorkersPredicti
                      best.workers);
 }
 
+// The caveat after a predicted gain whose scenario keeps threads waiting for
+// a core (whatif's line under such rows): the kernel's scheduling of them,
+// which fluid sharing does not follow, made such figures high by up to a
+// quarter (docs/model.md: a batched loader's 2 workers beside a CPU step on 2
+// cores were predicted +26% to +28% over the runs); empty otherwise.
+std::string KernelSchedulingCaveat(const WorkersPrediction& best) {
+  if (best.waiting_threads < model::kTimeSlicedThreads || best.change <= 0) return "";
+  return fmt::format("; {:.2f} of the job's threads would wait for a core on average there, and the kernel's "
+                     "scheduling of them, which the model does not follow, made such figures up to a third high "
+                     "(docs/model.md)",
+                     best.waiting_threads);
+}
+
 // The advice's phrase for more workers, from the best of their predictions:
 // `gain` with its figure where it gains kPredictedGainWorthIt, else
 // `no_gain` with it and the counts weighed; `unpredicted` without any.
@@ -1238,9 +1251,9 @@ std::string MoreWorkersPredicted(const LoaderAnalysis& l, std::string_view gain,
   const WorkersPrediction* best = BestPredicted(l, l.config.num_workers + 1);
   if (!best) return unpredicted;
   if (best->change >= kPredictedGainWorthIt)
-    return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif --workers {}`){}", gain,
+    return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}; `stallprof whatif --workers {}`){}{}", gain,
                        best->workers, PredictedChange(*best), best->bottleneck, best->workers,
-                       UnmeasuredWorkerCosts(l, *best));
+                       UnmeasuredWorkerCosts(l, *best), KernelSchedulingCaveat(*best));
   return fmt::format("{}: num_workers={} is predicted at {} (then bound by {}), the best of {}", no_gain, best->workers,
                      PredictedChange(*best), best->bottleneck, PredictedRange(l, l.config.num_workers + 1));
 }
@@ -1321,9 +1334,9 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
                              prep, share, l.config.num_workers, cores);
       else if (best->change >= kPredictedGainWorthIt)
         advice = fmt::format("{} ({}): more workers: num_workers={} is predicted at {} (then bound by {}; "
-                             "`stallprof whatif --workers {}`){}",
+                             "`stallprof whatif --workers {}`){}{}",
                              prep, share, best->workers, PredictedChange(*best), best->bottleneck, best->workers,
-                             UnmeasuredWorkerCosts(l, *best));
+                             UnmeasuredWorkerCosts(l, *best), KernelSchedulingCaveat(*best));
       else
         advice = fmt::format("{} ({}): more workers would not help on {}: num_workers={} is predicted at {} "
                              "(then bound by {}{}), the best of {}; make __getitem__ or collate cheaper, or more cores "

@@ -420,6 +420,7 @@ struct WorkersPrediction {
   double change = 0;         // against the measured steady state (whole run), as whatif's change column
   std::string bottleneck;    // the model's, in that scenario ("compute", "cpu prep", ...)
   double handoff_s = 0;      // the main process receiving a batch from a worker, per batch
+  double waiting_threads = 0;  // the job's threads runnable without a core, on average (model::Prediction's)
 };
 
 struct LoaderAnalysis {

@@ -631,7 +631,7 @@ void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis) {
                                            loader.steady_fallback ? row.prediction.whole_run_samples_per_s
                                                                   : row.prediction.samples_per_s,
                                            row.change, model::ToString(row.prediction.bottleneck),
-                                           row.prediction.handoff_s});
+                                           row.prediction.handoff_s, row.prediction.waiting_threads});
     WriteAdvice(loader, cores);
   }
 }

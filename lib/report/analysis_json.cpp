@@ -103,7 +103,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   for (const auto& p : l.worker_predictions) {
     w.BeginObject();
     w.Field("num_workers", p.workers).Field("samples_per_s", p.samples_per_s).Field("change", p.change);
-    w.Field("bottleneck", p.bottleneck).Field("handoff_s", p.handoff_s);
+    w.Field("bottleneck", p.bottleneck).Field("handoff_s", p.handoff_s).Field("waiting_threads", p.waiting_threads);
     w.EndObject();
   }
   w.EndArray();
