@@ -163,8 +163,11 @@ std::string Described(const char* what, double value, const std::string& formatt
 
 std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
   std::vector<std::string> in;
-  in.push_back(fmt::format("batch size: {:g}, workers: {}, steady-state batches: {} (measured, loader config and trace)",
-                           p.batch_size, p.workers, p.batches));
+  // A mean batch (an IterableDataset's partial last batches, variable sizes) to a tenth.
+  const std::string batch_size = p.batch_size == std::floor(p.batch_size) ? fmt::format("{:g}", p.batch_size)
+                                                                          : fmt::format("{:.1f} on average", p.batch_size);
+  in.push_back(fmt::format("batch size: {}, workers: {}, steady-state batches: {} (measured, loader config and trace)",
+                           batch_size, p.workers, p.batches));
   if (p.ranks_on_host > 1)
     in.push_back(fmt::format("ranks on this host: {} (measured: their processes in this trace), each running this loader "
                              "with the same settings: each gets its share of the cores, {:g} of the profiled {:g}, and of "

@@ -47,9 +47,10 @@ void SummaryRow(std::string& out, const char* label, const Summary& s) {
 
 std::string BatchSizeText(const LoaderConfig& c) {
   if (c.batch_size_from == "getitem spans")
-    return c.batch_size_set > 0 ? fmt::format("{:g}, {:.3g} samples a batch on average (from getitem spans: the "
-                                              "workers' last batches partial)",
-                                              c.batch_size_set, c.batch_size)
+    return c.batch_size_set > 0 ? fmt::format("{:g}, {:.3g} samples a batch on average (from getitem spans: {} "
+                                              "partial)",
+                                              c.batch_size_set, c.batch_size,
+                                              c.num_workers > 0 ? "the workers' last batches" : "each epoch's last batch")
                                 : fmt::format("{:.3g} (mean, from getitem spans)", c.batch_size);
   if (!c.batch_size_known) return "? (batches counted as samples)";
   if (c.batch_size_from == "first batch") return fmt::format("{:g} (the first batch's leading dimension)", c.batch_size);
@@ -311,7 +312,8 @@ std::string LoaderSetupLine(const analysis::LoaderConfig& c) {
                          ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ", c.iterator_kept_by)
                      : c.persistent_workers ? "persistent workers, "
                                             : "";
-  text += c.sampler.empty() ? "sampler ?" : c.sampler;
+  // An IterableDataset's loader has torch's placeholder sampler: say what it is.
+  text += c.Iterable() ? "an IterableDataset (no sampler)" : c.sampler.empty() ? "sampler ?" : c.sampler;
   if (c.sampler_order_repeats)
     text += " (the same order every epoch: set_epoch(epoch) was not called before each epoch's iterator, so the shuffle "
             "repeats)";
