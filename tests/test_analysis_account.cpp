@@ -715,7 +715,7 @@ TEST_CASE("A predicted gain whose workers and step oversubscribe the cores carri
   CHECK_THAT(busy, Catch::StartsWith("prep CPU (67%): more workers: num_workers=2 is predicted at ") &&
                        Catch::Contains("of the job's threads would wait for a core on average there, and the kernel's "
                                        "scheduling of them, which the model does not follow, made such figures up to "
-                                       "a third high (docs/model.md)"));
+                                       "40% high (docs/model.md)"));
   // The step off CPU (a GPU's, say): two workers have the cores to themselves.
   const auto [idle, idle_two] = advice_on(0);
   CHECK(idle_two.waiting_threads < 0.1);

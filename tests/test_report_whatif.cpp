@@ -242,7 +242,7 @@ TEST_CASE("A scenario whose threads wait for a core a tenth of the time or more 
   CHECK_THAT(text, Catch::Contains("\n                                0.35 of the job's threads wait for a core on average: "
                                    "the kernel's scheduling of them is not modelled"));
   CHECK_THAT(text, !Catch::Contains("0.09 of the job's threads"));
-  CHECK_THAT(text, Catch::Contains("may be off by up to a third either way, most often high (docs/model.md)\n     2       2"));
+  CHECK_THAT(text, Catch::Contains("may be off by up to 40% either way, most often high (docs/model.md)\n     2       2"));
 }
 
 TEST_CASE("A cache row on an estimated miss cost prints the figure with misses costing no CPU under it, and in JSON") {

@@ -1232,13 +1232,14 @@ std::string UnmeasuredWorkerCosts(const LoaderAnalysis& l, const WorkersPredicti
 
 // The caveat after a predicted gain whose scenario keeps threads waiting for
 // a core (whatif's line under such rows): the kernel's scheduling of them,
-// which fluid sharing does not follow, made such figures high by up to a
-// quarter (docs/model.md: a batched loader's 2 workers beside a CPU step on 2
-// cores were predicted +26% to +28% over the runs); empty otherwise.
+// which fluid sharing does not follow, made such figures high by up to 40%
+// (docs/model.md: a batched loader's 2 workers beside a CPU step on 2 cores
+// were predicted +26% to +28% over the runs, a streaming text pipeline's
+// +30% to +36%); empty otherwise.
 std::string KernelSchedulingCaveat(const WorkersPrediction& best) {
   if (best.waiting_threads < model::kTimeSlicedThreads || best.change <= 0) return "";
   return fmt::format("; {:.2f} of the job's threads would wait for a core on average there, and the kernel's "
-                     "scheduling of them, which the model does not follow, made such figures up to a third high "
+                     "scheduling of them, which the model does not follow, made such figures up to 40% high "
                      "(docs/model.md)",
                      best.waiting_threads);
 }

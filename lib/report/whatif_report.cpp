@@ -131,7 +131,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     else if (p.waiting_threads >= model::kTimeSlicedThreads)
       out += fmt::format("{:>31} {:.2f} of the job's threads wait for a core on average: the kernel's scheduling of "
                          "them is not modelled (it leaves a core idle while a thread waits, or favours the step), so "
-                         "this figure may be off by up to a third either way, most often high (docs/model.md)\n",
+                         "this figure may be off by up to 40% either way, most often high (docs/model.md)\n",
                          "", p.waiting_threads);
   }
   if (!r.steady_state_measured)
