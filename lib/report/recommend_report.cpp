@@ -124,8 +124,8 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   if (r.predicted.waiting_threads >= model::kTimeSlicedThreads && !r.predicted.step_oversubscribed)
     out += fmt::format("              {:.2f} of the job's threads wait for a core on average: the kernel's scheduling "
                        "of them is not modelled (it leaves a core idle while a thread waits, or favours the step), so "
-                       "this figure may be off by up to 40% either way, most often high; a host whose vCPUs slow when all are busy "
-                       "makes it high (docs/model.md)\n",
+                       "this figure may be off by up to 40% either way, most often high; a host whose vCPUs slow when "
+                       "all are busy makes it high (docs/model.md)\n",
                        r.predicted.waiting_threads);
   if (const std::string busy = BusyCoresNote(r.as_profiled, r.predicted, "the recommended configuration"); !busy.empty())
     out += "             " + busy + "\n";
