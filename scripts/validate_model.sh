@@ -91,6 +91,12 @@ measured_of() {  # steady-state samples/s of the train loader in a trace
   "$SP" whatif "$1" --json >"$1.json"
   json_get "$1.json" 'd["loaders"][0]["measured_samples_per_s"]'
 }
+traced() {  # traced <trace> <command...>: one run of the command under stallprof, its measured_of
+  local trace=$1
+  shift
+  "$SP" run -q -o "$trace" -- "$@" >/dev/null
+  measured_of "$trace"
+}
 # stretch_of <trace> <predicted.json>: how much slower than whatif predicted
 # the job's threads ran in a target run with workers, the larger of the step
 # (its steady compute over the predicted compute_step_s) and the workers
@@ -619,16 +625,13 @@ validate_tutorial() {
   [ "$(nproc)" -ge 2 ] || { skip tutorial "needs 2 cores"; return 0; }
   local data=$WORK/tutorial profiled=() p1=() p2=() m1=() m2=() q1=() q0=() i
   "$PY" "$ROOT/scripts/workloads/tutorial_images.py" --data "$data" --generate 2000
-  tutorial_run() {
-    "$SP" run -q -o "$1" -- "$PY" "$ROOT/scripts/workloads/tutorial_images.py" --data "$data" --workers "$2" >/dev/null
-    measured_of "$1"
-  }
+  local job=("$PY" "$ROOT/scripts/workloads/tutorial_images.py" --data "$data")
   for i in $(seq "$REPEAT"); do
-    profiled+=("$(tutorial_run "$WORK/u0.pb" 0)")
+    profiled+=("$(traced "$WORK/u0.pb" "${job[@]}" --workers 0)")
     p1+=("$(predict "$WORK/u0.pb" samples_per_s --workers 1)")
     p2+=("$(predict "$WORK/u0.pb" samples_per_s --workers 2)")
-    m1+=("$(tutorial_run "$WORK/u1.pb" 1)")
-    m2+=("$(tutorial_run "$WORK/u2.pb" 2)")
+    m1+=("$(traced "$WORK/u1.pb" "${job[@]}" --workers 1)")
+    m2+=("$(traced "$WORK/u2.pb" "${job[@]}" --workers 2)")
     q1+=("$(predict "$WORK/u2.pb" samples_per_s --workers 1)")
     q0+=("$(predict "$WORK/u2.pb" samples_per_s --workers 0)")
   done
@@ -649,17 +652,14 @@ validate_tutorial() {
 validate_mlp() {
   [ "$(nproc)" -ge 2 ] || { skip mlp "needs 2 cores"; return 0; }
   local p0=() p1=() m0=() m1=() m2=() q2=() i
-  mlp_run() {
-    "$SP" run -q -o "$1" -- "$PY" "$ROOT/scripts/workloads/tensor_mlp.py" --epochs 6 --workers "$2" >/dev/null
-    measured_of "$1"
-  }
+  local job=("$PY" "$ROOT/scripts/workloads/tensor_mlp.py" --epochs 6)
   for i in $(seq "$REPEAT"); do
-    m2+=("$(mlp_run "$WORK/t2.pb" 2)")
+    m2+=("$(traced "$WORK/t2.pb" "${job[@]}" --workers 2)")
     p0+=("$(predict "$WORK/t2.pb" samples_per_s --workers 0)")
     p1+=("$(predict "$WORK/t2.pb" samples_per_s --workers 1)")
-    m0+=("$(mlp_run "$WORK/t0.pb" 0)")
+    m0+=("$(traced "$WORK/t0.pb" "${job[@]}" --workers 0)")
     q2+=("$(predict "$WORK/t0.pb" samples_per_s --workers 2)")
-    m1+=("$(mlp_run "$WORK/t1.pb" 1)")
+    m1+=("$(traced "$WORK/t1.pb" "${job[@]}" --workers 1)")
   done
   echo "mlp: profiled with 2 workers ${m2[*]}; 0 workers predicted ${p0[*]}, measured ${m0[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; from the 0-worker runs, 2 workers predicted ${q2[*]}"
   report "mlp: 2 -> 0 workers (info)" "${p0[*]}" "${m0[*]}" "${m2[*]}"
@@ -679,19 +679,16 @@ validate_cifar() {
   "$PY" -c 'import torchvision' 2>/dev/null || { skip cifar "$PY cannot import torchvision (python3-torchvision)"; return 0; }
   [ "$(nproc)" -ge 2 ] || { skip cifar "needs 2 cores"; return 0; }
   local profiled=() p1=() p2=() m1=() m2=() q2=() stretch=() i
-  cifar_run() {
-    "$SP" run -q -o "$1" -- "$PY" "$ROOT/scripts/workloads/cifar_fakedata.py" --epochs 4 --workers "$2" >/dev/null
-    measured_of "$1"
-  }
+  local job=("$PY" "$ROOT/scripts/workloads/cifar_fakedata.py" --epochs 4)
   for i in $(seq "$REPEAT"); do
-    profiled+=("$(cifar_run "$WORK/c0.pb" 0)")
+    profiled+=("$(traced "$WORK/c0.pb" "${job[@]}" --workers 0)")
     p1+=("$(predict "$WORK/c0.pb" samples_per_s --workers 1)")
     cp "$WORK/c0.pb.predicted.json" "$WORK/c0.pb.predicted1.json"
     p2+=("$(predict "$WORK/c0.pb" samples_per_s --workers 2)")
-    m1+=("$(cifar_run "$WORK/c1.pb" 1)")
+    m1+=("$(traced "$WORK/c1.pb" "${job[@]}" --workers 1)")
     stretch+=("$(stretch_of "$WORK/c1.pb" "$WORK/c0.pb.predicted1.json")")
     q2+=("$(predict "$WORK/c1.pb" samples_per_s --workers 2)")
-    m2+=("$(cifar_run "$WORK/c2.pb" 2)")
+    m2+=("$(traced "$WORK/c2.pb" "${job[@]}" --workers 2)")
   done
   echo "cifar: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]} (the step or workers over their predicted ${stretch[*]}); 2 workers predicted ${p2[*]}, measured ${m2[*]}; from the 1-worker runs, 2 workers predicted ${q2[*]}"
   report "cifar: 0 -> 1 worker (reported)" "${p1[*]}" "${m1[*]}"
@@ -709,16 +706,13 @@ validate_cifar() {
 validate_stream() {
   [ "$(nproc)" -ge 2 ] || { skip stream "needs 2 cores"; return 0; }
   local profiled=() p1=() p2=() m1=() m2=() b2=() i
-  stream_run() {
-    "$SP" run -q -o "$1" -- "$PY" "$ROOT/scripts/workloads/streaming_text.py" --corpus "$WORK/corpus.txt" --workers "$2" >/dev/null
-    measured_of "$1"
-  }
+  local job=("$PY" "$ROOT/scripts/workloads/streaming_text.py" --corpus "$WORK/corpus.txt")
   for i in $(seq "$REPEAT"); do
-    profiled+=("$(stream_run "$WORK/s0.pb" 0)")
+    profiled+=("$(traced "$WORK/s0.pb" "${job[@]}" --workers 0)")
     p1+=("$(predict "$WORK/s0.pb" samples_per_s --workers 1)")
     p2+=("$(predict "$WORK/s0.pb" samples_per_s --workers 2)")
-    m1+=("$(stream_run "$WORK/s1.pb" 1)")
-    m2+=("$(stream_run "$WORK/s2.pb" 2)")
+    m1+=("$(traced "$WORK/s1.pb" "${job[@]}" --workers 1)")
+    m2+=("$(traced "$WORK/s2.pb" "${job[@]}" --workers 2)")
     b2+=("$(json_get "$WORK/s2.pb.json" 'd["loaders"][0]["baseline"]["samples_per_s"]')")
   done
   echo "stream: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}, predicted from their own traces ${b2[*]}"
