@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -103,13 +102,8 @@ double MeasurePageCacheCopyNsPerByte() {
 }
 
 std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path) {
-  std::FILE* f = std::fopen(lru_gen_enabled_path.c_str(), "r");
-  if (!f) return "lists";
-  char text[32] = {};
-  const size_t n = std::fread(text, 1, sizeof text - 1, f);
-  std::fclose(f);
-  text[n] = '\0';
-  return (std::strtoul(text, nullptr, 16) & 1) ? "mglru" : "lists";  // e.g. "0x0007"
+  const std::optional<std::string> mask = procfs::ReadFile(lru_gen_enabled_path);  // e.g. "0x0007"
+  return mask && (std::strtoul(mask->c_str(), nullptr, 16) & 1) ? "mglru" : "lists";
 }
 
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,
