@@ -1235,9 +1235,9 @@ std::string UnmeasuredWorkerCosts(const LoaderAnalysis& l, const WorkersPredicti
 // which fluid sharing does not follow, made such figures high by up to 40%
 // (docs/model.md: a batched loader's 2 workers beside a CPU step on 2 cores
 // were predicted +26% to +28% over the runs, a streaming text pipeline's
-// +30% to +36%); empty otherwise.
+// +30% to +36%); empty otherwise. Its callers give it gains only.
 std::string KernelSchedulingCaveat(const WorkersPrediction& best) {
-  if (best.waiting_threads < model::kTimeSlicedThreads || best.change <= 0) return "";
+  if (best.waiting_threads < model::kTimeSlicedThreads) return "";
   return fmt::format("; {:.2f} of the job's threads would wait for a core on average there, and the kernel's "
                      "scheduling of them, which the model does not follow, made such figures up to 40% high "
                      "(docs/model.md)",
