@@ -387,3 +387,17 @@ TEST_CASE("whatif names the profiled kernel's page reclaim, and warns when it is
   CHECK_THAT(reclaim_line("lists"), Catch::Contains("active and inactive lists") && Catch::Contains("MGLRU off"));
   CHECK(reclaim_line("").empty());  // not recorded: nothing said
 }
+
+TEST_CASE("whatif prints a whole batch size as is and a mean one to a tenth") {
+  auto batch_line = [](double batch_size) {
+    LoaderProfile p = Loader();
+    p.batch_size = batch_size;
+    auto r = WhatIf(p, OneCore(), Sweep{});
+    REQUIRE(r.ok());
+    REQUIRE_FALSE(r->inputs.empty());
+    return r->inputs.front();
+  };
+  CHECK_THAT(batch_line(64), Catch::StartsWith("batch size: 64, workers: "));
+  // An IterableDataset's batches of 64 with a partial last one per epoch.
+  CHECK_THAT(batch_line(63.9659), Catch::StartsWith("batch size: 64.0 on average, workers: "));
+}
