@@ -73,7 +73,7 @@ TEST_CASE("Percentiles of many values, selected, are those of std::sort's order"
 TEST_CASE("Percentiles of many equal, negative or widely spread values are those of std::sort's order") {
   std::mt19937_64 rng(11);
   std::vector<std::vector<double>> cases;
-  cases.push_back(std::vector<double>(50000, 0.25));  // every key bit alike: down to the last 16
+  cases.push_back(std::vector<double>(50000, 0.25));  // one key: a range of none
   std::vector<double> spread(60001);
   for (double& v : spread) v = std::ldexp(static_cast<double>(rng() % 1000) - 500.0, static_cast<int>(rng() % 60) - 40);
   cases.push_back(spread);  // signs and exponents mixed, -0 and +0 among them

@@ -1712,15 +1712,17 @@ uint64_t OrderKey(double v) {
 
 bool KeyLess(double a, double b) { return OrderKey(a) < OrderKey(b); }
 
-// SelectRanks' buckets: 16 bits of the key at a time.
-constexpr size_t kSelectBuckets = size_t{1} << 16;
+// SelectRanks' buckets: the values' key range split in 4096, so that the
+// tallies stay in the L1 cache and cost little to clear.
+constexpr int kSelectBits = 12;
+constexpr size_t kSelectBuckets = size_t{1} << kSelectBits;
 
 // How many of `values` fall in each bucket; two tallies, odd and even
 // values, summed at the end: values of one bucket in a row would otherwise
 // wait on each other's increment.
 template <typename BucketOf>
-std::vector<uint32_t> CountBuckets(std::span<const double> values, BucketOf bucket_of) {
-  std::vector<uint32_t> count(kSelectBuckets, 0), other(kSelectBuckets, 0);
+std::array<uint32_t, kSelectBuckets> CountBuckets(std::span<const double> values, BucketOf bucket_of) {
+  std::array<uint32_t, kSelectBuckets> count{}, other{};
   size_t i = 0;
   for (; i + 1 < values.size(); i += 2) {
     ++count[bucket_of(values[i])];
@@ -1732,17 +1734,25 @@ std::vector<uint32_t> CountBuckets(std::span<const double> values, BucketOf buck
 }
 
 // Into out[i], the ranks[i]-th smallest of `values` (ranks ascending, each
-// below values.size()), exactly as a sort would place it: a most-significant
-// digit radix selection. One pass counts the values by the top 16 bits of
-// their key below `shift` (a duration's exponent and first mantissa bits),
-// one more gathers the few buckets holding a wanted rank, and those are
-// selected the same way on the next 16 bits, or by nth_element once small.
-// Two linear passes where a sort (or nth_element's mispredicted branches on
-// every value) cost about as much as decoding the spans.
-void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out, int shift) {
+// below values.size()), exactly as a sort would place it, given the least and
+// greatest of their order keys: a radix selection over the key range. One
+// pass counts the values in 4096 equal slices of [min_key, max_key] (for
+// durations, about a 4096th of their logarithmic range each), one more
+// gathers the few slices holding a wanted rank, and those are selected the
+// same way within their own range (at least 2048 times narrower), or by
+// nth_element once small. Two linear passes where a sort (or nth_element's
+// mispredicted branches on every value) cost about as much as decoding the
+// spans; the range, not fixed key bits, so that clustered values spread over
+// the slices and a slice of equal values ends the search at once.
+void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, std::span<double> out,
+                 uint64_t min_key, uint64_t max_key) {
   constexpr size_t kSmall = 2048;
+  if (min_key == max_key) {  // one value, repeated (a key is the value's bits)
+    for (size_t i = 0; i < ranks.size(); ++i) out[i] = values[ranks[i]];
+    return;
+  }
   // Up to 7 ranks: the gather below keeps a place per wanted bucket on the stack.
-  if (values.size() <= kSmall || shift < 0 || ranks.size() > 7) {
+  if (values.size() <= kSmall || ranks.size() > 7) {
     HugeVector<double> copy(values.begin(), values.end());
     size_t from = 0;
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -1755,10 +1765,12 @@ void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, 
     }
     return;
   }
-  auto bucket_of = [shift](double v) { return static_cast<size_t>((OrderKey(v) >> shift) & (kSelectBuckets - 1)); };
-  const std::vector<uint32_t> count = CountBuckets(values, bucket_of);
+  const int width = std::bit_width(max_key - min_key);
+  const int shift = width > kSelectBits ? width - kSelectBits : 0;
+  auto bucket_of = [min_key, shift](double v) { return static_cast<size_t>((OrderKey(v) - min_key) >> shift); };
+  const std::array<uint32_t, kSelectBuckets> count = CountBuckets(values, bucket_of);
   // Each rank's bucket and its rank within it; buckets numbered 1.. in `slot`.
-  std::vector<uint8_t> slot(kSelectBuckets, 0);
+  std::array<uint8_t, kSelectBuckets> slot{};
   std::vector<size_t> bucket_first;  // rank of each wanted bucket's first value
   std::vector<size_t> bucket_of_slot;
   std::vector<std::pair<size_t, size_t>> wanted(ranks.size());  // (slot - 1, rank within the bucket)
@@ -1802,8 +1814,13 @@ void SelectRanks(std::span<const double> values, std::span<const size_t> ranks, 
         local.push_back(wanted[i].second);
         which.push_back(i);
       }
+    uint64_t lo = ~uint64_t{0}, hi = 0;
+    for (double v : gathered) {
+      lo = std::min(lo, OrderKey(v));
+      hi = std::max(hi, OrderKey(v));
+    }
     std::vector<double> found(local.size());
-    SelectRanks(gathered, local, found, shift - 16);
+    SelectRanks(gathered, local, found, lo, hi);
     for (size_t j = 0; j < which.size(); ++j) out[which[j]] = found[j];
   }
 }
@@ -1845,7 +1862,7 @@ Summary SummarizeInPlace(std::span<double> values) {
   std::array<size_t, 6> ascending = ranks;
   std::sort(ascending.begin(), ascending.end());
   std::array<double, 6> selected;
-  SelectRanks(values, ascending, selected, 48);
+  SelectRanks(values, ascending, selected, min_key, max_key);
   auto at = [&](size_t rank) { return selected[std::lower_bound(ascending.begin(), ascending.end(), rank) - ascending.begin()]; };
   double* quantile[] = {&s.p50, &s.p90, &s.p99};
   for (size_t i = 0; i < 3; ++i) {
