@@ -49,7 +49,7 @@ for limit in "${LIMITS[@]}"; do
   sync
   echo 1 >/proc/sys/vm/drop_caches
   measured=$(bash -c 'echo $$ >"$1/cgroup.procs" && exec /usr/bin/python3 "$2" "$3" "$4"' _ "$CG" "$WORK/epochs.py" "$WORK/files" "$EPOCHS")
-  resident=$(fincore -b -n -o RES "$WORK/files"/* | awk '{s += $1} END {print s + 0}')
+  resident=$(fincore -b -n -o RES "$WORK/files"/* | awk '{s += $1} END {printf "%.0f\n", s}')
   echo "limit $limit: measured hit by epoch $measured; the files held $((resident >> 20)) MiB at the end"
   echo "  model: $("$WORK/page_cache_hit" "$FILES" $((FILE_KIB << 10)) 20 "$resident")"
   rmdir "$CG"
