@@ -633,6 +633,18 @@ TEST_CASE("A trace without DataLoader iterations is an unsupported input, not a 
   const auto none = Analyze(bare.trace, {});
   REQUIRE_FALSE(none.ok());
   CHECK_THAT(none.error().message, Catch::Contains("it holds no spans, so there are no steps to analyze"));
+  // A Python program that ran to its end with the hook loaded and took no
+  // batch (pytorch/examples' word_language_model slices its tensors): said
+  // so, with how long it ran, not "no spans".
+  bare.Thread(100, 100);
+  bare.trace.header.start_monotonic_ns = 1'000'000'000;
+  bare.trace.footer.emplace();
+  bare.trace.footer->end_monotonic_ns = 58'330'000'000;
+  const auto unfed = Analyze(bare.trace, {});
+  REQUIRE_FALSE(unfed.ok());
+  CHECK_THAT(unfed.error().message,
+             Catch::Contains("ran 57.33 s and exited 0 with stallprof's hook loaded in 1 Python process, but never took "
+                             "a batch from a torch.utils.data.DataLoader"));
   // A program that failed before its first batch: the error says so.
   b.trace.footer.emplace();
   b.trace.footer->exit_code = 1;

@@ -2106,6 +2106,21 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     else if (trace.footer->exit_code != 0)
       ended = "; the profiled command exited with code " + std::to_string(trace.footer->exit_code) +
               " before it took a batch (see its output)";
+    // A program that ran to its end with the hook loaded and never iterated
+    // a DataLoader feeds its steps some other way: nothing waited on one.
+    std::set<uint32_t> hooked;
+    for (const auto& th : trace.threads)
+      if (th.client != ClientKind::kC) hooked.insert(th.pid);
+    if (total == 0 && ended.empty() && trace.footer && !hooked.empty()) {
+      const uint64_t end = trace.footer->job_end_monotonic_ns ? trace.footer->job_end_monotonic_ns : trace.footer->end_monotonic_ns;
+      const double seconds = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
+      return UnsupportedError(fmt::format(
+          "no DataLoader found in {}: the profiled command ran {} and exited 0 with stallprof's hook loaded in {} Python "
+          "process{}, but never took a batch from a torch.utils.data.DataLoader, so no step waited on one and there is "
+          "no input stall to analyze (a loop that slices tensors it already holds has none); stallprof measures "
+          "DataLoader pipelines (or dataloader.* spans emitted through the C API)",
+          base, FormatSeconds(seconds), hooked.size(), hooked.size() == 1 ? "" : "es"));
+    }
     return UnsupportedError("no DataLoader found in " + base + ": it holds " +
                             (total == 0 ? std::string("no spans")
                                         : std::to_string(total) + (total == 1 ? " span" : " spans") + " but no '" +

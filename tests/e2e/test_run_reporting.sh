@@ -34,6 +34,22 @@ if grep -q "warning" "$TMP/err"; then fail "a warning without -E: $(cat "$TMP/er
 # That job took no batch from a DataLoader: a note says analyze will find no steps.
 grep -q "^stallprof: note: no DataLoader iteration was recorded, so analyze will find no steps" "$TMP/err" \
   || fail "no note for a job without a DataLoader: $(cat "$TMP/err")"
+# A torch program that slices tensors it holds (pytorch/examples'
+# word_language_model) took no batch: analyze says so in one line, with how
+# long it ran, and exits 5 (nothing to analyze), not "no spans".
+cat >"$TMP/slices.py" <<'PY'
+import torch
+import torch.utils.data
+data = torch.arange(100.)
+for i in range(0, 100, 10):
+    data[i:i + 10].sum()
+PY
+"$SP" run -q -o "$TMP/s.pb" -- "$PY" "$TMP/slices.py" || fail "the slicing job failed"
+status=0
+"$SP" analyze "$TMP/s.pb" >/dev/null 2>"$TMP/err" || status=$?
+[ "$status" -eq 5 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] \
+  && grep -Eq "ran [0-9.]+ m?s and exited 0 with stallprof's hook loaded in 1 Python process, but never took a batch" "$TMP/err" \
+  || fail "analyze of a job without a DataLoader (exit $status): $(cat "$TMP/err")"
 cat >"$TMP/loader.py" <<'PY'
 import torch.utils.data
 for _ in torch.utils.data.DataLoader(range(4), batch_size=2):
