@@ -37,6 +37,12 @@ std::string VerdictLine(const analysis::LoaderAnalysis& loader);
 // start method and prefetch depth then set nothing).
 std::string LoaderSetupLine(const analysis::LoaderConfig& config);
 
+// A loader with workers: its prefetch queue at next(), as the text and HTML
+// reports both say it (unescaped, no trailing period): the batches fetched and
+// not yet taken, and, where a worker's fetch held the GIL its sending thread
+// needed, that fetched was not yet sent.
+std::string PrefetchQueueLine(const analysis::LoaderAnalysis& loader);
+
 // Where the run's time went against the loaders' epochs ("run 14.75 s: in the
 // loaders' epochs 12.40 s (84%), before the first ..."); empty without epochs.
 std::string CoverageLine(const analysis::TraceAnalysis& trace);

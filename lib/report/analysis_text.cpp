@@ -211,12 +211,8 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
     }
     out += fmt::format("    imbalance (max/min batches - 1): {}; batch produce time p50 {} p99 {}\n", Pct(l.worker_imbalance),
                        FormatSeconds(l.produce.p50), FormatSeconds(l.produce.p99));
-    const auto& p = l.prefetch;
     if (l.config.num_workers > 0)
-      out += fmt::format("    prefetch queue: {:.1f} batches ready on average at next() (max {}, capacity {}); empty at {} of next() calls; {}\n",
-                         p.mean_ready, p.max_ready, p.capacity, Pct(p.starved_fraction),
-                         p.ever_full ? "was full: workers idled, the pipeline outran the model"
-                                     : "never full: the workers never got ahead by a full queue");
+      out += "    " + TerminalSafe(PrefetchQueueLine(l)) + "\n";
   }
 
   if (!l.stages.empty()) {
@@ -298,6 +294,23 @@ std::string StealNote(const TraceAnalysis& t) {
                      "ran late, its sleepers woke late); compare it with runs, and whatif's predictions, that saw "
                      "little steal",
                      Pct1(s.steal_fraction));
+}
+
+std::string PrefetchQueueLine(const analysis::LoaderAnalysis& l) {
+  const auto& p = l.prefetch;
+  // A batch is fetched when its fetch span ends; where the worker's next
+  // fetch held the GIL, its sending thread could not send it until then.
+  const std::string held =
+      p.SendsHeld() ? fmt::format(" (fetched, not sent: {} of {} batches that finished while their worker ran a later "
+                                  "fetch were held in it until that fetch ended, its sending thread waiting for the "
+                                  "GIL; the handoff line above)",
+                                  p.sends_held, p.sends_held + p.sends_free)
+                    : "";
+  return fmt::format("prefetch queue: {:.1f} batches fetched and not yet taken on average at next(){} (max {}, capacity "
+                     "{}); none at {} of next() calls; {}",
+                     p.mean_ready, held, p.max_ready, p.capacity, Pct(p.starved_fraction),
+                     p.ever_full ? "was full: workers idled, the pipeline outran the model"
+                                 : "never full: the workers never got ahead by a full queue");
 }
 
 std::string LoaderSetupLine(const analysis::LoaderConfig& c) {

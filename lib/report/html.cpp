@@ -587,9 +587,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     h += "<h3>Workers</h3>";
     h += WorkerChart(l);
     if (c.num_workers > 0)
-      h += fmt::format("<p class=\"note\">Prefetch queue: {:.1f} batches ready on average at next() (max {}, capacity {}); empty at {} of calls; {}.</p>",
-                       l.prefetch.mean_ready, l.prefetch.max_ready, l.prefetch.capacity, Pct(l.prefetch.starved_fraction),
-                       l.prefetch.ever_full ? "the queue was full at times: workers idled, the pipeline outran the model" : "never full");
+      h += "<p class=\"note\">" + EscapeHtml(PrefetchQueueLine(l)) + ".</p>";
     h += "<h3>Epochs</h3>" + EpochTable(l);
     h += "<h3>Stages</h3>" + StageTable(l);
   }
