@@ -64,8 +64,11 @@ TEST_CASE("Traces analyzed in parallel give the analyses of one by one, in the o
 
   for (unsigned jobs : {1u, 2u, 5u, 8u}) {
     INFO("jobs " << jobs);
-    auto outcomes = AnalyzeTraces(paths, {}, jobs);
+    // The progress callback sees each count once, in order, up to every trace.
+    std::vector<size_t> seen;
+    auto outcomes = AnalyzeTraces(paths, {}, jobs, [&](size_t done) { seen.push_back(done); });
     REQUIRE(outcomes.size() == paths.size());
+    CHECK(seen == std::vector<size_t>{1, 2, 3, 4, 5});
     std::vector<TraceAnalysis> parallel;
     for (auto& o : outcomes) {
       CHECK_FALSE(o.write_failed);

@@ -3,7 +3,10 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "analysis/analysis.h"
 #include "analysis/parallel.h"
@@ -43,7 +46,23 @@ int RunAnalyze(const AnalyzeOptions& options) {
   analysis::AnalysisOptions analysis_options;
   analysis_options.warmup = options.warmup;
   std::vector<analysis::TraceAnalysis> analyses;
-  for (auto& outcome : analysis::AnalyzeTraces(paths, analysis_options, options.jobs)) {
+  // Several traces on a terminal: how many are done, on one line of stderr
+  // redrawn at most 10 times a second and cleared at the end (a 256-rank job
+  // takes seconds). Not in logs or pipes.
+  std::function<void(size_t)> progress;
+  const bool show_progress = paths.size() > 1 && isatty(STDERR_FILENO);
+  auto last_drawn = std::chrono::steady_clock::now();
+  if (show_progress)
+    progress = [&](size_t done) {
+      const auto now = std::chrono::steady_clock::now();
+      if (done < paths.size() && now - last_drawn < std::chrono::milliseconds(100)) return;
+      last_drawn = now;
+      fmt::print(stderr, "\rstallprof: analyzed {} of {} traces", done, paths.size());
+      std::fflush(stderr);
+    };
+  auto outcomes = analysis::AnalyzeTraces(paths, analysis_options, options.jobs, progress);
+  if (show_progress) fmt::print(stderr, "\r\033[K");
+  for (auto& outcome : outcomes) {
     if (const auto& w = outcome.write_failed)
       fmt::print(stderr,
                  "stallprof: warning: trace '{}' is incomplete, writing it failed {:.1f} s into the run (disk full?), "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "ranks.h"
@@ -27,7 +28,7 @@ unsigned DefaultJobs() {
 }
 
 std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options_in,
-                                        unsigned jobs) {
+                                        unsigned jobs, const std::function<void(size_t done)>& on_done) {
   const size_t n = paths.size();
   std::vector<TraceOutcome> outcomes(n);
   // Many traces are a job's ranks, alike: the advice's predictions (a few ms
@@ -38,6 +39,8 @@ std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, c
   if (n > kManyRanks) options.predict_advice = false;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
+  std::mutex done_mutex;
+  size_t done = 0;
   // Paths are taken in order, so when one fails every earlier path has been
   // taken and finishes: the first failure in path order is among the outcomes.
   auto work = [&] {
@@ -52,6 +55,10 @@ std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, c
         out.analysis = digest.error();
       }
       if (!out.analysis->ok()) failed = true;
+      if (on_done) {
+        std::lock_guard<std::mutex> lock(done_mutex);
+        on_done(++done);
+      }
     }
   };
   const size_t threads = std::min<size_t>(n, jobs == 0 ? DefaultJobs() : jobs);

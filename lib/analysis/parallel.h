@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,9 @@ struct TraceOutcome {
 // (no trace is started once one has failed, and the outcomes of later
 // traces that had already started are dropped). Beyond kManyRanks paths the
 // analyses make no predictions for their advice (predict_advice).
+// `on_done`, when set, is called with the number of traces finished so far
+// after each one, one call at a time (from the worker threads): a progress line.
 std::vector<TraceOutcome> AnalyzeTraces(const std::vector<std::string>& paths, const AnalysisOptions& options,
-                                        unsigned jobs);
+                                        unsigned jobs, const std::function<void(size_t done)>& on_done = {});
 
 }  // namespace stallprof::analysis
