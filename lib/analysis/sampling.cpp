@@ -36,6 +36,17 @@ uint32_t CounterEstimator::ThreadStrata::StratumAt(uint64_t start_ns) const {
   return static_cast<uint32_t>(std::upper_bound(from_ns.begin(), from_ns.end(), start_ns) - from_ns.begin());
 }
 
+uint32_t CounterEstimator::ThreadStrata::StratumNear(uint64_t start_ns) const {
+  // Stratum j holds [from_ns[j - 1], from_ns[j]); a thread's spans asked in
+  // time order stay in the last one found or move to the next, without a
+  // binary search each.
+  const auto holds = [&](uint32_t j) {
+    return j <= from_ns.size() && (j == 0 || from_ns[j - 1] <= start_ns) && (j == from_ns.size() || start_ns < from_ns[j]);
+  };
+  if (!holds(last)) last = holds(last + 1) ? last + 1 : StratumAt(start_ns);
+  return last;
+}
+
 CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled)
     : s_(spans), sampled_(sampled) {
   // Pass 1: each thread's sampled spans' starts, which cut it into strata.
@@ -61,7 +72,7 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
     sums_.spans++;
     const double wall = static_cast<double>(s_.duration_ns[i]);
     auto& strata = threads_[s_.thread[i]];
-    const uint32_t j = strata.StratumAt(s_.start_ns[i]);
+    const uint32_t j = strata.StratumNear(s_.start_ns[i]);
     if (s_.has_cpu[i]) {
       sums_.measured++;
       const double c = static_cast<double>(s_.cpu_ns[i]), d = static_cast<double>(s_.delay_ns[i]);
@@ -112,7 +123,7 @@ const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t span) const {
   const uint32_t thread = s_.thread[span];
   if (thread < threads_.size()) {
     const auto& strata = threads_[thread];
-    if (const auto& r = strata.ratio[strata.StratumAt(s_.start_ns[span])]; r.usable()) return &r;
+    if (const auto& r = strata.ratio[strata.StratumNear(s_.start_ns[span])]; r.usable()) return &r;
     if (strata.whole.usable()) return &strata.whole;
   }
   return pooled_.usable() ? &pooled_ : nullptr;
@@ -120,7 +131,7 @@ const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t span) const {
 
 uint64_t CounterEstimator::StratumOf(uint32_t span) const {
   const uint32_t thread = s_.thread[span];
-  const uint32_t j = thread < threads_.size() ? threads_[thread].StratumAt(s_.start_ns[span]) : 0;
+  const uint32_t j = thread < threads_.size() ? threads_[thread].StratumNear(s_.start_ns[span]) : 0;
   return (static_cast<uint64_t>(thread) << 32) | j;
 }
 

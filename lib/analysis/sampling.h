@@ -65,6 +65,10 @@ class CounterEstimator {
     std::vector<Ratio> ratio;       // by stratum
     Ratio whole;
     uint32_t StratumAt(uint64_t start_ns) const;
+    // The same, from the stratum last found: the passes ask for a thread's
+    // spans in time order. Not for use by two threads at once.
+    uint32_t StratumNear(uint64_t start_ns) const;
+    mutable uint32_t last = 0;
   };
   const SpanTable& s_;
   bool sampled_;
