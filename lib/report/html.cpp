@@ -587,7 +587,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     h += "<h3>Workers</h3>";
     h += WorkerChart(l);
     if (c.num_workers > 0)
-      h += "<p class=\"note\">" + EscapeHtml(PrefetchQueueLine(l)) + ".</p>";
+      h += "<p class=\"note\">P" + EscapeHtml(PrefetchQueueLine(l).substr(1)) + ".</p>";  // "Prefetch queue: ..."
     h += "<h3>Epochs</h3>" + EpochTable(l);
     h += "<h3>Stages</h3>" + StageTable(l);
   }
