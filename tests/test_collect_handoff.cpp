@@ -67,6 +67,12 @@ TEST_CASE("A handoff request names the loader, the job's Python and its batch's 
   auto huge = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nworkers 1\nbatch_size 4194304\n");
   REQUIRE(huge.ok());
   CHECK(huge->batch_size == 4194304);
+  // A loader without workers that would spawn them (mp.spawn's ranks, or its
+  // multiprocessing_context): the timing starts one that way too.
+  auto spawned = ParseHandoffRequest("4242 3\n/usr/bin/python3\n786432\nrss_bytes 1048576\nstart_method spawn\n");
+  REQUIRE(spawned.ok());
+  CHECK(spawned->start_method == "spawn");
+  CHECK(unpaced->start_method.empty());  // not written: an older hook
 }
 
 TEST_CASE("A malformed handoff request is refused with the reason") {
@@ -83,6 +89,8 @@ TEST_CASE("A malformed handoff request is refused with the reason") {
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size 2.5\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size -1\n").ok());
   CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nbatch_size 1e12\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nstart_method thread\n").ok());
+  CHECK_FALSE(ParseHandoffRequest("12 3\n/usr/bin/python3\n1\nstart_method spawn now\n").ok());
 }
 
 TEST_CASE("Only well-formed .req files in the folder are requests") {
@@ -137,6 +145,15 @@ TEST_CASE("The calibration's last result line is read, and one without every fig
       "next_own_cpu_s 0.0000046\n");
   REQUIRE(with_next.ok());
   CHECK(with_next->next_own_cpu_s == Approx(0.0000046));
+  CHECK(with_next->spawn_startup_s == -1);  // not printed: not asked for
+  auto with_spawn = ParseHandoffTiming(
+      "loop_cpu_s 0.0016 receive_cpu_s 0.0009 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 batches 200 "
+      "spawn_startup_s 0.708005 spawn_shutdown_s 0.158464 forkserver_startup_s 0.703085 forkserver_shutdown_s 0.009195\n");
+  REQUIRE(with_spawn.ok());
+  CHECK(with_spawn->spawn_startup_s == Approx(0.708005));
+  CHECK(with_spawn->spawn_shutdown_s == Approx(0.158464));
+  CHECK(with_spawn->forkserver_startup_s == Approx(0.703085));
+  CHECK(with_spawn->forkserver_shutdown_s == Approx(0.009195));
   // Too few calls found their batch made: printed as -1, not timed.
   auto without_wall = ParseHandoffTiming(
       "loop_cpu_s 0.0016 receive_cpu_s 0.0009 receive_wall_s -1.000000000 collate_shm_cpu_s 0.004 touch_cpu_s 0.0007 "

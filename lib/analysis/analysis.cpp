@@ -163,6 +163,8 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "ipc_pace_s" && number() >= 0) config.ipc_pace_s = number();
     else if (c.key == "ipc_startup_s" && number() >= 0) config.ipc_startup_s = number();
     else if (c.key == "ipc_shutdown_s" && number() >= 0) config.ipc_shutdown_s = number();
+    else if (c.key == "ipc_context_startup_s" && number() >= 0) config.ipc_context_startup_s = number();
+    else if (c.key == "ipc_context_shutdown_s" && number() >= 0) config.ipc_context_shutdown_s = number();
     else if (c.key == "ipc_rss_bytes" && number() >= 0) config.ipc_rss_bytes = number();
     else if (c.key == "ipc_fork_s_per_mib" && number() >= 0) config.ipc_fork_s_per_mib = number();
     else if (c.key == "ipc_exit_s_per_mib" && number() >= 0) config.ipc_exit_s_per_mib = number();

@@ -363,6 +363,9 @@ struct LoaderConfig {
   double ipc_pace_s = 0;  // seconds a batch the timing's worker was paced at, as the job's loop (0: back to back)
   double ipc_startup_s = -1;  // the timing's forked worker started, to its first batch beyond a later one's
   double ipc_shutdown_s = -1;  // the timing's worker joined (_shutdown_workers)
+  // A loader that would spawn its workers (or fork them from a fork server):
+  // the timing's worker started that way, and joined; -1 not timed.
+  double ipc_context_startup_s = -1, ipc_context_shutdown_s = -1;
   double ipc_rss_bytes = -1;   // the timing process's resident memory as it forked its worker
   double ipc_fork_s_per_mib = -1;  // a fork's cost to the parent per MiB resident (the page tables it copies)
   double ipc_exit_s_per_mib = -1;  // the forked child's exit per MiB resident (tearing them down)

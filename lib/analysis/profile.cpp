@@ -378,6 +378,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   if (p.workers == 0 && loader.config.ipc_startup_s >= 0 && loader.config.multiprocessing_context == "fork") {
     p.startup_first_s = p.startup_later_s = loader.config.ipc_startup_s;
     p.startup_timed = true;
+    p.startup_timed_method = "fork";
     p.worker_init_fn = loader.config.worker_init_fn;
     // A fork copies the page tables of the whole process: the job's, larger
     // than the timing's, forks slower by its extra resident MiB at the cost a
@@ -399,6 +400,21 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     }
     // Its join, which a non-persistent loader pays in each epoch's last next().
     if (loader.config.ipc_shutdown_s >= 0) p.shutdown_s_per_worker = loader.config.ipc_shutdown_s;
+  }
+  // A loader that would spawn its workers (or fork them from a fork server):
+  // the timing started one that way, a fresh interpreter importing torch, about
+  // 0.7 s where a fork takes 0.02 (the DDP tutorial's mp.spawn ranks start
+  // their loaders' workers so). The workers import side by side over the
+  // cores (no serial part: a floor, as the dataset's pickle, written to each in
+  // turn, is not in it), and exit so: their join is paid per wave of them.
+  const std::string& context = loader.config.multiprocessing_context;
+  if (p.workers == 0 && loader.config.ipc_context_startup_s >= 0 && (context == "spawn" || context == "forkserver")) {
+    p.startup_first_s = p.startup_later_s = loader.config.ipc_context_startup_s;
+    p.startup_timed = true;
+    p.startup_timed_method = context;
+    p.worker_init_fn = loader.config.worker_init_fn;
+    p.startup_serial_share = 0;
+    if (loader.config.ipc_context_shutdown_s >= 0) p.shutdown_exit_extra_s = loader.config.ipc_context_shutdown_s;
   }
   if (loader.active_s > 0) p.measured_whole_run_samples_per_s = loader.samples / loader.active_s;
   p.produce_p99_s = loader.produce.p99;

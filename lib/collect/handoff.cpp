@@ -43,12 +43,20 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     r.bytes.push_back(static_cast<uint64_t>(v));
   }
   if (r.bytes.empty()) return InputError("a handoff request without tensor sizes");
-  // Then "pace_s <seconds>", "rss_bytes <bytes>", "workers <count>" and
-  // "batch_size <indices>", each optional.
+  // Then "pace_s <seconds>", "rss_bytes <bytes>", "workers <count>",
+  // "batch_size <indices>" and "start_method <fork|spawn|forkserver>", each optional.
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     std::istringstream line_in(line);
     std::string key;
+    if (line.rfind("start_method ", 0) == 0) {
+      std::string method, rest;
+      line_in >> key >> method;
+      if ((method != "fork" && method != "spawn" && method != "forkserver") || (line_in >> rest))
+        return InputError("a handoff request with a start method that is not fork, spawn or forkserver");
+      r.start_method = method;
+      continue;
+    }
     double value = -1;
     const bool read = (line_in >> key >> value) && value >= 0;
     const bool pace = read && key == "pace_s" && value <= 3600, rss = read && key == "rss_bytes" && value < 1e15;
@@ -56,7 +64,7 @@ Result<HandoffRequest> ParseHandoffRequest(const std::string& text) {
     const bool batch_size = read && key == "batch_size" && value <= (1 << 30) && value == std::floor(value);
     if (!pace && !rss && !workers && !batch_size)
       return InputError("a handoff request with a line that is not 'pace_s <seconds>', 'rss_bytes <bytes>', "
-                        "'workers <count>' or 'batch_size <indices>'");
+                        "'workers <count>', 'batch_size <indices>' or 'start_method <name>'");
     if (pace) r.pace_s = value;
     else if (rss) r.rss_bytes = static_cast<uint64_t>(value);
     else if (workers) r.had_workers = value > 0;
@@ -96,6 +104,10 @@ Result<HandoffTiming> ParseHandoffTiming(const std::string& output) {
     else if (key == "fork_s_per_mib" && value >= 0) t.fork_s_per_mib = value;
     else if (key == "exit_s_per_mib" && value >= 0) t.exit_s_per_mib = value;
     else if (key == "next_own_cpu_s" && value >= 0) t.next_own_cpu_s = value;
+    else if (key == "spawn_startup_s" && value >= 0) t.spawn_startup_s = value;
+    else if (key == "spawn_shutdown_s" && value >= 0) t.spawn_shutdown_s = value;
+    else if (key == "forkserver_startup_s" && value >= 0) t.forkserver_startup_s = value;
+    else if (key == "forkserver_shutdown_s" && value >= 0) t.forkserver_shutdown_s = value;
   }
   if (seen != 15 || t.batches == 0)
     return InputError("the calibration's line lacks loop_cpu_s, receive_cpu_s, collate_shm_cpu_s, touch_cpu_s or "
@@ -137,6 +149,11 @@ Result<std::string> RunCalibration(const std::vector<const HandoffRequest*>& req
   // process grown to the job's size, about a second).
   if (std::all_of(requests.begin(), requests.end(), [](const HandoffRequest* r) { return r->had_workers; }))
     args.push_back("--no-fork-timing");
+  // Loaders without workers that would spawn them: start one that way too.
+  for (const char* method : {"spawn", "forkserver"})
+    if (std::any_of(requests.begin(), requests.end(),
+                    [&](const HandoffRequest* r) { return !r->had_workers && r->start_method == method; }))
+      args.push_back(std::string("--start-method=") + method);
   std::vector<std::string> env = {"PYTHONPATH=" + python_dir, "OMP_NUM_THREADS=1"};
   for (const char* keep : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GLIBC_TUNABLES"})
     if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);

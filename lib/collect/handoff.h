@@ -42,6 +42,11 @@ struct HandoffRequest {
   // own code in a next() without workers at it, which that profile cannot
   // tell from receiving.
   int64_t batch_size = -1;
+  // How the loader would start workers ("fork", "spawn", "forkserver"; empty:
+  // unknown), for a loader without them: a spawn or forkserver worker imports
+  // torch afresh, which the forked timing worker does not show, so the timing
+  // also starts one that way.
+  std::string start_method;
 };
 
 struct HandoffTiming {
@@ -59,6 +64,10 @@ struct HandoffTiming {
   double fork_s_per_mib = -1;    // a fork's cost to the parent per resident MiB; -1: not printed
   double exit_s_per_mib = -1;    // the forked child's exit per resident MiB; -1: not printed
   double next_own_cpu_s = -1;    // the iterator's own code in a next() without workers; -1: not printed
+  // A worker started by spawn or forkserver (--start-method): iter() to its
+  // first batch beyond a later one's, and its join; -1: not timed.
+  double spawn_startup_s = -1, spawn_shutdown_s = -1;
+  double forkserver_startup_s = -1, forkserver_shutdown_s = -1;
 };
 
 // Parses one request file's text: "pid scope\n<python>\n<bytes> <bytes> ...\n"

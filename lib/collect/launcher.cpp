@@ -376,7 +376,9 @@ bool IsTorchrun(const std::vector<std::string>& command) {
 // without them ipc_loop_cpu_s,
 // ipc_receive_cpu_s, ipc_receive_wall_s, ipc_pace_s, ipc_startup_s,
 // ipc_shutdown_s, ipc_rss_bytes and the fork's and exit's cost a MiB (a
-// profile with workers measured those itself).
+// profile with workers measured those itself), and where it would spawn its
+// workers (or fork them from a fork server) ipc_context_startup_s and
+// ipc_context_shutdown_s, a worker started and joined that way.
 // A calibration that fails is a warning: whatif then says it was not timed.
 void RecordHandoffTimings(const std::string& dir, const std::string& python_dir, const RunOptions& options,
                           TraceSink& sink, RunSummary& summary) {
@@ -405,7 +407,8 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
   std::vector<const HandoffRequest*> timed;
   for (const HandoffRequest& r : requests)
     if (timed.size() < kMaxTimings && std::none_of(timed.begin(), timed.end(), [&](const HandoffRequest* t) {
-          return t->python == r.python && t->bytes == r.bytes;
+          // A loader that would spawn its workers asks that process to time a spawn too.
+          return t->python == r.python && t->bytes == r.bytes && t->start_method == r.start_method;
         }))
       timed.push_back(&r);
   std::vector<std::string> pythons;
@@ -466,6 +469,13 @@ void RecordHandoffTimings(const std::string& dir, const std::string& python_dir,
     if ((*timing)->rss_bytes >= 0) config("ipc_rss_bytes", (*timing)->rss_bytes);
     if ((*timing)->fork_s_per_mib >= 0) config("ipc_fork_s_per_mib", (*timing)->fork_s_per_mib);
     if ((*timing)->exit_s_per_mib >= 0) config("ipc_exit_s_per_mib", (*timing)->exit_s_per_mib);
+    // A loader that would spawn its workers (or fork them from a fork server):
+    // a worker started that way, importing torch afresh.
+    const bool spawn = r.start_method == "spawn", server = r.start_method == "forkserver";
+    const double context_startup = spawn ? (*timing)->spawn_startup_s : server ? (*timing)->forkserver_startup_s : -1;
+    const double context_shutdown = spawn ? (*timing)->spawn_shutdown_s : server ? (*timing)->forkserver_shutdown_s : -1;
+    if (context_startup >= 0) config("ipc_context_startup_s", context_startup);
+    if (context_shutdown >= 0) config("ipc_context_shutdown_s", context_shutdown);
   }
   RestoreDefaultSignals();
 }

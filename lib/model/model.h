@@ -273,6 +273,10 @@ struct LoaderProfile {
   // started after the job to time its handoff (forked from a fresh process,
   // so a floor for the job's), not measured in the job.
   bool startup_timed = false;
+  // How that worker was started: "fork" (from a fresh process: a floor by the
+  // job's larger fork, below), "spawn" or "forkserver" (a fresh interpreter
+  // importing torch: a floor by the job's own imports and its dataset's pickle).
+  std::string startup_timed_method;
   // The loader's own worker_init_fn (its name; empty = none), which that
   // timing did not run: its start-up is a floor by that function's time too.
   std::string worker_init_fn;

@@ -241,6 +241,23 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                                "the StopIteration next() joining them)",
                                                FormatSeconds(p.shutdown_s_per_worker))
                                  : ""));
+  else if (p.startup_timed && p.startup_timed_method != "fork")
+    in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker started by {}, a fresh "
+                             "interpreter importing torch, to its first batch beyond a later one's; the workers start "
+                             "side by side over the cores; a floor: the job's workers also import its main module's "
+                             "imports and unpickle its dataset{})",
+                             FormatSeconds(p.startup_first_s),
+                             p.shutdown_exit_extra_s > 0
+                                 ? fmt::format(", and {} for each wave of workers' exits each epoch without persistent "
+                                               "workers (their join, timed there)",
+                                               FormatSeconds(p.shutdown_exit_extra_s))
+                                 : "",
+                             p.startup_timed_method,
+                             p.worker_init_fn.empty()
+                                 ? ""
+                                 : fmt::format(", and each runs the loader's worker_init_fn ({}), which the timing did "
+                                               "not: a profile with workers times it",
+                                               p.worker_init_fn)));
   else if (p.startup_timed)
     in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker forked from a fresh "
                              "process, to its first batch beyond a later one's{}{}; a floor: its steps then write pages "

@@ -144,6 +144,10 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   if (c.ipc_startup_s >= 0) w.Number(c.ipc_startup_s); else w.Null();
   w.Key("ipc_shutdown_s");
   if (c.ipc_shutdown_s >= 0) w.Number(c.ipc_shutdown_s); else w.Null();
+  w.Key("ipc_context_startup_s");
+  if (c.ipc_context_startup_s >= 0) w.Number(c.ipc_context_startup_s); else w.Null();
+  w.Key("ipc_context_shutdown_s");
+  if (c.ipc_context_shutdown_s >= 0) w.Number(c.ipc_context_shutdown_s); else w.Null();
   w.Key("ipc_rss_bytes");
   if (c.ipc_rss_bytes >= 0) w.Number(c.ipc_rss_bytes); else w.Null();
   w.Key("ipc_fork_s_per_mib");

@@ -6,6 +6,7 @@ costs (collate_shm_cpu_s, touch_cpu_s and free_cpu_s below) apart from the
 fetches and steps they are in (--no-fork-timing when all had workers).
 
   python3 -m stallprof.calibrate_ipc BATCH [BATCH ...] [--batches N] [--job-rss-bytes B] [--no-fork-timing]
+                                    [--start-method spawn|forkserver ...]
 
 BATCH is a batch's tensor sizes in bytes, comma-separated, optionally
 "@S", the job's seconds a batch (the pace below), and optionally "/K", the
@@ -19,8 +20,9 @@ a warm-up) whose tensors the worker allocates in shared memory and fills, as
 torch's collate does. Printed as one line a batch, in order, "loop_cpu_s X
 receive_cpu_s Y receive_wall_s W collate_shm_cpu_s Z touch_cpu_s T free_cpu_s V
 batches N pace_s P startup_s U shutdown_s D rss_bytes R fork_s_per_mib F
-exit_s_per_mib E [next_own_cpu_s O]", in seconds per batch (the last five:
-once), or "failed <why>" where its timing raised:
+exit_s_per_mib E [M_startup_s S M_shutdown_s J ...] [next_own_cpu_s O]", in
+seconds per batch (the last five, and each --start-method M's pair: once),
+or "failed <why>" where its timing raised:
   loop_cpu_s         the worker process's CPU per batch outside __getitem__
                      (its queue feeder pickling, the fd sharer, the loop);
   receive_cpu_s      the main thread's CPU per next() (unpickling, receiving
@@ -73,6 +75,10 @@ once), or "failed <why>" where its timing raised:
   exit_s_per_mib     the same for the forked child's exit (it tears down those
                      page tables), from the fork to the child reaped beyond
                      the fork itself: a worker's shutdown grows with it.
+  M_startup_s        with --start-method M: a worker started that way (a fresh
+                     interpreter importing torch), iter() to its first batch
+                     beyond a later one's, and M_shutdown_s its join
+                     (time_start);
   next_own_cpu_s     with "/K": the DataLoader's own code in a next() without
                      workers (the sampler drawing K indices, the iterator's
                      bookkeeping, torch's record_function) beside the fetch,
@@ -226,14 +232,23 @@ def main():
     p.add_argument("--job-rss-bytes", type=int, default=0, help="the job's resident bytes (0: unknown)")
     p.add_argument("--no-fork-timing", action="store_true",
                    help="time no fork (the job's loaders had workers, whose forks it measured): -1 each")
+    p.add_argument("--start-method", action="append", choices=["spawn", "forkserver"], default=[],
+                   help="also start a worker this way (a loader without workers that would): its start-up and join")
     args = p.parse_args()
     torch.set_num_threads(1)
     fork_s_per_mib, exit_s_per_mib = (-1.0, -1.0) if args.no_fork_timing else fork_cost(
         fork_block_mib(args.job_rss_bytes))
+    started = ""
+    for method in dict.fromkeys(args.start_method):
+        try:
+            startup, shutdown = time_start(method)
+            started += " %s_startup_s %.6f %s_shutdown_s %.6f" % (method, startup, method, shutdown)
+        except Exception:  # left untimed: whatif then leaves such a start-up out, as before
+            pass
     for sizes, pace, batch_size in args.batch:
         try:
             line = time_handoff(sizes, min(max(pace, 0), 0.02), args.warmup, args.batches)
-            line += " fork_s_per_mib %.9f exit_s_per_mib %.9f" % (fork_s_per_mib, exit_s_per_mib)
+            line += " fork_s_per_mib %.9f exit_s_per_mib %.9f" % (fork_s_per_mib, exit_s_per_mib) + started
             if batch_size is not None:
                 line += " next_own_cpu_s %.9f" % time_next_own(batch_size)
         except Exception as e:  # this batch's timing alone: the next ones still run
@@ -324,6 +339,30 @@ def time_handoff(sizes, pace, warmup, batch_count):
             "free_cpu_s %.9f batches %d pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d"
             % (max(0, loop) / 1e9, receive / n, receive_wall, max(0, shared_extra) / n, max(0, touch) / n,
                max(0, free), batches, pace, startup, shutdown, rss))
+
+
+def time_start(method):
+    """A worker started by `method` ("spawn" or "forkserver"), as a loader
+    without workers that would start them so: (start-up, shutdown) seconds,
+    iter() to its first batch beyond a later batch's, and its join. Such a
+    worker starts a fresh interpreter that imports torch (0.64-0.68 s here
+    either way; a fork: 0.01-0.02), a floor for the job's, whose workers
+    also import its __main__'s modules and unpickle its dataset."""
+    loader = DataLoader(Indices(3), batch_size=None, num_workers=1, multiprocessing_context=method)
+    start = time.monotonic()
+    it = iter(loader)
+    next(it)
+    first = time.monotonic() - start
+    start = time.monotonic()
+    next(it)
+    later = time.monotonic() - start
+    shutdown = -1.0
+    join = getattr(it, "_shutdown_workers", None)
+    if callable(join):
+        start = time.monotonic()
+        join()
+        shutdown = time.monotonic() - start
+    return max(0.0, first - later), shutdown
 
 
 class Indices(Dataset):

@@ -105,6 +105,10 @@ _client = "none"
 _worker_scope = 0
 # Thread ident of a pin-memory thread -> scope of its loader.
 _pin_scopes = {}
+# Each loader's (scope's) start method for workers, "fork", "spawn" or
+# "forkserver": a loader without workers asks the handoff timing to start one
+# that way too (_request_handoff_timing).
+_start_methods = {}
 # False once thread_io() said None in this process: per-thread io accounting is
 # missing (kernel, permissions), so stop paying for the call.
 _thread_io_ok = True
@@ -620,6 +624,7 @@ def _record_config(loader, scope, name):
     else:
         method = context.get_start_method()
     cfg(scope, "multiprocessing_context", method)
+    _start_methods[scope] = method
     # How workers hand tensors over: "file_descriptor" (Linux's default) costs
     # the main process a connection to the worker per tensor (the handoff advice).
     try:
@@ -768,7 +773,8 @@ def _request_handoff_timing(scope, sizes, workers, pace_s=0, batch_size=None):
     with open(path + ".tmp", "w") as f:
         f.write("%d %d\n%s\n%s\n" % (os.getpid(), scope, sys.executable, " ".join(map(str, sizes))) +
                 ("pace_s %.6f\n" % pace_s if pace_s > 0 else "") + ("workers 1\n" if workers else _rss_line()) +
-                ("batch_size %d\n" % batch_size if batch_size is not None else ""))
+                ("batch_size %d\n" % batch_size if batch_size is not None else "") +
+                ("start_method %s\n" % _start_methods[scope] if not workers and scope in _start_methods else ""))
     os.rename(path + ".tmp", path + ".req")
     return path
 
