@@ -355,6 +355,14 @@ TEST_CASE("A start-up timed after the run names the loader's worker_init_fn, whi
   CHECK_THAT(startup_line(), Catch::EndsWith("copy-on-write while the workers live, and each worker runs the loader's "
                                              "worker_init_fn (seed_worker), which the timing did not: a profile with "
                                              "workers times it)"));
+  // Timed by spawn (the process would spawn its workers): said so, with the join per wave.
+  p.startup_timed_method = "spawn";
+  p.shutdown_exit_extra_s = 0.16;
+  CHECK_THAT(startup_line(), Catch::StartsWith("worker start-up: 20.00 ms an epoch, and 160.00 ms for each wave of "
+                                               "workers' exits") &&
+                                 Catch::Contains("one worker started by spawn, a fresh interpreter importing torch") &&
+                                 Catch::EndsWith("worker_init_fn (seed_worker), which the timing did not: a profile "
+                                                 "with workers times it)"));
 }
 
 TEST_CASE("The profiled hit ratio is unknown, not 0%, where the bytes a sample needs are unknown") {

@@ -273,7 +273,7 @@ struct LoaderProfile {
   // started after the job to time its handoff (forked from a fresh process,
   // so a floor for the job's), not measured in the job.
   bool startup_timed = false;
-  // How that worker was started: "fork" (from a fresh process: a floor by the
+  // How that worker was started: "fork" (or empty: from a fresh process, a floor by the
   // job's larger fork, below), "spawn" or "forkserver" (a fresh interpreter
   // importing torch: a floor by the job's own imports and its dataset's pickle).
   std::string startup_timed_method;

@@ -241,7 +241,7 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                                "the StopIteration next() joining them)",
                                                FormatSeconds(p.shutdown_s_per_worker))
                                  : ""));
-  else if (p.startup_timed && p.startup_timed_method != "fork")
+  else if (p.startup_timed && (p.startup_timed_method == "spawn" || p.startup_timed_method == "forkserver"))
     in.push_back(fmt::format("worker start-up: {} an epoch{} (timed after the run: one worker started by {}, a fresh "
                              "interpreter importing torch, to its first batch beyond a later one's; the workers start "
                              "side by side over the cores; a floor: the job's workers also import its main module's "
