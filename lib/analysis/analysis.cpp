@@ -1911,6 +1911,15 @@ std::string DatasetMemoryNote(const TraceAnalysis& analysis) {
   return fmt::format("the dataset ({}) fits in memory: caching it would remove fetch stalls", size);
 }
 
+namespace {
+// When the run ended: as the command exited, not as the trace did (after the
+// launcher's final drain and handoff timing: 1.2 s of a 3.7 s run); 0 without a footer.
+uint64_t JobEndNs(const Trace& trace) {
+  if (!trace.footer) return 0;
+  return trace.footer->job_end_monotonic_ns ? trace.footer->job_end_monotonic_ns : trace.footer->end_monotonic_ns;
+}
+}  // namespace
+
 namespace internal {
 
 uint32_t MostAtOnce(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
@@ -2114,7 +2123,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     for (const auto& th : trace.threads)
       if (th.client != ClientKind::kC) hooked.insert(th.pid);
     if (total == 0 && ended.empty() && trace.footer && !hooked.empty()) {
-      const uint64_t end = trace.footer->job_end_monotonic_ns ? trace.footer->job_end_monotonic_ns : trace.footer->end_monotonic_ns;
+      const uint64_t end = JobEndNs(trace);
       const double seconds = end > trace.header.start_monotonic_ns ? (end - trace.header.start_monotonic_ns) * kNs : 0;
       return UnsupportedError(fmt::format(
           "no DataLoader found in {}: the profiled command ran {} and exited 0 with stallprof's hook loaded in {} Python "
@@ -2161,11 +2170,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.start_monotonic_ns = trace.header.start_monotonic_ns;
   out.start_realtime_ns = trace.header.start_realtime_ns;
   out.usable_cores = trace.header.usable_cores;
-  // The run ends as the command exits, not as the trace does (after the
-  // launcher's final drain and handoff timing: 1.2 s of a 3.7 s run).
-  uint64_t end = !trace.footer                         ? 0
-                 : trace.footer->job_end_monotonic_ns ? trace.footer->job_end_monotonic_ns
-                                                       : trace.footer->end_monotonic_ns;
+  uint64_t end = JobEndNs(trace);
   const double counter_share = CounterShare(trace);
   const bool sampled = counter_share < 1;
   // Every loader's iterations first: a loader whose whole epochs run inside

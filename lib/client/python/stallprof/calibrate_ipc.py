@@ -327,13 +327,7 @@ def time_handoff(sizes, pace, warmup, batch_count):
     # Wall time is not thread CPU: the mean of the calls that found their batch
     # made, no less than their CPU (clocks of different resolution).
     receive_wall = max(sum(ready_walls) / len(ready_walls), receive / n) if len(ready_walls) >= MIN_BATCHES else -1
-    # torch's own join, a private method: a torch without it leaves the figure untimed (-1).
-    shutdown = -1.0
-    join = getattr(it, "_shutdown_workers", None)
-    if callable(join):
-        start = time.monotonic()
-        join()
-        shutdown = time.monotonic() - start
+    shutdown = time_join(it)
     free = (freed_shared - freed_heap) / max(1, batches - 1) / 1e9
     return ("loop_cpu_s %.9f receive_cpu_s %.9f receive_wall_s %.9f collate_shm_cpu_s %.9f touch_cpu_s %.9f "
             "free_cpu_s %.9f batches %d pace_s %.6f startup_s %.6f shutdown_s %.6f rss_bytes %d"
@@ -356,13 +350,18 @@ def time_start(method):
     start = time.monotonic()
     next(it)
     later = time.monotonic() - start
-    shutdown = -1.0
+    return max(0.0, first - later), time_join(it)
+
+
+def time_join(it):
+    """Seconds the iterator takes to join its workers (torch's own
+    _shutdown_workers, a private method: -1 where torch has none)."""
     join = getattr(it, "_shutdown_workers", None)
-    if callable(join):
-        start = time.monotonic()
-        join()
-        shutdown = time.monotonic() - start
-    return max(0.0, first - later), shutdown
+    if not callable(join):
+        return -1.0
+    start = time.monotonic()
+    join()
+    return time.monotonic() - start
 
 
 class Indices(Dataset):
