@@ -648,11 +648,57 @@ TEST_CASE("A trace without DataLoader iterations is an unsupported input, not a 
   // A program that failed before its first batch: the error says so.
   b.trace.footer.emplace();
   b.trace.footer->exit_code = 1;
-  CHECK_THAT(Analyze(b.trace, {}).error().message, Catch::Contains("the profiled command exited with code 1 before it took a batch"));
+  CHECK_THAT(Analyze(b.trace, {}).error().message,
+             Catch::Contains("before it took a batch, the profiled command exited with code 1 (see its output)"));
+  // With the exception that ended it, as the hook recorded it.
+  b.trace.configs.push_back({.pid = 100, .scope = 0, .key = "uncaught_error", .type = ConfigValue::Type::kStr,
+                             .str = "FileNotFoundError: [Errno 2] No such file or directory: 'data/train'"});
+  CHECK_THAT(Analyze(b.trace, {}).error().message,
+             Catch::Contains("exited with code 1; pid 100 raised FileNotFoundError: [Errno 2] No such file or "
+                             "directory: 'data/train' (see its output)"));
   b.trace.footer->term_signal = 9;
-  CHECK_THAT(Analyze(b.trace, {}).error().message, Catch::Contains("killed by signal 9"));
+  CHECK_THAT(Analyze(b.trace, {}).error().message, Catch::Contains("killed by SIGKILL (signal 9)"));
   TraceBuilder empty;
   CHECK_FALSE(Analyze(empty.trace, {}).ok());
+}
+
+TEST_CASE("A failed job's ending names its signal and each uncaught exception with its loader and batch") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 8;
+  AddLoop(b, spec);
+  b.trace.footer.emplace();
+  const auto ending = [&] {
+    auto a = Analyze(b.trace, {});
+    REQUIRE(a.ok());
+    return DescribeEnding(a->quality);
+  };
+  CHECK(ending().empty());  // exited 0, nothing raised
+  b.trace.footer->exit_code = 1;
+  CHECK(ending() == "the profiled command exited with code 1");
+  // Raised out of train's next() while it waited for batch 8 (the hook's
+  // configs: the loader's scope, the batch index), and in a thread of
+  // another process outside any loader.
+  b.Config(100, 1, "uncaught_error", "RuntimeError: DataLoader worker (pid(s) 105) exited unexpectedly");
+  b.Config(100, 1, "uncaught_error_batch", uint64_t{8});
+  b.Config(90, 0, "uncaught_error", "OSError: [Errno 28] No space left on device");
+  CHECK(ending() == "the profiled command exited with code 1; pid 90 raised OSError: [Errno 28] No space left on "
+                    "device; pid 100 raised RuntimeError: DataLoader worker (pid(s) 105) exited unexpectedly, waiting "
+                    "for batch 8 of loader train");
+  // The signal by name, instead of 128 + N; a loader without a name or batch.
+  b.trace.footer->term_signal = 11;
+  b.trace.footer->exit_code = 139;
+  b.trace.configs.erase(std::remove_if(b.trace.configs.begin(), b.trace.configs.end(),
+                                       [](const auto& c) { return c.key == "name" || c.key == "uncaught_error_batch"; }),
+                        b.trace.configs.end());
+  CHECK_THAT(ending(), Catch::StartsWith("the profiled command was killed by SIGSEGV (signal 11); pid 90 raised"));
+  CHECK_THAT(ending(), Catch::EndsWith("exited unexpectedly, in loader loader1"));
+  // Many ranks that failed alike: the first three, then a count.
+  for (uint32_t pid = 200; pid < 210; ++pid) b.Config(pid, 0, "uncaught_error", "KeyError: 'label'");
+  CHECK_THAT(ending(), Catch::EndsWith("pid 200 raised KeyError: 'label'; 9 more uncaught exceptions"));
 }
 
 TEST_CASE("Two loaders of one process are analyzed apart, each with its own workers") {

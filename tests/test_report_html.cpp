@@ -111,6 +111,12 @@ TEST_CASE("The loader's header gives its settings as the text does, and its whol
   auto workers = analysis::Analyze(b.trace, {});
   REQUIRE(workers.ok());
   CHECK_THAT(ReportHtml(b.trace, *workers), Catch::Contains("batch 8, 2 workers (spawn), prefetch 2, pin_memory off"));
+  // pin_memory=True on a machine without CUDA: torch pins nothing, and the header says it was asked for.
+  b.Config(100, 1, "pin_memory_unavailable", "1");
+  auto unpinned = analysis::Analyze(b.trace, {});
+  REQUIRE(unpinned.ok());
+  CHECK_THAT(AnalysisText({*unpinned}, nullptr, 5, Colour::kOff),
+             Catch::Contains("pin_memory off (True asked for, but no CUDA device: torch pins nothing)"));
 }
 
 TEST_CASE("The page lists main-thread stages in a table of their own") {

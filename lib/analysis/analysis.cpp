@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -136,6 +137,7 @@ LoaderConfig ReadConfig(const Trace& trace, uint32_t pid, std::span<const uint16
     else if (c.key == "batch_size_from") config.batch_size_from = text();
     else if (c.key == "num_workers") config.num_workers = static_cast<uint32_t>(number());
     else if (c.key == "prefetch_factor" && number() > 0) config.prefetch_factor = static_cast<uint32_t>(number());
+    else if (c.key == "pin_memory_unavailable") config.pin_memory_unavailable = number() != 0;
     else if (c.key == "pin_memory") config.pin_memory = number() != 0 || text() == "True" || text() == "true";
     else if (c.key == "persistent_workers") config.persistent_workers = number() != 0 || text() == "True" || text() == "true";
     else if (c.key == "sampler") config.sampler = text();
@@ -1619,6 +1621,37 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
   return out;
 }
 
+// The hook's config "uncaught_error" (scope: the loader whose iterator the
+// traceback passed through, 0 = none) with "uncaught_error_batch" and the
+// loader's "name" of the same process and scope.
+std::vector<UncaughtError> UncaughtErrors(const Trace& trace) {
+  std::vector<UncaughtError> errors;
+  for (const auto& c : trace.configs) {
+    if (c.key != "uncaught_error" || c.type != ConfigValue::Type::kStr) continue;
+    UncaughtError e;
+    e.pid = c.pid;
+    e.message = c.str;
+    if (c.scope != 0) {
+      e.loader = "loader" + std::to_string(c.scope);
+      for (const auto& d : trace.configs) {
+        if (d.pid != c.pid || d.scope != c.scope) continue;
+        if (d.key == "name" && d.type == ConfigValue::Type::kStr && !d.str.empty()) e.loader = d.str;
+        if (d.key == "uncaught_error_batch" && d.type == ConfigValue::Type::kU64 && d.u64 <= INT64_MAX)
+          e.batch = static_cast<int64_t>(d.u64);
+      }
+    }
+    errors.push_back(std::move(e));
+  }
+  std::stable_sort(errors.begin(), errors.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
+  return errors;
+}
+
+// "SIGSEGV" for 11; "signal 77" for one without a name.
+std::string SignalName(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+}
+
 DataQuality MeasureQuality(const Trace& trace) {
   DataQuality q;
   q.spans = trace.spans.size();
@@ -1647,8 +1680,10 @@ DataQuality MeasureQuality(const Trace& trace) {
     // `stallprof run` printed.
     q.dropped = std::max(q.dropped, trace.footer->dropped);
     q.exit_code = trace.footer->exit_code;
+    q.term_signal = trace.footer->term_signal;
     q.invalid_records = trace.footer->invalid_records;
   }
+  q.uncaught_errors = UncaughtErrors(trace);
   q.dropped_share = q.spans + q.dropped ? static_cast<double>(q.dropped) / (q.spans + q.dropped) : 0;
   q.truncated = trace.truncated;
   q.clients.assign(clients.begin(), clients.end());
@@ -1677,6 +1712,25 @@ DataQuality MeasureQuality(const Trace& trace) {
 }
 
 }  // namespace
+
+std::string DescribeEnding(const DataQuality& q) {
+  std::string out;
+  if (q.term_signal != 0)
+    out = fmt::format("the profiled command was killed by {} (signal {})", SignalName(q.term_signal), q.term_signal);
+  else if (q.exit_code != 0)
+    out = fmt::format("the profiled command exited with code {}", q.exit_code);
+  constexpr size_t kShown = 3;  // a job of many ranks that all failed alike: the first few say it
+  for (size_t i = 0; i < q.uncaught_errors.size() && i < kShown; ++i) {
+    const auto& e = q.uncaught_errors[i];
+    out += fmt::format("{}pid {} raised {}", out.empty() ? "" : "; ", e.pid, e.message);
+    if (!e.loader.empty())
+      out += e.batch >= 0 ? fmt::format(", waiting for batch {} of loader {}", e.batch, e.loader)
+                          : fmt::format(", in loader {}", e.loader);
+  }
+  if (q.uncaught_errors.size() > kShown)
+    out += fmt::format("; {} more uncaught exceptions", q.uncaught_errors.size() - kShown);
+  return out;
+}
 
 Verdict Classify(double stall_fraction) {
   if (stall_fraction >= model::kHighlyInputBound) return Verdict::kHighlyInputBound;
@@ -2111,12 +2165,8 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
                           trace.bytes);
     else if (!trace.footer)
       ended = "; the file has no footer: the run that wrote it did not finish (killed with stallprof itself?)";
-    else if (trace.footer->term_signal != 0)
-      ended = "; the profiled command was killed by signal " + std::to_string(trace.footer->term_signal) +
-              " before it took a batch";
-    else if (trace.footer->exit_code != 0)
-      ended = "; the profiled command exited with code " + std::to_string(trace.footer->exit_code) +
-              " before it took a batch (see its output)";
+    else if (trace.footer->term_signal != 0 || trace.footer->exit_code != 0)
+      ended = "; before it took a batch, " + DescribeEnding(MeasureQuality(trace)) + " (see its output)";
     // A program that ran to its end with the hook loaded and never iterated
     // a DataLoader feeds its steps some other way: nothing waited on one.
     std::set<uint32_t> hooked;

@@ -302,6 +302,7 @@ struct LoaderConfig {
   double batch_size_set = 0;
   uint32_t prefetch_factor = 2;
   bool pin_memory = false;
+  bool pin_memory_unavailable = false;  // pin_memory=True where torch saw no CUDA device (it pins nothing)
   bool persistent_workers = false;
   // The DataLoader subclass whose own __iter__ draws every epoch from one
   // iterator made once (the hook's "iterator_kept_by": YOLOv5's
@@ -661,6 +662,15 @@ struct SystemStats {
   bool dataset_fits_in_memory = false;
 };
 
+// An exception that ended a process (or a thread of it), as the hook's
+// sys.excepthook / threading.excepthook recorded it: config "uncaught_error".
+struct UncaughtError {
+  uint32_t pid = 0;
+  std::string loader;   // the loader whose iterator the traceback passed through; "" = none
+  int64_t batch = -1;   // that iterator's batch index in its epoch (the one it was getting); -1 = unknown
+  std::string message;  // "RuntimeError: DataLoader worker (pid 1240) is killed by signal: Segmentation fault."
+};
+
 struct DataQuality {
   uint64_t spans = 0;
   uint64_t dropped = 0;
@@ -670,6 +680,8 @@ struct DataQuality {
   bool truncated = false;
   bool footer_present = false;
   int32_t exit_code = 0;
+  int32_t term_signal = 0;  // the signal that killed the profiled command, 0 = none
+  std::vector<UncaughtError> uncaught_errors;  // in pid order
   uint64_t invalid_records = 0;
   std::vector<std::string> clients;  // distinct client kinds
   uint64_t clock_resolution_ns = 0;
@@ -681,6 +693,13 @@ struct DataQuality {
   // kMaxTscDriftNsPerS, or a converted time may be off by more than kMaxTscErrorNs.
   std::string clock_warning;
 };
+
+// How the profiled command ended when not cleanly, one clause without a
+// final period ("" when it exited 0 with no uncaught exception): the exit
+// code or the signal, and each uncaught exception with its process, loader
+// and batch ("...exited with code 1; pid 812 raised RuntimeError: DataLoader
+// worker (pid(s) 815) exited unexpectedly, waiting for batch 3 of loader train").
+std::string DescribeEnding(const DataQuality& q);
 
 // An invariant TSC and CLOCK_MONOTONIC agree to a few ppm; more means the TSC
 // is not what the CPU claims (or NTP slews the clock hard).

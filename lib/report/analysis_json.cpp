@@ -117,7 +117,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   else w.Null();
   w.Key("batch_size_set");  // the loader's batch_size where the batches' mean replaced it
   if (c.batch_size_set > 0) w.Number(c.batch_size_set); else w.Null();
-  w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory);
+  w.Field("num_workers", c.num_workers).Field("prefetch_factor", c.prefetch_factor).Field("pin_memory", c.pin_memory).Field("pin_memory_unavailable", c.pin_memory_unavailable);
   w.Field("persistent_workers", c.persistent_workers).Field("iterator_kept_by", c.iterator_kept_by);
   w.Field("sampler", c.sampler).Field("sampler_order_repeats", c.sampler_order_repeats).Field("dataset_len", c.dataset_len).Field("sampler_len", c.sampler_len);
   w.Field("dataset_bytes", c.dataset_bytes).Field("held_bytes", c.held_bytes).Field("held_files", c.held_files).Field("held_kinds", c.held_kinds);
@@ -315,10 +315,19 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     w.Key("quality").BeginObject();
     w.Field("spans", q.spans).Field("dropped", q.dropped).Field("dropped_share", q.dropped_share);
     w.Field("lanes_used", q.lanes_used).Field("ring_lanes", q.ring_lanes).Field("truncated", q.truncated);
-    w.Field("footer_present", q.footer_present).Field("exit_code", q.exit_code).Field("invalid_records", q.invalid_records);
+    w.Field("footer_present", q.footer_present).Field("exit_code", q.exit_code).Field("term_signal", q.term_signal).Field("invalid_records", q.invalid_records);
     w.Key("clients").BeginArray();
     for (const auto& c : q.clients) w.String(c);
     w.EndArray();
+    // What ended a process: the hook's record of an uncaught exception; batch -1 = not in a loader's next().
+    w.Key("uncaught_errors").BeginArray();
+    for (const auto& e : q.uncaught_errors) {
+      w.BeginObject();
+      w.Field("pid", e.pid).Field("loader", e.loader).Field("batch", e.batch).Field("message", e.message);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Field("ending", DescribeEnding(q));
     w.Field("clock", q.clock).Field("clock_source", q.clock_source).Field("clock_resolution_ns", q.clock_resolution_ns);
     if (!q.clock_warning.empty()) w.Field("clock_warning", q.clock_warning);
     w.EndObject();

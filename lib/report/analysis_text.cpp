@@ -320,7 +320,10 @@ std::string LoaderSetupLine(const analysis::LoaderConfig& c) {
           ? "0 workers (the main process fetches)"
           : fmt::format("{} workers{}, prefetch {}", c.num_workers,
                         c.multiprocessing_context.empty() ? "" : " (" + c.multiprocessing_context + ")", c.prefetch_factor);
-  std::string text = fmt::format("batch {}, {}, pin_memory {}, ", BatchSizeText(c), workers, c.pin_memory ? "on" : "off");
+  std::string text = fmt::format("batch {}, {}, pin_memory {}, ", BatchSizeText(c), workers,
+                                 c.pin_memory                 ? "on"
+                                 : c.pin_memory_unavailable ? "off (True asked for, but no CUDA device: torch pins nothing)"
+                                                              : "off");
   text += !c.iterator_kept_by.empty()
                          ? fmt::format("workers kept across epochs ({}: one iterator for every epoch), ", c.iterator_kept_by)
                      : c.persistent_workers ? "persistent workers, "
@@ -390,7 +393,7 @@ std::string QualityIssues(const DataQuality& q) {
   if (!q.clock_warning.empty()) issues.push_back(q.clock_warning);
   if (q.truncated) issues.push_back("truncated (analyzed up to its last complete chunk)");
   if (!q.footer_present) issues.push_back("no footer (the run did not finish cleanly)");
-  else if (q.exit_code != 0) issues.push_back(fmt::format("the profiled command exited with code {}", q.exit_code));
+  else if (const auto ending = DescribeEnding(q); !ending.empty()) issues.push_back(ending);
   if (q.invalid_records) issues.push_back(fmt::format("{} invalid records rejected", q.invalid_records));
   std::string out;
   for (const auto& i : issues) out += (out.empty() ? "" : "; ") + i;
@@ -413,6 +416,16 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
   for (const auto& t : traces)
     if (const std::string note = OutsideEpochsNote(t); !note.empty())
       out += (traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + note + "\n";
+  // A job that failed: what ended it, above the figures that cover the run up to it.
+  size_t endings = 0;
+  for (const auto& t : traces) {
+    const std::string ending = t.quality.footer_present ? DescribeEnding(t.quality) : "";
+    if (ending.empty() || ++endings > 3) continue;
+    out += style.Paint((traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + "ended: " + TerminalSafe(ending) +
+                           " (the figures cover the run up to it)\n",
+                       "33");
+  }
+  if (endings > 3) out += fmt::format("{} more traces did not end cleanly (each one's data quality says how)\n", endings - 3);
   if (job) out += JobText(*job, rank_table, colour);
 
   // Many ranks: the detail of a few (DetailedRank); the other ranks' traces
@@ -462,7 +475,7 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     if (!q.clock_warning.empty()) out += style.Paint("  " + q.clock_warning + "\n", "33");
     if (q.truncated) out += style.Paint("  the trace is truncated (the run was killed?): analyzed up to its last complete chunk\n", "33");
     if (!q.footer_present) out += "  no footer: the run did not finish cleanly\n";
-    else if (q.exit_code != 0) out += fmt::format("  the profiled command exited with code {}\n", q.exit_code);
+    else if (const auto ending = DescribeEnding(q); !ending.empty()) out += style.Paint("  " + TerminalSafe(ending) + "\n", "33");
     if (q.invalid_records) out += fmt::format("  {} invalid records were rejected by the collector\n", q.invalid_records);
   }
   if (undetailed > 0) {

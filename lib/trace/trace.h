@@ -85,8 +85,14 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // thread's wall time its counter reads may cost, written by the client when
 // its budget first skipped a span's counters: spans without CPU were sampled
 // out, and analysis estimates them (analysis/sampling.h).
+// Config keys, any process: "uncaught_error" (str, one line: the exception
+// that ended the process or one of its threads, as sys.excepthook /
+// threading.excepthook saw it; scope = the loader whose iterator its traceback
+// passed through, 0 = none) and "uncaught_error_batch" (u64, that iterator's
+// batch index in its epoch).
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",
-// "prefetch_factor", "pin_memory", "persistent_workers", "sampler", "drop_last",
+// "prefetch_factor", "pin_memory" (what torch does: off without CUDA),
+// "pin_memory_unavailable" (pin_memory=True asked for without CUDA), "persistent_workers", "sampler", "drop_last",
 // "dataset_len", "sampler_len" (the indices the sampler yields an epoch), "dataset_bytes",
 // "dataset_files", "multiprocessing_context", "client", "held_files",
 // "held_bytes", "held_kinds" and "held_parent" (the files the dataset reads from as the hook

@@ -4,7 +4,8 @@
 # batch_sampler is given (torch then leaves loader.sampler a default
 # SequentialSampler that nothing uses; a random batch sampler was recorded as
 # "sequential", and an LRU cache predicted to thrash). And pin_memory as the
-# iterator does it: torch pins only where CUDA is available. And the samples an
+# iterator does it: torch pins only where CUDA is available (and, without
+# CUDA, that it was asked for: "pin_memory_unavailable"). And the samples an
 # epoch holds (config "sampler_len") where the dataset takes whole batches
 # (batch_size=None, a BatchSampler given as sampler=): the batch sampler's
 # length counts batches; it was recorded as samples, and the epochs' samples
@@ -43,5 +44,8 @@ assert sampler_len.get("whole_batches") == 40, sampler_len
 pinned = {name[r["scope"]] for r in recs if r.get("key") == "pin_memory" and (r.get("u64") or r.get("f64") or r.get("str") in ("1", "True"))}
 import torch
 assert pinned == ({"weighted"} if torch.cuda.is_available() else set()), pinned
+# Asked for without CUDA: said so, so analyze can tell the user it did nothing.
+unavailable = {name[r["scope"]] for r in recs if r.get("key") == "pin_memory_unavailable" and r.get("u64")}
+assert unavailable == (set() if torch.cuda.is_available() else {"weighted"}), unavailable
 PY
 echo PASS

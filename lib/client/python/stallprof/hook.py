@@ -607,6 +607,8 @@ def _record_config(loader, scope, name):
     # What the iterator will do: torch pins only where CUDA is available
     # (pin_memory=True on a CPU-only machine warns and pins nothing).
     cfg(scope, "pin_memory", bool(loader.pin_memory) and _cuda_available())
+    if loader.pin_memory and not _cuda_available():
+        cfg(scope, "pin_memory_unavailable", True)  # asked for, and nothing to pin for
     cfg(scope, "persistent_workers", bool(loader.persistent_workers))
     # The user's worker_init_fn, by name: each worker runs it at its start,
     # which a start-up timed without the loader's workers does not include.
@@ -1167,6 +1169,9 @@ def _patch():
 
     pin_mod.pin_memory = pin_memory
 
+    # -- the exception that ends the process, where it came from ------------------
+    _watch_uncaught()
+
     # -- the hook's own cost, timed once in the main process ----------------------
     try:
         import multiprocessing
@@ -1180,6 +1185,67 @@ def _patch():
     # the calibration, so its fetches are not probed.
     if hasattr(ext, "start_gil_probe"):
         ext.start_gil_probe(ext.name(GIL_PROBE), sys.getswitchinterval())
+
+
+# ---- the exception that ends a process --------------------------------------------
+# A job that fails in its data pipeline (a worker killed by a signal, an
+# exception raised in __getitem__ and re-raised by torch in the main process)
+# ends with "exited with code 1"; the trace keeps what ended it, and the loader
+# and batch when the traceback passes through a loader's iterator.
+
+def _error_summary(exc_type, exc):
+    """One line: the type and the message's first line, and for torch's
+    re-raise of a worker's exception ("Caught ValueError in DataLoader worker
+    process 0." with the original traceback) the original's last line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = "%s: %s" % (getattr(exc_type, "__name__", "Exception"), lines[0]) if lines else exc_type.__name__
+    if len(lines) > 1 and any(line.startswith("Original Traceback") for line in lines):
+        text += " (%s)" % lines[-1]
+    encoded = text.encode("utf-8", "replace")  # a trace string holds up to 255 bytes (SP_MAX_NAME)
+    return text if len(encoded) <= 255 else encoded[:252].decode("utf-8", "ignore") + "..."
+
+
+def _record_uncaught(exc_type, exc, tb):
+    scope, batch = 0, None
+    while tb is not None:  # the innermost iterator in the traceback owns it
+        owner = tb.tb_frame.f_locals.get("self")
+        owner_scope = getattr(owner, "_stallprof_scope", 0)
+        if type(owner_scope) is int and owner_scope > 0:
+            scope = owner_scope
+            yielded = getattr(owner, "_num_yielded", None)
+            batch = yielded if type(yielded) is int else batch
+        tb = tb.tb_next
+    _ext.config(scope, "uncaught_error", _error_summary(exc_type, exc))
+    if scope and batch is not None:
+        _ext.config(scope, "uncaught_error_batch", batch)
+
+
+def _watch_uncaught():
+    """Chains sys.excepthook (the main thread) and threading.excepthook (a
+    prefetch thread): record, then whatever the program installed runs."""
+    import threading
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        if not issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
+            try:
+                _record_uncaught(exc_type, exc, tb)
+            except Exception:
+                pass
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+    previous_thread = threading.excepthook
+
+    def thread_excepthook(args):
+        if args.exc_type is not None and not issubclass(args.exc_type, SystemExit):
+            try:
+                _record_uncaught(args.exc_type, args.exc_value, args.exc_traceback)
+            except Exception:
+                pass
+        previous_thread(args)
+
+    threading.excepthook = thread_excepthook
 
 
 # ---- the per-batch path in Python (the ctypes fallback) ------------------------

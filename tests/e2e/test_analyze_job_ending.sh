@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# What ended a failed job, in analyze: the exception the training process
+# died of (with the loader and batch when it came out of a loader's next()),
+# a worker killed by SIGSEGV, the signal that killed the command, and a
+# program that failed before its first batch. The expected values come from
+# the workloads: the sample that raises, the batch size, the signal sent.
+source "$(dirname "$0")/lib.sh"
+need_torch
+cd "$TMP"
+
+# 1. __getitem__ raises in the worker for sample 13: with batch_size=4 and one
+# worker in order, torch re-raises it in the main process while it waits for
+# batch 3 (samples 12-15), after batches 0-2; nothing catches it.
+cat >"$TMP/bad_sample.py" <<'PY'
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class D(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        if i == 13:
+            raise ValueError("bad sample %d" % i)
+        return torch.full((8,), float(i))
+
+train = DataLoader(D(), batch_size=4, num_workers=1)
+for batch in train:
+    time.sleep(0.005)
+PY
+set +e; "$SP" run -q -o "$TMP/bad.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run returned $rc, expected the job's 1: $(tail -3 "$TMP/err")"
+"$SP" analyze "$TMP/bad.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+grep -Eq "the profiled command exited with code 1; pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13\), waiting for batch 3 of loader train" "$TMP/text" \
+  || fail "analyze does not name the exception, loader and batch: $(grep -n "exited\|raised" "$TMP/text")"
+# Above the loaders, where a user looks first (the Data quality section has it too).
+sed -n 2p "$TMP/text" | grep -Eq "^ended: the profiled command exited with code 1; pid [0-9]+ raised ValueError: .*\(the figures cover the run up to it\)$" \
+  || fail "the second line is not the ending: $(sed -n 2p "$TMP/text")"
+"$SP" analyze --json "$TMP/bad.pb" >"$TMP/bad.json" || fail "analyze --json failed"
+"$PY" - "$TMP/bad.json" <<'PY' || fail "the JSON's uncaught_errors"
+import json, sys
+q = json.load(open(sys.argv[1]))["traces"][0]["quality"]
+errors = q["uncaught_errors"]
+assert len(errors) == 1, errors
+e = errors[0]
+assert e["loader"] == "train" and e["batch"] == 3, e
+assert e["message"].startswith("ValueError: Caught ValueError in DataLoader worker process 0."), e
+assert q["exit_code"] == 1 and q["term_signal"] == 0, q
+assert q["ending"].startswith("the profiled command exited with code 1; pid"), q["ending"]
+PY
+
+# 2. A worker killed by SIGSEGV at sample 40: torch raises a RuntimeError
+# that names the worker's pid (from next(), or from its SIGCHLD handler
+# wherever the main thread is), and the job dies of it.
+cat >"$TMP/segv.py" <<'PY'
+import os, signal, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class D(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        time.sleep(0.001)
+        if i == 40:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return i
+
+train = DataLoader(D(), batch_size=4, num_workers=2)
+for batch in train:
+    time.sleep(0.002)
+PY
+set +e; "$SP" run -q -o "$TMP/segv.pb" -- "$PY" "$TMP/segv.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run returned $rc for the SIGSEGV worker: $(tail -3 "$TMP/err")"
+"$SP" analyze "$TMP/segv.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+# What the job died of, as it printed it (its last line).
+died=$(grep -aE "^[A-Za-z.]*(Error|Exception): " "$TMP/err" | tail -1 | sed "s/[[:space:]]*$//")
+[ -n "$died" ] || fail "the job printed no exception: $(tail -3 "$TMP/err")"
+grep -Fq "the profiled command exited with code 1; pid" "$TMP/text" || fail "no ending: $(grep -n exited "$TMP/text")"
+grep -Fq "raised ${died##*.}" "$TMP/text" || fail "analyze does not say '$died': $(grep -n raised "$TMP/text")"
+
+# 3. The command killed by a signal (SIGABRT) after some batches: named.
+cat >"$TMP/abort.py" <<'PY'
+import os, signal
+import torch
+from torch.utils.data import DataLoader
+for i, batch in enumerate(DataLoader(torch.arange(64.), batch_size=4)):
+    if i == 10:
+        os.kill(os.getpid(), signal.SIGABRT)
+PY
+set +e; "$SP" run -q -o "$TMP/abort.pb" -- "$PY" "$TMP/abort.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 134 ] || fail "run returned $rc for SIGABRT, expected 134"
+"$SP" analyze "$TMP/abort.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+grep -Fq "the profiled command was killed by SIGABRT (signal 6)" "$TMP/text" || fail "the signal is not named: $(grep -n killed "$TMP/text")"
+
+# 4. A wrong dataset path before the first batch: analyze's one-line error
+# gives the exception, not only the exit code.
+cat >"$TMP/no_data.py" <<'PY'
+import torch.utils.data
+open("/nonexistent/stallprof/train.csv")
+PY
+set +e; "$SP" run -q -o "$TMP/nodata.pb" -- "$PY" "$TMP/no_data.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run returned $rc for the missing file"
+status=0
+"$SP" analyze "$TMP/nodata.pb" >/dev/null 2>"$TMP/err" || status=$?
+[ "$status" != 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "analyze: status $status, $(cat "$TMP/err")"
+grep -Fq "before it took a batch, the profiled command exited with code 1; pid" "$TMP/err" \
+  && grep -Fq "raised FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/stallprof/train.csv'" "$TMP/err" \
+  || fail "the error does not name the exception: $(cat "$TMP/err")"
+echo PASS
