@@ -699,6 +699,9 @@ TEST_CASE("A failed job's ending names its signal and each uncaught exception wi
   // Many ranks that failed alike: the first three, then a count.
   for (uint32_t pid = 200; pid < 210; ++pid) b.Config(pid, 0, "uncaught_error", "KeyError: 'label'");
   CHECK_THAT(ending(), Catch::EndsWith("pid 200 raised KeyError: 'label'; 9 more uncaught exceptions"));
+  // A rank's process is named by its rank too (here torch.distributed's, as the hook recorded it).
+  b.Config(100, 1, "rank", uint64_t{3});
+  CHECK_THAT(ending(), Catch::Contains("; pid 100 (rank 3) raised RuntimeError: DataLoader worker"));
 }
 
 TEST_CASE("Two loaders of one process are analyzed apart, each with its own workers") {

@@ -1722,7 +1722,8 @@ std::string DescribeEnding(const DataQuality& q) {
   constexpr size_t kShown = 3;  // a job of many ranks that all failed alike: the first few say it
   for (size_t i = 0; i < q.uncaught_errors.size() && i < kShown; ++i) {
     const auto& e = q.uncaught_errors[i];
-    out += fmt::format("{}pid {} raised {}", out.empty() ? "" : "; ", e.pid, e.message);
+    out += fmt::format("{}pid {}{} raised {}", out.empty() ? "" : "; ", e.pid,
+                       e.rank >= 0 ? fmt::format(" (rank {})", e.rank) : "", e.message);
     if (!e.loader.empty())
       out += e.batch >= 0 ? fmt::format(", waiting for batch {} of loader {}", e.batch, e.loader)
                           : fmt::format(", in loader {}", e.loader);
@@ -2302,6 +2303,9 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
   DescribeProcesses(trace, out);
+  for (auto& e : out.quality.uncaught_errors)  // a job of many ranks asks which rank it was
+    for (const auto& p : out.processes)
+      if (p.pid == e.pid) e.rank = p.rank;
   if (options.predict_advice) PredictAdvisedWorkers(trace, out);
   return out;
 }
