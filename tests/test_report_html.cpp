@@ -319,3 +319,33 @@ TEST_CASE("The page notes a run mostly outside the loaders' epochs and gives the
   CHECK(page.find("id=\"outside-epochs\"") == std::string::npos);
   CHECK_THAT(page, Catch::Contains("id=\"coverage\">run 30.00 s: in the loaders&#39; epochs 28.00 s (93%)"));
 }
+
+TEST_CASE("A failed job's ending shows under the headlines of the text and the page, escaped") {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "name", "train");
+  LoopSpec spec;
+  spec.thread = b.Thread(100, 100);
+  spec.iterations = 20;
+  AddLoop(b, spec);
+  b.trace.footer.emplace();
+  auto clean = analysis::Analyze(b.trace, {});
+  REQUIRE(clean.ok());
+  CHECK(AnalysisText({*clean}, nullptr, 5, Colour::kOff).find("ended:") == std::string::npos);
+  CHECK(ReportHtml(b.trace, *clean).find("id=\"ending\"") == std::string::npos);
+  b.trace.footer->exit_code = 1;
+  b.Config(100, 1, "uncaught_error", "ValueError: <bad> sample");
+  b.Config(100, 1, "uncaught_error_batch", uint64_t{7});
+  auto failed = analysis::Analyze(b.trace, {});
+  REQUIRE(failed.ok());
+  const std::string text = AnalysisText({*failed}, nullptr, 5, Colour::kOff);
+  const std::string ended = "ended: the profiled command exited with code 1; pid 100 raised ValueError: <bad> sample, waiting for "
+                            "batch 7 of loader train (the figures cover the run up to it)\n";
+  // The second line, right under the loader's headline.
+  CHECK(text.substr(text.find('\n') + 1, ended.size()) == ended);
+  const std::string page = ReportHtml(b.trace, *failed);
+  const size_t at = page.find("<p class=\"note\" id=\"ending\">Ended: the profiled command exited with code 1; pid 100 raised "
+                              "ValueError: &lt;bad&gt; sample, waiting for batch 7 of loader train (the figures cover the run up to it).</p>");
+  CHECK(at != std::string::npos);
+  CHECK(at < page.find("<h2>Loader train"));
+}

@@ -662,8 +662,8 @@ struct SystemStats {
   bool dataset_fits_in_memory = false;
 };
 
-// An exception that ended a process (or a thread of it), as the hook's
-// sys.excepthook / threading.excepthook recorded it: config "uncaught_error".
+// An exception that ended a process (or a thread of it), as the hook recorded
+// it: config "uncaught_error" (docs/analysis.md "How the job ended").
 struct UncaughtError {
   uint32_t pid = 0;
   int32_t rank = -1;    // its process's rank identity, -1 none

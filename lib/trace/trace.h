@@ -86,8 +86,8 @@ inline constexpr const char* kCalibrationPrefix = "stallprof.calibration.";
 // its budget first skipped a span's counters: spans without CPU were sampled
 // out, and analysis estimates them (analysis/sampling.h).
 // Config keys, any process: "uncaught_error" (str, one line: the exception
-// that ended the process or one of its threads, as sys.excepthook /
-// threading.excepthook saw it; scope = the loader whose iterator its traceback
+// that ended the process (sys.last_value at exit) or one of its threads
+// (threading.excepthook); scope = the loader whose iterator its traceback
 // passed through, 0 = none) and "uncaught_error_batch" (u64, that iterator's
 // batch index in its epoch).
 // Config keys (scope = loader id): "name", "batch_size", "num_workers",

@@ -50,6 +50,13 @@ assert q["exit_code"] == 1 and q["term_signal"] == 0, q
 assert q["ending"].startswith("the profiled command exited with code 1; pid"), q["ending"]
 PY
 
+# The same through the ctypes fallback (its record is made in Python).
+set +e; STALLPROF_FORCE_CTYPES=1 "$SP" run -q -o "$TMP/bad_ctypes.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run (ctypes) returned $rc: $(tail -3 "$TMP/err")"
+"$SP" analyze "$TMP/bad_ctypes.pb" >"$TMP/text" 2>&1 || fail "analyze (ctypes) failed: $(cat "$TMP/text")"
+grep -Eq "pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13\), waiting for batch 3 of loader train" "$TMP/text" \
+  || fail "the ctypes fallback's record: $(grep -n "exited\|raised" "$TMP/text")"
+
 # 2. A worker killed by SIGSEGV at sample 40: torch raises a RuntimeError
 # that names the worker's pid (from next(), or from its SIGCHLD handler
 # wherever the main thread is), and the job dies of it.
@@ -79,6 +86,12 @@ died=$(grep -aE "^[A-Za-z.]*(Error|Exception): " "$TMP/err" | tail -1 | sed "s/[
 [ -n "$died" ] || fail "the job printed no exception: $(tail -3 "$TMP/err")"
 grep -Fq "the profiled command exited with code 1; pid" "$TMP/text" || fail "no ending: $(grep -n exited "$TMP/text")"
 grep -Fq "raised ${died##*.}" "$TMP/text" || fail "analyze does not say '$died': $(grep -n raised "$TMP/text")"
+# Recording it adds nothing to the job's output: torch's SIGCHLD handler
+# raises wherever the main thread runs Python code, and once did inside a
+# Python excepthook of the hook's ("Error in sys.excepthook").
+if grep -aEq "Error in sys.excepthook|Exception ignored in atexit" "$TMP/err"; then
+  fail "the hook's recording printed: $(grep -aE -A3 "Error in sys.excepthook|Exception ignored in atexit" "$TMP/err")"
+fi
 
 # 3. The command killed by a signal (SIGABRT) after some batches: named.
 cat >"$TMP/abort.py" <<'PY'

@@ -1140,7 +1140,120 @@ static PyObject* py_set_worker_scope(PyObject* self, PyObject* scope) {
   Py_RETURN_NONE;
 }
 
+/* ---- the exception that ended the process ------------------------------------
+ * record_uncaught(), registered with atexit by the hook: the exception the
+ * interpreter printed as uncaught (sys.last_value, sys.last_traceback; set
+ * whatever sys.excepthook is) as config "uncaught_error" (one line), with
+ * "uncaught_error_batch" and the loader's scope where the traceback passed
+ * through a loader's iterator (the innermost frame whose `self` has a
+ * _stallprof_scope). In C and without Python-level attribute hooks
+ * (PyObject_GenericGetAttr: no __getattr__ runs) so that no Python signal
+ * handler can run inside it: torch's SIGCHLD handler raises again at each
+ * worker's exit wherever the main thread runs Python code, and once did
+ * inside a Python excepthook (the record lost, "Error in sys.excepthook"
+ * printed). */
+
+/* obj.<name> as a u64 by the generic lookup (instance dict, type), -1 when missing or not an int. */
+static int64_t generic_attr_u64(PyObject* obj, const char* name) {
+  PyObject* key = PyUnicode_FromString(name);
+  if (key == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  PyObject* value = PyObject_GenericGetAttr(obj, key);
+  Py_DECREF(key);
+  int64_t out = -1;
+  if (value == NULL) {
+    PyErr_Clear();
+  } else {
+    if (PyLong_Check(value)) {
+      const long long v = PyLong_AsLongLong(value);
+      if (PyErr_Occurred()) PyErr_Clear();
+      else if (v >= 0) out = v;
+    }
+    Py_DECREF(value);
+  }
+  return out;
+}
+
+/* [*begin, *end): the first (or with `last`, the last) line of s that is not blank, trimmed. */
+static void pick_line(const char* s, int last, const char** begin, const char** end) {
+  *begin = *end = s;
+  for (const char* p = s; *p;) {
+    const char* b = p;
+    while (*p && *p != '\n') ++p;
+    const char* e = p;
+    if (*p) ++p;
+    while (b < e && (*b == ' ' || *b == '\t' || *b == '\r')) ++b;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) --e;
+    if (b < e) {
+      *begin = b;
+      *end = e;
+      if (!last) return;
+    }
+  }
+}
+
+static PyObject* py_record_uncaught(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  PyObject* exc = PySys_GetObject("last_value"); /* borrowed */
+  if (exc == NULL || exc == Py_None || !PyExceptionInstance_Check(exc) ||
+      PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt)) /* a signal the launcher reports */
+    Py_RETURN_NONE;
+  int64_t scope = 0, batch = -1;
+#if PY_VERSION_HEX >= 0x030B0000
+  PyObject* tb = PySys_GetObject("last_traceback");
+  for (PyObject* t = tb; t != NULL && PyTraceBack_Check(t); t = (PyObject*)((PyTracebackObject*)t)->tb_next) {
+    PyObject* locals = PyFrame_GetLocals(((PyTracebackObject*)t)->tb_frame);
+    if (locals == NULL) {
+      PyErr_Clear();
+      continue;
+    }
+    PyObject* owner = PyDict_Check(locals) ? PyDict_GetItemString(locals, "self") : NULL; /* borrowed */
+    if (owner != NULL) {
+      const int64_t owner_scope = generic_attr_u64(owner, "_stallprof_scope");
+      if (owner_scope > 0 && owner_scope <= UINT16_MAX) {
+        scope = owner_scope;
+        batch = generic_attr_u64(owner, "_num_yielded");
+      }
+    }
+    Py_DECREF(locals);
+  }
+#endif
+  char text[1024];
+  const char* type_name = Py_TYPE(exc)->tp_name;
+  const char* dot = strrchr(type_name, '.'); /* a static type's tp_name has its module: keep the class */
+  if (dot != NULL) type_name = dot + 1;
+  PyObject* str = PyObject_Str(exc);
+  const char* message = str != NULL ? PyUnicode_AsUTF8(str) : NULL;
+  if (message == NULL) {
+    PyErr_Clear();
+    message = "";
+  }
+  const char *first, *first_end, *final, *final_end;
+  pick_line(message, 0, &first, &first_end);
+  pick_line(message, 1, &final, &final_end);
+  int n;
+  if (first == first_end) n = snprintf(text, sizeof text, "%s", type_name);
+  else if (final != first && strstr(message, "Original Traceback") != NULL) /* torch's re-raise of a worker's exception */
+    n = snprintf(text, sizeof text, "%s: %.*s (%.*s)", type_name, (int)(first_end - first), first, (int)(final_end - final), final);
+  else n = snprintf(text, sizeof text, "%s: %.*s", type_name, (int)(first_end - first), first);
+  Py_XDECREF(str);
+  /* A trace string holds up to 255 bytes: cut at a character's start. */
+  if (n > 255 || n < 0) {
+    size_t cut = 252;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80) --cut;
+    memcpy(text + cut, "...", 4);
+  }
+  stallprof_config_str((uint16_t)scope, "uncaught_error", text);
+  if (scope > 0 && batch >= 0) stallprof_config_u64((uint16_t)scope, "uncaught_error_batch", (uint64_t)batch);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"record_uncaught", py_record_uncaught, METH_NOARGS,
+     "At exit: record the exception sys.last_value holds (the uncaught one) as config uncaught_error."},
     {"attach", py_attach, METH_NOARGS, "Attach to the ring; returns STALLPROF_* status."},
     {"enabled", py_enabled, METH_NOARGS, "True when recording."},
     {"name", (PyCFunction)(void (*)(void))py_name, METH_FASTCALL, "name(str) -> id (0 when not recording)."},

@@ -1192,14 +1192,22 @@ def _patch():
 # exception raised in __getitem__ and re-raised by torch in the main process)
 # ends with "exited with code 1"; the trace keeps what ended it, and the loader
 # and batch when the traceback passes through a loader's iterator.
+# The main thread's: at exit, from sys.last_value (the interpreter sets it
+# before it prints an uncaught exception, whatever sys.excepthook is), by the
+# extension's record_uncaught in C, where no Python signal handler can run
+# (torch's SIGCHLD handler raises at each worker's exit wherever the main
+# thread runs Python code: inside a Python excepthook it lost the record and
+# printed "Error in sys.excepthook"). Other threads' (a prefetch thread's):
+# threading.excepthook, in Python (signal handlers run in the main thread only).
 
 def _error_summary(exc_type, exc):
     """One line: the type and the message's first line, and for torch's
     re-raise of a worker's exception ("Caught ValueError in DataLoader worker
-    process 0." with the original traceback) the original's last line."""
+    process 0." with the original traceback) the original's last line (as
+    record_uncaught in _stallprof.c)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = "%s: %s" % (getattr(exc_type, "__name__", "Exception"), lines[0]) if lines else exc_type.__name__
-    if len(lines) > 1 and any(line.startswith("Original Traceback") for line in lines):
+    if len(lines) > 1 and "Original Traceback" in str(exc):
         text += " (%s)" % lines[-1]
     encoded = text.encode("utf-8", "replace")  # a trace string holds up to 255 bytes (SP_MAX_NAME)
     return text if len(encoded) <= 255 else encoded[:252].decode("utf-8", "ignore") + "..."
@@ -1213,28 +1221,27 @@ def _record_uncaught(exc_type, exc, tb):
         if type(owner_scope) is int and owner_scope > 0:
             scope = owner_scope
             yielded = getattr(owner, "_num_yielded", None)
-            batch = yielded if type(yielded) is int else batch
+            batch = yielded if type(yielded) is int else None
         tb = tb.tb_next
     _ext.config(scope, "uncaught_error", _error_summary(exc_type, exc))
     if scope and batch is not None:
         _ext.config(scope, "uncaught_error_batch", batch)
 
 
+def _record_last_uncaught():
+    # The ctypes fallback's: in Python, so a signal handler may interrupt it.
+    exc = getattr(sys, "last_value", None)
+    if isinstance(exc, BaseException) and not isinstance(exc, KeyboardInterrupt):
+        try:
+            _record_uncaught(type(exc), exc, getattr(sys, "last_traceback", None))
+        except Exception:
+            pass
+
+
 def _watch_uncaught():
-    """Chains sys.excepthook (the main thread) and threading.excepthook (a
-    prefetch thread): record, then whatever the program installed runs."""
+    import atexit
     import threading
-    previous = sys.excepthook
-
-    def excepthook(exc_type, exc, tb):
-        if not issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
-            try:
-                _record_uncaught(exc_type, exc, tb)
-            except Exception:
-                pass
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = excepthook
+    atexit.register(getattr(_ext, "record_uncaught", _record_last_uncaught))
     previous_thread = threading.excepthook
 
     def thread_excepthook(args):
