@@ -8,9 +8,11 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
 
-# 1. __getitem__ raises in the worker for sample 13: with batch_size=4 and one
-# worker in order, torch re-raises it in the main process while it waits for
-# batch 3 (samples 12-15), after batches 0-2; nothing catches it.
+# 1. __getitem__ raises in the worker for sample 13 (line 11 of the script):
+# with batch_size=4 and one worker in order, torch re-raises it in the main
+# process while it waits for batch 3 (samples 12-15), after batches 0-2;
+# nothing catches it. The ending gives the worker's raising line from
+# torch's "Original Traceback".
 cat >"$TMP/bad_sample.py" <<'PY'
 import time
 import torch
@@ -32,7 +34,7 @@ PY
 set +e; "$SP" run -q -o "$TMP/bad.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 1 ] || fail "run returned $rc, expected the job's 1: $(tail -3 "$TMP/err")"
 "$SP" analyze "$TMP/bad.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
-grep -Eq "the profiled command exited with code 1; pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13\), waiting for batch 3 of loader train" "$TMP/text" \
+grep -Eq "the profiled command exited with code 1; pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13, at bad_sample\.py:11 in __getitem__\), waiting for batch 3 of loader train" "$TMP/text" \
   || fail "analyze does not name the exception, loader and batch: $(grep -n "exited\|raised" "$TMP/text")"
 # Above the loaders, where a user looks first (the Data quality section has it too).
 sed -n 2p "$TMP/text" | grep -Eq "^ended: the profiled command exited with code 1; pid [0-9]+ raised ValueError: .*\(the figures cover the run up to it\)$" \
@@ -54,7 +56,7 @@ PY
 set +e; STALLPROF_FORCE_CTYPES=1 "$SP" run -q -o "$TMP/bad_ctypes.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
 [ "$rc" = 1 ] || fail "run (ctypes) returned $rc: $(tail -3 "$TMP/err")"
 "$SP" analyze "$TMP/bad_ctypes.pb" >"$TMP/text" 2>&1 || fail "analyze (ctypes) failed: $(cat "$TMP/text")"
-grep -Eq "pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13\), waiting for batch 3 of loader train" "$TMP/text" \
+grep -Eq "pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13, at bad_sample\.py:11 in __getitem__\), waiting for batch 3 of loader train" "$TMP/text" \
   || fail "the ctypes fallback's record: $(grep -n "exited\|raised" "$TMP/text")"
 
 # 2. A worker killed by SIGSEGV at sample 40: torch raises a RuntimeError
@@ -86,6 +88,8 @@ died=$(grep -aE "^[A-Za-z.]*(Error|Exception): " "$TMP/err" | tail -1 | sed "s/[
 [ -n "$died" ] || fail "the job printed no exception: $(tail -3 "$TMP/err")"
 grep -Fq "the profiled command exited with code 1; pid" "$TMP/text" || fail "no ending: $(grep -n exited "$TMP/text")"
 grep -Fq "raised ${died##*.}" "$TMP/text" || fail "analyze does not say '$died': $(grep -n raised "$TMP/text")"
+# Where the main thread was: the loop (line 15) or its step (16), past torch's and the library's frames.
+grep -Eq "raised .* \(at segv\.py:1[56] in <module>\)" "$TMP/text" || fail "no site in the script: $(grep -n raised "$TMP/text")"
 # Recording it adds nothing to the job's output: torch's SIGCHLD handler
 # raises wherever the main thread runs Python code, and once did inside a
 # Python excepthook of the hook's ("Error in sys.excepthook").
@@ -119,6 +123,6 @@ status=0
 "$SP" analyze "$TMP/nodata.pb" >/dev/null 2>"$TMP/err" || status=$?
 [ "$status" != 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "analyze: status $status, $(cat "$TMP/err")"
 grep -Fq "before it took a batch, the profiled command exited with code 1; pid" "$TMP/err" \
-  && grep -Fq "raised FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/stallprof/train.csv'" "$TMP/err" \
+  && grep -Fq "raised FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/stallprof/train.csv' (at no_data.py:2 in <module>)" "$TMP/err" \
   || fail "the error does not name the exception: $(cat "$TMP/err")"
 echo PASS

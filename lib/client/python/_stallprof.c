@@ -1194,17 +1194,59 @@ static void pick_line(const char* s, int last, const char** begin, const char** 
   }
 }
 
-static PyObject* py_record_uncaught(PyObject* self, PyObject* unused) {
+/* The file name after its last '/'. */
+static const char* base_name(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash != NULL ? slash + 1 : path;
+}
+
+/* "file.py:LINE in FUNC" of the last `File "...", line N, in F` line of
+ * torch's "Original Traceback" text (the worker's raising frame), into out;
+ * 0 when there is none. */
+static int original_site(const char* message, char* out, size_t size) {
+  const char* at = NULL;
+  for (const char* p = strstr(message, "File \""); p != NULL; p = strstr(p + 1, "File \"")) at = p;
+  if (at == NULL) return 0;
+  const char* path = at + 6;
+  const char* path_end = strchr(path, '"');
+  if (path_end == NULL || strncmp(path_end, "\", line ", 8) != 0) return 0;
+  char* after;
+  const long line = strtol(path_end + 8, &after, 10);
+  if (strncmp(after, ", in ", 5) != 0) return 0;
+  const char* func = after + 5;
+  size_t func_len = strcspn(func, "\r\n");
+  const char* base = path;
+  for (const char* p = path; p < path_end; ++p)
+    if (*p == '/') base = p + 1;
+  return snprintf(out, size, "%.*s:%ld in %.*s", (int)(path_end - base), base, line, (int)func_len, func) > 0;
+}
+
+static PyObject* py_record_uncaught(PyObject* self, PyObject* library_dirs) {
   (void)self;
-  (void)unused;
   PyObject* exc = PySys_GetObject("last_value"); /* borrowed */
   if (exc == NULL || exc == Py_None || !PyExceptionInstance_Check(exc) ||
       PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt)) /* a signal the launcher reports */
     Py_RETURN_NONE;
   int64_t scope = 0, batch = -1;
+  char site[512] = ""; /* the innermost frame of the program's own code: not the standard library's, not a package's */
 #if PY_VERSION_HEX >= 0x030B0000
   PyObject* tb = PySys_GetObject("last_traceback");
   for (PyObject* t = tb; t != NULL && PyTraceBack_Check(t); t = (PyObject*)((PyTracebackObject*)t)->tb_next) {
+    PyCodeObject* code = PyFrame_GetCode(((PyTracebackObject*)t)->tb_frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const char* func = PyUnicode_AsUTF8(code->co_name);
+    if (file == NULL || func == NULL) {
+      PyErr_Clear();
+    } else {
+      int library = strstr(file, "-packages/") != NULL || file[0] == '<';
+      for (Py_ssize_t d = 0; !library && PyTuple_Check(library_dirs) && d < PyTuple_GET_SIZE(library_dirs); ++d) {
+        const char* dir = PyUnicode_Check(PyTuple_GET_ITEM(library_dirs, d)) ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(library_dirs, d)) : NULL;
+        if (dir == NULL) PyErr_Clear();
+        else library = dir[0] != '\0' && strncmp(file, dir, strlen(dir)) == 0;
+      }
+      if (!library) snprintf(site, sizeof site, "%s:%d in %s", base_name(file), ((PyTracebackObject*)t)->tb_lineno, func);
+    }
+    Py_DECREF(code);
     PyObject* locals = PyFrame_GetLocals(((PyTracebackObject*)t)->tb_frame);
     if (locals == NULL) {
       PyErr_Clear();
@@ -1235,10 +1277,17 @@ static PyObject* py_record_uncaught(PyObject* self, PyObject* unused) {
   pick_line(message, 0, &first, &first_end);
   pick_line(message, 1, &final, &final_end);
   int n;
+  char original[512];
   if (first == first_end) n = snprintf(text, sizeof text, "%s", type_name);
   else if (final != first && strstr(message, "Original Traceback") != NULL) /* torch's re-raise of a worker's exception */
-    n = snprintf(text, sizeof text, "%s: %.*s (%.*s)", type_name, (int)(first_end - first), first, (int)(final_end - final), final);
+    n = original_site(message, original, sizeof original)
+            ? snprintf(text, sizeof text, "%s: %.*s (%.*s, at %s)", type_name, (int)(first_end - first), first,
+                       (int)(final_end - final), final, original)
+            : snprintf(text, sizeof text, "%s: %.*s (%.*s)", type_name, (int)(first_end - first), first,
+                       (int)(final_end - final), final);
   else n = snprintf(text, sizeof text, "%s: %.*s", type_name, (int)(first_end - first), first);
+  if (site[0] != '\0' && n >= 0 && (size_t)n < sizeof text && strstr(message, "Original Traceback") == NULL)
+    n += snprintf(text + n, sizeof text - (size_t)n, " (at %s)", site);
   Py_XDECREF(str);
   /* A trace string holds up to 255 bytes: cut at a character's start. */
   if (n > 255 || n < 0) {
@@ -1252,8 +1301,9 @@ static PyObject* py_record_uncaught(PyObject* self, PyObject* unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"record_uncaught", py_record_uncaught, METH_NOARGS,
-     "At exit: record the exception sys.last_value holds (the uncaught one) as config uncaught_error."},
+    {"record_uncaught", py_record_uncaught, METH_O,
+     "record_uncaught(library_dirs): at exit, the exception sys.last_value holds (the uncaught one) as config "
+     "uncaught_error, at the innermost frame of a file outside library_dirs (a tuple of path prefixes) and packages."},
     {"attach", py_attach, METH_NOARGS, "Attach to the ring; returns STALLPROF_* status."},
     {"enabled", py_enabled, METH_NOARGS, "True when recording."},
     {"name", (PyCFunction)(void (*)(void))py_name, METH_FASTCALL, "name(str) -> id (0 when not recording)."},

@@ -1200,21 +1200,45 @@ def _patch():
 # printed "Error in sys.excepthook"). Other threads' (a prefetch thread's):
 # threading.excepthook, in Python (signal handlers run in the main thread only).
 
-def _error_summary(exc_type, exc):
-    """One line: the type and the message's first line, and for torch's
-    re-raise of a worker's exception ("Caught ValueError in DataLoader worker
-    process 0." with the original traceback) the original's last line (as
-    record_uncaught in _stallprof.c)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+def _library_dirs():
+    """Where code that is not the program's lives, besides packages (whose
+    paths hold "-packages/"): the standard library and this hook."""
+    import sysconfig
+    dirs = {sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib")} | {os.path.dirname(__file__)}
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs if d))
+
+
+def _error_summary(exc_type, exc, tb, library_dirs):
+    """One line, as record_uncaught in _stallprof.c makes it: the type and
+    the message's first line, and for torch's re-raise of a worker's
+    exception ("Caught ValueError in DataLoader worker process 0." with the
+    original traceback) the original's last line and its last frame ("at
+    file.py:LINE in FUNC"); else the innermost frame of the program's own
+    code in the traceback."""
+    message = str(exc)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
     text = "%s: %s" % (getattr(exc_type, "__name__", "Exception"), lines[0]) if lines else exc_type.__name__
-    if len(lines) > 1 and "Original Traceback" in str(exc):
-        text += " (%s)" % lines[-1]
+    if len(lines) > 1 and "Original Traceback" in message:
+        import re
+        frames = re.findall(r'File "([^"]*)", line (\d+), in ([^\r\n]*)', message)
+        text += " (%s, at %s:%s in %s)" % ((lines[-1], os.path.basename(frames[-1][0])) + frames[-1][1:]) if frames \
+            else " (%s)" % lines[-1]
+    elif "Original Traceback" not in message:
+        site = None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            path = code.co_filename
+            if "-packages/" not in path and not path.startswith("<") and not path.startswith(library_dirs):
+                site = "%s:%d in %s" % (os.path.basename(path), tb.tb_lineno, code.co_name)
+            tb = tb.tb_next
+        if site:
+            text += " (at %s)" % site
     encoded = text.encode("utf-8", "replace")  # a trace string holds up to 255 bytes (SP_MAX_NAME)
     return text if len(encoded) <= 255 else encoded[:252].decode("utf-8", "ignore") + "..."
 
 
 def _record_uncaught(exc_type, exc, tb):
-    scope, batch = 0, None
+    scope, batch, tb_start = 0, None, tb
     while tb is not None:  # the innermost iterator in the traceback owns it
         owner = tb.tb_frame.f_locals.get("self")
         owner_scope = getattr(owner, "_stallprof_scope", 0)
@@ -1223,7 +1247,7 @@ def _record_uncaught(exc_type, exc, tb):
             yielded = getattr(owner, "_num_yielded", None)
             batch = yielded if type(yielded) is int else None
         tb = tb.tb_next
-    _ext.config(scope, "uncaught_error", _error_summary(exc_type, exc))
+    _ext.config(scope, "uncaught_error", _error_summary(exc_type, exc, tb_start, _library_dirs()))
     if scope and batch is not None:
         _ext.config(scope, "uncaught_error_batch", batch)
 
@@ -1241,7 +1265,10 @@ def _record_last_uncaught():
 def _watch_uncaught():
     import atexit
     import threading
-    atexit.register(getattr(_ext, "record_uncaught", _record_last_uncaught))
+    if hasattr(_ext, "record_uncaught"):
+        atexit.register(_ext.record_uncaught, _library_dirs())
+    else:
+        atexit.register(_record_last_uncaught)
     previous_thread = threading.excepthook
 
     def thread_excepthook(args):
