@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What ended a failed job, in analyze: the exception the training process
 # died of (with the loader and batch when it came out of a loader's next()),
-# a worker killed by SIGSEGV, the signal that killed the command, and a
-# program that failed before its first batch. The expected values come from
+# a worker killed by SIGSEGV, the signal that killed the command, a
+# program that failed before its first batch, a multiprocessing trainer and
+# a torch.multiprocessing.spawn rank that raised. The expected values come from
 # the workloads: the sample that raises, the batch size, the signal sent.
 source "$(dirname "$0")/lib.sh"
 need_torch
@@ -125,4 +126,46 @@ status=0
 grep -Fq "before it took a batch, the profiled command exited with code 1; pid" "$TMP/err" \
   && grep -Fq "raised FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/stallprof/train.csv' (at no_data.py:2 in <module>)" "$TMP/err" \
   || fail "the error does not name the exception: $(cat "$TMP/err")"
+# 5. A hogwild-style trainer process (multiprocessing.Process, fork) raising
+# at line 6 of its script: the child prints it and leaves by os._exit, and
+# its parent exits with the child's code.
+cat >"$TMP/trainers.py" <<'PY'
+import torch, torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+def train(rank):
+    for i, batch in enumerate(DataLoader(torch.arange(64.), batch_size=4)):
+        if rank == 1 and i == 5:
+            raise ValueError("trainer %d diverged" % rank)
+if __name__ == "__main__":
+    procs = [mp.Process(target=train, args=(r,)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    raise SystemExit(max(p.exitcode for p in procs))
+PY
+set +e; "$SP" run -q -o "$TMP/trainers.pb" -- "$PY" "$TMP/trainers.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run returned $rc for the failed trainer: $(tail -3 "$TMP/err")"
+"$SP" analyze "$TMP/trainers.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+grep -Eq "^ended: the profiled command exited with code 1; pid [0-9]+ raised ValueError: trainer 1 diverged \(at trainers\.py:6 in train\) \(the figures" "$TMP/text" \
+  || fail "the trainer's exception: $(grep -n "ended\|raised" "$TMP/text")"
+
+# 6. torch.multiprocessing.spawn: rank 1 raises at line 6; the parent raises
+# ProcessRaisedException holding the rank's traceback, whose last line and
+# frame the ending gives.
+cat >"$TMP/spawned.py" <<'PY'
+import torch, torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+def run(rank):
+    for i, batch in enumerate(DataLoader(torch.arange(64.), batch_size=4)):
+        if rank == 1 and i == 5:
+            raise KeyError("label")
+if __name__ == "__main__":
+    mp.spawn(run, nprocs=2)
+PY
+set +e; "$SP" run -q -o "$TMP/spawned.pb" -- "$PY" "$TMP/spawned.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+[ "$rc" = 1 ] || fail "run returned $rc for the failed rank: $(tail -3 "$TMP/err")"
+"$SP" analyze "$TMP/spawned.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+grep -Fq "raised ProcessRaisedException: -- Process 1 terminated with the following error: (KeyError: 'label', at spawned.py:6 in run)" "$TMP/text" \
+  || fail "the rank's exception: $(grep -n "ended\|raised" "$TMP/text")"
 echo PASS

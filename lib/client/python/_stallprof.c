@@ -1200,9 +1200,10 @@ static const char* base_name(const char* path) {
   return slash != NULL ? slash + 1 : path;
 }
 
-/* "file.py:LINE in FUNC" of the last `File "...", line N, in F` line of
- * torch's "Original Traceback" text (the worker's raising frame), into out;
- * 0 when there is none. */
+/* "file.py:LINE in FUNC" of the last `File "...", line N, in F` line of a
+ * traceback held in a message (torch's "Original Traceback" of a worker's
+ * exception, torch.multiprocessing.spawn's of a rank's), into out; 0 when
+ * there is none. */
 static int original_site(const char* message, char* out, size_t size) {
   const char* at = NULL;
   for (const char* p = strstr(message, "File \""); p != NULL; p = strstr(p + 1, "File \"")) at = p;
@@ -1279,14 +1280,14 @@ static PyObject* py_record_uncaught(PyObject* self, PyObject* library_dirs) {
   int n;
   char original[512];
   if (first == first_end) n = snprintf(text, sizeof text, "%s", type_name);
-  else if (final != first && strstr(message, "Original Traceback") != NULL) /* torch's re-raise of a worker's exception */
+  else if (final != first && strstr(message, "Traceback (most recent call last)") != NULL) /* another process's, re-raised */
     n = original_site(message, original, sizeof original)
             ? snprintf(text, sizeof text, "%s: %.*s (%.*s, at %s)", type_name, (int)(first_end - first), first,
                        (int)(final_end - final), final, original)
             : snprintf(text, sizeof text, "%s: %.*s (%.*s)", type_name, (int)(first_end - first), first,
                        (int)(final_end - final), final);
   else n = snprintf(text, sizeof text, "%s: %.*s", type_name, (int)(first_end - first), first);
-  if (site[0] != '\0' && n >= 0 && (size_t)n < sizeof text && strstr(message, "Original Traceback") == NULL)
+  if (site[0] != '\0' && n >= 0 && (size_t)n < sizeof text && strstr(message, "Traceback (most recent call last)") == NULL)
     n += snprintf(text + n, sizeof text - (size_t)n, " (at %s)", site);
   Py_XDECREF(str);
   /* A trace string holds up to 255 bytes: cut at a character's start. */

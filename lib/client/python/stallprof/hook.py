@@ -1210,20 +1210,21 @@ def _library_dirs():
 
 def _error_summary(exc_type, exc, tb, library_dirs):
     """One line, as record_uncaught in _stallprof.c makes it: the type and
-    the message's first line, and for torch's re-raise of a worker's
-    exception ("Caught ValueError in DataLoader worker process 0." with the
-    original traceback) the original's last line and its last frame ("at
-    file.py:LINE in FUNC"); else the innermost frame of the program's own
-    code in the traceback."""
+    the message's first line, and for a message that holds another
+    process's traceback (torch's re-raise of a worker's exception, "Caught
+    ValueError in DataLoader worker process 0." with its "Original
+    Traceback"; torch.multiprocessing.spawn's ProcessRaisedException) its
+    last line and last frame ("at file.py:LINE in FUNC"); else the innermost
+    frame of the program's own code in the traceback."""
     message = str(exc)
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     text = "%s: %s" % (getattr(exc_type, "__name__", "Exception"), lines[0]) if lines else exc_type.__name__
-    if len(lines) > 1 and "Original Traceback" in message:
+    if len(lines) > 1 and "Traceback (most recent call last)" in message:
         import re
         frames = re.findall(r'File "([^"]*)", line (\d+), in ([^\r\n]*)', message)
         text += " (%s, at %s:%s in %s)" % ((lines[-1], os.path.basename(frames[-1][0])) + frames[-1][1:]) if frames \
             else " (%s)" % lines[-1]
-    elif "Original Traceback" not in message:
+    elif "Traceback (most recent call last)" not in message:
         site = None
         while tb is not None:
             code = tb.tb_frame.f_code
@@ -1265,6 +1266,7 @@ def _record_last_uncaught():
 def _watch_uncaught():
     import atexit
     import threading
+    import multiprocessing.process
     if hasattr(_ext, "record_uncaught"):
         atexit.register(_ext.record_uncaught, _library_dirs())
     else:
@@ -1280,6 +1282,37 @@ def _watch_uncaught():
         previous_thread(args)
 
     threading.excepthook = thread_excepthook
+
+    # A multiprocessing child (hogwild's trainers, a producer process): its
+    # bootstrap prints the exception and exits 1 with os._exit (no atexit,
+    # no sys.last_value), so its run() is wrapped as the child starts.
+    original_bootstrap = multiprocessing.process.BaseProcess._bootstrap
+    if getattr(original_bootstrap, "_stallprof", False):
+        return
+
+    def _bootstrap(self, *args, **kwargs):
+        run = self.run
+
+        def recorded_run():
+            try:
+                return run()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as error:
+                try:
+                    _record_uncaught(type(error), error, error.__traceback__)
+                except Exception:
+                    pass
+                raise
+
+        try:
+            self.run = recorded_run
+        except Exception:
+            pass
+        return original_bootstrap(self, *args, **kwargs)
+
+    _bootstrap._stallprof = True
+    multiprocessing.process.BaseProcess._bootstrap = _bootstrap
 
 
 # ---- the per-batch path in Python (the ctypes fallback) ------------------------
