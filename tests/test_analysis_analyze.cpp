@@ -699,6 +699,15 @@ TEST_CASE("A failed job's ending names its signal and each uncaught exception wi
   // Many ranks that failed alike: the first three, then a count.
   for (uint32_t pid = 200; pid < 210; ++pid) b.Config(pid, 0, "uncaught_error", "KeyError: 'label'");
   CHECK_THAT(ending(), Catch::EndsWith("pid 200 raised KeyError: 'label'; 9 more uncaught exceptions"));
+  // A thread's exception (the hook's "[thread NAME] " ahead of it): named by the thread.
+  b.Config(300, 0, "uncaught_error", "[thread producer] ValueError: boom (at t.py:5 in produce)");
+  auto threaded = Analyze(b.trace, {});
+  REQUIRE(threaded.ok());
+  REQUIRE(threaded->quality.uncaught_errors.back().pid == 300);
+  CHECK(threaded->quality.uncaught_errors.back().thread == "producer");
+  DataQuality alone;
+  alone.uncaught_errors = {threaded->quality.uncaught_errors.back()};
+  CHECK(DescribeEnding(alone) == "pid 300 (thread producer) raised ValueError: boom (at t.py:5 in produce)");
   // A rank's process is named by its rank too (here torch.distributed's, as the hook recorded it).
   b.Config(100, 1, "rank", uint64_t{3});
   CHECK_THAT(ending(), Catch::Contains("; pid 100 (rank 3) raised RuntimeError: DataLoader worker"));

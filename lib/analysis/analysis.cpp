@@ -1631,6 +1631,12 @@ std::vector<UncaughtError> UncaughtErrors(const Trace& trace) {
     UncaughtError e;
     e.pid = c.pid;
     e.message = c.str;
+    if (e.message.starts_with("[thread ")) {  // "[thread NAME] message"
+      if (const size_t close = e.message.find("] "); close != std::string::npos) {
+        e.thread = e.message.substr(8, close - 8);
+        e.message = e.message.substr(close + 2);
+      }
+    }
     if (c.scope != 0) {
       e.loader = "loader" + std::to_string(c.scope);
       for (const auto& d : trace.configs) {
@@ -1722,8 +1728,9 @@ std::string DescribeEnding(const DataQuality& q) {
   constexpr size_t kShown = 3;  // a job of many ranks that all failed alike: the first few say it
   for (size_t i = 0; i < q.uncaught_errors.size() && i < kShown; ++i) {
     const auto& e = q.uncaught_errors[i];
-    out += fmt::format("{}pid {}{} raised {}", out.empty() ? "" : "; ", e.pid,
-                       e.rank >= 0 ? fmt::format(" (rank {})", e.rank) : "", e.message);
+    out += fmt::format("{}pid {}{}{} raised {}", out.empty() ? "" : "; ", e.pid,
+                       e.rank >= 0 ? fmt::format(" (rank {})", e.rank) : "",
+                       e.thread.empty() ? "" : fmt::format(" (thread {})", e.thread), e.message);
     if (!e.loader.empty())
       out += e.batch >= 0 ? fmt::format(", waiting for batch {} of loader {}", e.batch, e.loader)
                           : fmt::format(", in loader {}", e.loader);

@@ -667,6 +667,7 @@ struct SystemStats {
 struct UncaughtError {
   uint32_t pid = 0;
   int32_t rank = -1;    // its process's rank identity, -1 none
+  std::string thread;   // a thread's that did not end the process (threading.excepthook): its name; "" = the process's
   std::string loader;   // the loader whose iterator the traceback passed through; "" = none
   int64_t batch = -1;   // that iterator's batch index in its epoch (the one it was getting); -1 = unknown
   std::string message;  // "RuntimeError: DataLoader worker (pid 1240) is killed by signal: Segmentation fault."

@@ -323,7 +323,7 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     w.Key("uncaught_errors").BeginArray();
     for (const auto& e : q.uncaught_errors) {
       w.BeginObject();
-      w.Field("pid", e.pid).Field("rank", e.rank).Field("loader", e.loader).Field("batch", e.batch).Field("message", e.message);
+      w.Field("pid", e.pid).Field("rank", e.rank).Field("thread", e.thread).Field("loader", e.loader).Field("batch", e.batch).Field("message", e.message);
       w.EndObject();
     }
     w.EndArray();

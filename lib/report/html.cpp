@@ -571,7 +571,9 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     h += "<p class=\"note\" id=\"outside-epochs\">" + EscapeHtml(note) + "</p>";
   // A job that failed: what ended it, above the figures that cover the run up to it.
   if (const std::string ending = a.quality.footer_present ? DescribeEnding(a.quality) : ""; !ending.empty())
-    h += "<p class=\"note\" id=\"ending\">Ended: " + EscapeHtml(ending) + " (the figures cover the run up to it).</p>";
+    h += a.quality.exit_code == 0 && a.quality.term_signal == 0
+             ? "<p class=\"note\" id=\"ending\">Uncaught exception, the job went on: " + EscapeHtml(ending) + ".</p>"
+             : "<p class=\"note\" id=\"ending\">Ended: " + EscapeHtml(ending) + " (the figures cover the run up to it).</p>";
   // The trace holds several ranks of one job (one `stallprof run` over a launcher).
   if (auto job = AnalyzeJob({a}); job.ok()) h += RanksSection(*job);
   for (const auto& l : a.loaders) {

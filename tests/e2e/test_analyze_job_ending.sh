@@ -3,7 +3,8 @@
 # died of (with the loader and batch when it came out of a loader's next()),
 # a worker killed by SIGSEGV, the signal that killed the command, a
 # program that failed before its first batch, a multiprocessing trainer and
-# a torch.multiprocessing.spawn rank that raised. The expected values come from
+# a torch.multiprocessing.spawn rank that raised, and a thread's exception
+# in a job that went on. The expected values come from
 # the workloads: the sample that raises, the batch size, the signal sent.
 source "$(dirname "$0")/lib.sh"
 need_torch
@@ -168,4 +169,24 @@ set +e; "$SP" run -q -o "$TMP/spawned.pb" -- "$PY" "$TMP/spawned.py" >"$TMP/out"
 "$SP" analyze "$TMP/spawned.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
 grep -Fq "raised ProcessRaisedException: -- Process 1 terminated with the following error: (KeyError: 'label', at spawned.py:6 in run)" "$TMP/text" \
   || fail "the rank's exception: $(grep -n "ended\|raised" "$TMP/text")"
+# 7. A prefetch thread that raises at line 7 while the main loop goes on and
+# exits 0: a note that the job went on, not "ended".
+cat >"$TMP/thread.py" <<'PY'
+import threading
+import torch
+from torch.utils.data import DataLoader
+def prefetch():
+    for i, batch in enumerate(DataLoader(torch.arange(64.), batch_size=4)):
+        if i == 3:
+            raise ValueError("prefetch failed")
+t = threading.Thread(target=prefetch, name="prefetcher")
+t.start()
+t.join()
+for batch in DataLoader(torch.arange(64.), batch_size=4):
+    pass
+PY
+"$SP" run -q -o "$TMP/thread.pb" -- "$PY" "$TMP/thread.py" >"$TMP/out" 2>"$TMP/err" || fail "the threaded job did not exit 0"
+"$SP" analyze "$TMP/thread.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+grep -Eq "^uncaught exception, the job went on: pid [0-9]+ \(thread prefetcher\) raised ValueError: prefetch failed \(at thread\.py:7 in prefetch\)$" "$TMP/text" \
+  || fail "the thread's exception: $(grep -n "raised" "$TMP/text")"
 echo PASS

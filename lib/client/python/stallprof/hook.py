@@ -1238,7 +1238,7 @@ def _error_summary(exc_type, exc, tb, library_dirs):
     return text if len(encoded) <= 255 else encoded[:252].decode("utf-8", "ignore") + "..."
 
 
-def _record_uncaught(exc_type, exc, tb):
+def _record_uncaught(exc_type, exc, tb, thread=None):
     scope, batch, tb_start = 0, None, tb
     while tb is not None:  # the innermost iterator in the traceback owns it
         owner = tb.tb_frame.f_locals.get("self")
@@ -1248,7 +1248,9 @@ def _record_uncaught(exc_type, exc, tb):
             yielded = getattr(owner, "_num_yielded", None)
             batch = yielded if type(yielded) is int else None
         tb = tb.tb_next
-    _ext.config(scope, "uncaught_error", _error_summary(exc_type, exc, tb_start, _library_dirs()))
+    summary = _error_summary(exc_type, exc, tb_start, _library_dirs())
+    # A thread's (the process goes on): "[thread NAME] " ahead, which analysis reads off.
+    _ext.config(scope, "uncaught_error", summary if thread is None else "[thread %s] %s" % (thread, summary))
     if scope and batch is not None:
         _ext.config(scope, "uncaught_error_batch", batch)
 
@@ -1276,7 +1278,8 @@ def _watch_uncaught():
     def thread_excepthook(args):
         if args.exc_type is not None and not issubclass(args.exc_type, SystemExit):
             try:
-                _record_uncaught(args.exc_type, args.exc_value, args.exc_traceback)
+                name = getattr(args.thread, "name", None) or "?"
+                _record_uncaught(args.exc_type, args.exc_value, args.exc_traceback, name.replace("]", ")"))
             except Exception:
                 pass
         previous_thread(args)
