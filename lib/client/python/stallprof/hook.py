@@ -1241,11 +1241,12 @@ def _error_summary(exc_type, exc, tb, library_dirs):
 def _record_uncaught(exc_type, exc, tb, thread=None):
     scope, batch, tb_start = 0, None, tb
     while tb is not None:  # the innermost iterator in the traceback owns it
-        owner = tb.tb_frame.f_locals.get("self")
-        owner_scope = getattr(owner, "_stallprof_scope", 0)
+        # The instance's own dict, as the C path reads it: no __getattr__ runs (nn.Module's).
+        owner = getattr(tb.tb_frame.f_locals.get("self"), "__dict__", None)
+        owner_scope = owner.get("_stallprof_scope", 0) if type(owner) is dict else 0
         if type(owner_scope) is int and owner_scope > 0:
             scope = owner_scope
-            yielded = getattr(owner, "_num_yielded", None)
+            yielded = owner.get("_num_yielded")
             batch = yielded if type(yielded) is int else None
         tb = tb.tb_next
     summary = _error_summary(exc_type, exc, tb_start, _library_dirs())
