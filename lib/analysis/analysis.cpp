@@ -1740,6 +1740,13 @@ std::string DescribeEnding(const DataQuality& q) {
   return out;
 }
 
+std::string EndingLine(const DataQuality& q) {
+  const std::string ending = q.footer_present ? DescribeEnding(q) : "";
+  if (ending.empty()) return "";
+  if (q.exit_code == 0 && q.term_signal == 0) return "uncaught exception, the job went on: " + ending;
+  return "ended: " + ending + " (the figures cover the run up to it)";
+}
+
 Verdict Classify(double stall_fraction) {
   if (stall_fraction >= model::kHighlyInputBound) return Verdict::kHighlyInputBound;
   if (stall_fraction >= model::kModeratelyInputBound) return Verdict::kModeratelyInputBound;
@@ -2310,9 +2317,6 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.system = MeasureSystem(trace, out.loaders);
   out.quality = MeasureQuality(trace);
   DescribeProcesses(trace, out);
-  for (auto& e : out.quality.uncaught_errors)  // a job of many ranks asks which rank it was
-    for (const auto& p : out.processes)
-      if (p.pid == e.pid) e.rank = p.rank;
   if (options.predict_advice) PredictAdvisedWorkers(trace, out);
   return out;
 }

@@ -702,6 +702,11 @@ struct DataQuality {
 // and batch ("...exited with code 1; pid 812 raised RuntimeError: DataLoader
 // worker (pid(s) 815) exited unexpectedly, waiting for batch 3 of loader train").
 std::string DescribeEnding(const DataQuality& q);
+// The line over the figures for a trace whose command did not end cleanly
+// ("" when it did, or when the trace has no footer to say): "ended: <the
+// ending> (the figures cover the run up to it)", or where it still exited 0
+// past a thread's exception, "uncaught exception, the job went on: <...>".
+std::string EndingLine(const DataQuality& q);
 
 // An invariant TSC and CLOCK_MONOTONIC agree to a few ppm; more means the TSC
 // is not what the CPU claims (or NTP slews the clock hard).

@@ -335,6 +335,8 @@ void DescribeProcesses(const Trace& trace, TraceAnalysis& analysis) {
   for (const auto& p : analysis.processes) rank_of_pid[p.pid] = p.rank;
   for (auto& l : analysis.loaders)
     if (auto it = rank_of_pid.find(l.pid); it != rank_of_pid.end()) l.rank = it->second;
+  for (auto& e : analysis.quality.uncaught_errors)  // a job of many ranks asks which rank failed
+    if (auto it = rank_of_pid.find(e.pid); it != rank_of_pid.end()) e.rank = it->second;
   std::stable_sort(analysis.loaders.begin(), analysis.loaders.end(), [](const LoaderAnalysis& a, const LoaderAnalysis& b) {
     return std::tie(a.rank, a.pid, a.scope) < std::tie(b.rank, b.pid, b.scope);
   });

@@ -130,8 +130,8 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<TraceAnalysis>& traces);
 
 namespace internal {
 // Fills analysis.processes from the trace's process table and sets each
-// loader's rank to its process's rank identity (called by AnalyzeCore once
-// analysis.loaders is known).
+// loader's and each uncaught error's rank to its process's rank identity
+// (called by AnalyzeCore once analysis.loaders and analysis.quality are known).
 void DescribeProcesses(const Trace& trace, TraceAnalysis& analysis);
 }  // namespace internal
 

@@ -419,14 +419,9 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
   // A job that failed: what ended it, above the figures that cover the run up to it.
   size_t endings = 0;
   for (const auto& t : traces) {
-    const std::string ending = t.quality.footer_present ? DescribeEnding(t.quality) : "";
-    if (ending.empty() || ++endings > 3) continue;
-    // Exited 0 with a thread's exception only: the run went on past it.
-    const bool went_on = t.quality.exit_code == 0 && t.quality.term_signal == 0;
-    out += style.Paint((traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") +
-                           (went_on ? "uncaught exception, the job went on: " : "ended: ") + TerminalSafe(ending) +
-                           (went_on ? "\n" : " (the figures cover the run up to it)\n"),
-                       "33");
+    const std::string line = EndingLine(t.quality);
+    if (line.empty() || ++endings > 3) continue;
+    out += style.Paint((traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + TerminalSafe(line) + "\n", "33");
   }
   if (endings > 3) out += fmt::format("{} more traces had an uncaught exception or did not exit 0 (each one's data quality says which)\n", endings - 3);
   if (job) out += JobText(*job, rank_table, colour);

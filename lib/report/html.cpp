@@ -570,10 +570,10 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
   if (const std::string note = OutsideEpochsNote(a); !note.empty())
     h += "<p class=\"note\" id=\"outside-epochs\">" + EscapeHtml(note) + "</p>";
   // A job that failed: what ended it, above the figures that cover the run up to it.
-  if (const std::string ending = a.quality.footer_present ? DescribeEnding(a.quality) : ""; !ending.empty())
-    h += a.quality.exit_code == 0 && a.quality.term_signal == 0
-             ? "<p class=\"note\" id=\"ending\">Uncaught exception, the job went on: " + EscapeHtml(ending) + ".</p>"
-             : "<p class=\"note\" id=\"ending\">Ended: " + EscapeHtml(ending) + " (the figures cover the run up to it).</p>";
+  if (std::string line = EndingLine(a.quality); !line.empty()) {
+    line[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
+    h += "<p class=\"note\" id=\"ending\">" + EscapeHtml(line) + ".</p>";
+  }
   // The trace holds several ranks of one job (one `stallprof run` over a launcher).
   if (auto job = AnalyzeJob({a}); job.ok()) h += RanksSection(*job);
   for (const auto& l : a.loaders) {

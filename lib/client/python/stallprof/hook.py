@@ -1200,6 +1200,7 @@ def _patch():
 # printed "Error in sys.excepthook"). Other threads' (a prefetch thread's):
 # threading.excepthook, in Python (signal handlers run in the main thread only).
 
+@functools.lru_cache(maxsize=None)
 def _library_dirs():
     """Where code that is not the program's lives, besides packages (whose
     paths hold "-packages/"): the standard library and this hook."""
