@@ -10,6 +10,19 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 cd "$TMP"
 
+# run_job NAME RC [VAR=VALUE...]: $TMP/NAME.py under stallprof (into
+# $TMP/NAME.pb, its output in $TMP/out and $TMP/err), which must exit RC.
+run_job() {
+  local name=$1 expected=$2 rc
+  shift 2
+  set +e; env "$@" "$SP" run -q -o "$TMP/$name.pb" -- "$PY" "$TMP/$name.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
+  [ "$rc" = "$expected" ] || fail "$name: run returned $rc, expected $expected: $(tail -3 "$TMP/err")"
+}
+# analyze_job NAME: analyze's text of $TMP/NAME.pb into $TMP/text.
+analyze_job() {
+  "$SP" analyze "$TMP/$1.pb" >"$TMP/text" 2>&1 || fail "$1: analyze failed: $(cat "$TMP/text")"
+}
+
 # 1. __getitem__ raises in the worker for sample 13 (line 11 of the script):
 # with batch_size=4 and one worker in order, torch re-raises it in the main
 # process while it waits for batch 3 (samples 12-15), after batches 0-2;
@@ -33,15 +46,14 @@ train = DataLoader(D(), batch_size=4, num_workers=1)
 for batch in train:
     time.sleep(0.005)
 PY
-set +e; "$SP" run -q -o "$TMP/bad.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run returned $rc, expected the job's 1: $(tail -3 "$TMP/err")"
-"$SP" analyze "$TMP/bad.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job bad_sample 1
+analyze_job bad_sample
 grep -Eq "the profiled command exited with code 1; pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13, at bad_sample\.py:11 in __getitem__\), waiting for batch 3 of loader train" "$TMP/text" \
   || fail "analyze does not name the exception, loader and batch: $(grep -n "exited\|raised" "$TMP/text")"
 # Above the loaders, where a user looks first (the Data quality section has it too).
 sed -n 2p "$TMP/text" | grep -Eq "^ended: the profiled command exited with code 1; pid [0-9]+ raised ValueError: .*\(the figures cover the run up to it\)$" \
   || fail "the second line is not the ending: $(sed -n 2p "$TMP/text")"
-"$SP" analyze --json "$TMP/bad.pb" >"$TMP/bad.json" || fail "analyze --json failed"
+"$SP" analyze --json "$TMP/bad_sample.pb" >"$TMP/bad.json" || fail "analyze --json failed"
 "$PY" - "$TMP/bad.json" <<'PY' || fail "the JSON's uncaught_errors"
 import json, sys
 q = json.load(open(sys.argv[1]))["traces"][0]["quality"]
@@ -55,9 +67,8 @@ assert q["ending"].startswith("the profiled command exited with code 1; pid"), q
 PY
 
 # The same through the ctypes fallback (its record is made in Python).
-set +e; STALLPROF_FORCE_CTYPES=1 "$SP" run -q -o "$TMP/bad_ctypes.pb" -- "$PY" "$TMP/bad_sample.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run (ctypes) returned $rc: $(tail -3 "$TMP/err")"
-"$SP" analyze "$TMP/bad_ctypes.pb" >"$TMP/text" 2>&1 || fail "analyze (ctypes) failed: $(cat "$TMP/text")"
+run_job bad_sample 1 STALLPROF_FORCE_CTYPES=1
+analyze_job bad_sample
 grep -Eq "pid [0-9]+ raised ValueError: Caught ValueError in DataLoader worker process 0\. \(ValueError: bad sample 13, at bad_sample\.py:11 in __getitem__\), waiting for batch 3 of loader train" "$TMP/text" \
   || fail "the ctypes fallback's record: $(grep -n "exited\|raised" "$TMP/text")"
 
@@ -82,9 +93,8 @@ train = DataLoader(D(), batch_size=4, num_workers=2)
 for batch in train:
     time.sleep(0.002)
 PY
-set +e; "$SP" run -q -o "$TMP/segv.pb" -- "$PY" "$TMP/segv.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run returned $rc for the SIGSEGV worker: $(tail -3 "$TMP/err")"
-"$SP" analyze "$TMP/segv.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job segv 1
+analyze_job segv
 # What the job died of, as it printed it (its last line).
 died=$(grep -aE "^[A-Za-z.]*(Error|Exception): " "$TMP/err" | tail -1 | sed "s/[[:space:]]*$//")
 [ -n "$died" ] || fail "the job printed no exception: $(tail -3 "$TMP/err")"
@@ -108,9 +118,8 @@ for i, batch in enumerate(DataLoader(torch.arange(64.), batch_size=4)):
     if i == 10:
         os.kill(os.getpid(), signal.SIGABRT)
 PY
-set +e; "$SP" run -q -o "$TMP/abort.pb" -- "$PY" "$TMP/abort.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 134 ] || fail "run returned $rc for SIGABRT, expected 134"
-"$SP" analyze "$TMP/abort.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job abort 134
+analyze_job abort
 grep -Fq "the profiled command was killed by SIGABRT (signal 6)" "$TMP/text" || fail "the signal is not named: $(grep -n killed "$TMP/text")"
 
 # 4. A wrong dataset path before the first batch: analyze's one-line error
@@ -119,10 +128,9 @@ cat >"$TMP/no_data.py" <<'PY'
 import torch.utils.data
 open("/nonexistent/stallprof/train.csv")
 PY
-set +e; "$SP" run -q -o "$TMP/nodata.pb" -- "$PY" "$TMP/no_data.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run returned $rc for the missing file"
+run_job no_data 1
 status=0
-"$SP" analyze "$TMP/nodata.pb" >/dev/null 2>"$TMP/err" || status=$?
+"$SP" analyze "$TMP/no_data.pb" >/dev/null 2>"$TMP/err" || status=$?
 [ "$status" != 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "analyze: status $status, $(cat "$TMP/err")"
 grep -Fq "before it took a batch, the profiled command exited with code 1; pid" "$TMP/err" \
   && grep -Fq "raised FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/stallprof/train.csv' (at no_data.py:2 in <module>)" "$TMP/err" \
@@ -145,9 +153,8 @@ if __name__ == "__main__":
         p.join()
     raise SystemExit(max(p.exitcode for p in procs))
 PY
-set +e; "$SP" run -q -o "$TMP/trainers.pb" -- "$PY" "$TMP/trainers.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run returned $rc for the failed trainer: $(tail -3 "$TMP/err")"
-"$SP" analyze "$TMP/trainers.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job trainers 1
+analyze_job trainers
 grep -Eq "^ended: the profiled command exited with code 1; pid [0-9]+ raised ValueError: trainer 1 diverged \(at trainers\.py:6 in train\) \(the figures" "$TMP/text" \
   || fail "the trainer's exception: $(grep -n "ended\|raised" "$TMP/text")"
 
@@ -164,9 +171,8 @@ def run(rank):
 if __name__ == "__main__":
     mp.spawn(run, nprocs=2)
 PY
-set +e; "$SP" run -q -o "$TMP/spawned.pb" -- "$PY" "$TMP/spawned.py" >"$TMP/out" 2>"$TMP/err"; rc=$?; set -e
-[ "$rc" = 1 ] || fail "run returned $rc for the failed rank: $(tail -3 "$TMP/err")"
-"$SP" analyze "$TMP/spawned.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job spawned 1
+analyze_job spawned
 grep -Fq "raised ProcessRaisedException: -- Process 1 terminated with the following error: (KeyError: 'label', at spawned.py:6 in run)" "$TMP/text" \
   || fail "the rank's exception: $(grep -n "ended\|raised" "$TMP/text")"
 # 7. A prefetch thread that raises at line 7 while the main loop goes on and
@@ -185,8 +191,8 @@ t.join()
 for batch in DataLoader(torch.arange(64.), batch_size=4):
     pass
 PY
-"$SP" run -q -o "$TMP/thread.pb" -- "$PY" "$TMP/thread.py" >"$TMP/out" 2>"$TMP/err" || fail "the threaded job did not exit 0"
-"$SP" analyze "$TMP/thread.pb" >"$TMP/text" 2>&1 || fail "analyze failed: $(cat "$TMP/text")"
+run_job thread 0
+analyze_job thread
 grep -Eq "^uncaught exception, the job went on: pid [0-9]+ \(thread prefetcher\) raised ValueError: prefetch failed \(at thread\.py:7 in prefetch\)$" "$TMP/text" \
   || fail "the thread's exception: $(grep -n "raised" "$TMP/text")"
 echo PASS
