@@ -1167,6 +1167,63 @@ TEST_CASE("Epochs of one batch measure the step's own CPU over their steps alone
   CHECK(l.main_step_cpu_s == Approx(4 * 0.090));
 }
 
+TEST_CASE("The main thread's own CPU in the steps is told apart from the process's other threads, sampled ticks apart") {
+  // One worker, 40 iterations: next() waits 0.4 ms with 0.3 ms of the main
+  // thread's CPU, then a 0.25 ms step: 0.24 ms of the main thread's CPU and
+  // 0.06 ms of another thread's (a queue feeder). The sampler reads the
+  // series every 1 ms, out of step with the iterations: over the steps
+  // alone its interpolation would give the main thread's mean rate.
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "batch_size", 1);
+  const uint32_t main = b.Thread(100, 100);
+  struct Segment { uint64_t from, to; double main_rate, other_rate; };
+  std::vector<Segment> segments;
+  uint64_t t = 1000 * kMs;
+  b.Span(main, names::kEpoch, t, 10 * kMs, 1, 0);
+  t += 10 * kMs;
+  constexpr uint64_t kUs = 1000;
+  for (int i = 0; i < 40; ++i) {
+    b.Span(main, names::kWait, t, 400 * kUs, 1, 0, 300 * kUs, 0);
+    segments.push_back({t, t + 400 * kUs, 0.75, 0});
+    t += 400 * kUs;
+    segments.push_back({t, t + 250 * kUs, 0.96, 0.24});
+    t += 250 * kUs;
+  }
+  b.Span(main, names::kEpochEnd, t, 5 * kMs, 1, 1);
+  const auto integral = [&](uint64_t at, bool whole) {
+    double sum = 0;
+    for (const auto& s : segments)
+      if (at > s.from)
+        sum += (std::min(at, s.to) - s.from) * (s.main_rate + (whole ? s.other_rate : 0));
+    return static_cast<uint64_t>(sum);
+  };
+  ProcessSeries series;
+  series.pid = 100;
+  for (uint64_t at = 1000 * kMs; at <= t + 10 * kMs; at += kMs) {
+    series.t_ns.push_back(at);
+    series.cpu_ns.push_back(integral(at, true));
+    series.delay_ns.push_back(0);
+    series.main_thread_cpu_ns.push_back(integral(at, false));
+    series.main_thread_delay_ns.push_back(0);
+  }
+  const size_t n = series.t_ns.size();
+  series.rss_bytes = std::vector<uint64_t>(n, 0);
+  series.threads.assign(n, 1);
+  b.trace.process_series.push_back(series);
+  const LoaderAnalysis l = OnlyLoader(Analyze(b.trace, {}));
+  REQUIRE(l.main_step_compute_s > 0);
+  const double steps = l.main_step_compute_s / 0.00025;
+  CHECK(steps == Approx(39).margin(0.01));
+  CHECK(l.main_step_cpu_s / steps == Approx(0.0003).epsilon(0.01));
+  CHECK(l.main_thread_step_cpu_s / steps == Approx(0.00024).epsilon(0.01));
+  CHECK(l.main_thread_step_delay_s == Approx(0).margin(1e-9));
+  // Without the thread's series (a trace from before 2026-12-06): not measured.
+  b.trace.process_series.back().main_thread_cpu_ns.clear();
+  CHECK(OnlyLoader(Analyze(b.trace, {})).main_thread_step_cpu_s == -1);
+}
+
 TEST_CASE("A step that waits off CPU for device reads beyond its read calls is told to give the job more memory") {
   // 4 MiB read a step, 6 of its 30 ms on CPU: 80% off CPU.
   const LoaderAnalysis reading = StepReading(6 * kMs, 4 << 20);

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <chrono>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -123,7 +126,7 @@ TEST_CASE("the machine's steal is /proc/stat's eighth field, within the busy tim
 TEST_CASE("our thread name and run-queue delay are readable") {
   CHECK_FALSE(procfs::ReadThreadName(getpid(), getpid()).empty());
   CHECK(procfs::ReadThreadName(getpid(), 999999999).empty());
-  (void)procfs::ReadRunQueueDelay(getpid());  // 0 is legitimate on an idle machine
+  (void)procfs::ReadThreadTimes(getpid());  // 0 is legitimate on an idle machine
 }
 
 namespace {
@@ -232,14 +235,38 @@ TEST_CASE("files over the limit are opened and closed on each read") {
   CHECK(OpenFds() == fds_before + 1);
 }
 
-TEST_CASE("the run-queue delay read through kept files matches the one read by path") {
+TEST_CASE("the threads' times read through kept files match those read by path") {
   procfs::Files files(64);
-  const uint64_t by_path = procfs::ReadRunQueueDelay(getpid());
-  const uint64_t kept = procfs::ReadRunQueueDelay(getpid(), files);
-  const uint64_t by_path_after = procfs::ReadRunQueueDelay(getpid());
-  CHECK(kept >= by_path);
-  CHECK(kept <= by_path_after);
-  CHECK(procfs::ReadRunQueueDelay(getpid(), files) >= kept);
+  const auto by_path = procfs::ReadThreadTimes(getpid());
+  const auto kept = procfs::ReadThreadTimes(getpid(), files);
+  const auto by_path_after = procfs::ReadThreadTimes(getpid());
+  CHECK(kept.delay_ns >= by_path.delay_ns);
+  CHECK(kept.delay_ns <= by_path_after.delay_ns);
+  CHECK(kept.main_cpu_ns >= by_path.main_cpu_ns);
+  CHECK(kept.main_cpu_ns <= by_path_after.main_cpu_ns);
+  CHECK(procfs::ReadThreadTimes(getpid(), files).delay_ns >= kept.delay_ns);
+}
+
+TEST_CASE("the main thread's CPU is its own, not the process's other threads'") {
+  // A thread that burns 200 ms of CPU while the main thread waits, and is
+  // still alive when its times are read: the main thread's time grows by
+  // far less.
+  const auto before = procfs::ReadThreadTimes(getpid());
+  std::atomic<bool> burnt{false}, read{false};
+  std::thread burner([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    volatile uint64_t spin = 0;
+    while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+    burnt = true;
+    while (!read) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!burnt) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto after = procfs::ReadThreadTimes(getpid());
+  read = true;
+  burner.join();
+  CHECK(after.main_cpu_ns > before.main_cpu_ns);  // it read the files at least
+  CHECK(after.main_cpu_ns - before.main_cpu_ns < 50'000'000);
+  CHECK(after.main_delay_ns >= before.main_delay_ns);
 }
 
 TEST_CASE("The kernel's page reclaim is MGLRU when lru_gen's mask has its lowest bit, else the lists") {

@@ -212,6 +212,37 @@ TEST_CASE("From a profile with workers no workers take out the shared-memory col
   CHECK(floor->samples_per_s == Approx(10 / 0.002).epsilon(0.01));
 }
 
+TEST_CASE("A step whose main thread ran beside the process's other threads is its main thread's time, not their mean") {
+  // Profiled with 2 workers on 2 cores: a 4 ms step of which the main thread
+  // ran 3.6 ms on CPU and waited 0.4 ms off it, while the index queues'
+  // feeder threads took 1.2 ms of CPU beside it (4.8 ms of the process in
+  // all). Without workers the main thread fetches for 1 ms and steps for
+  // 3.6 ms less the 1 ms of reading and freeing a received batch, plus its
+  // 0.4 ms off CPU: 4 ms a batch on spare cores.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.004;
+  p.compute_cpu_s_per_batch = {0.0048, true, "sampler"};
+  p.compute_main_thread_cpu_s_per_batch = 0.0036;
+  p.compute_main_thread_delay_s_per_batch = 0;
+  p.cpu_s_per_batch = 0.001;
+  p.batch_touch_cpu_s_per_batch = {0.001, true, "timed"};
+  auto none = Predict(p, On(4, 0));
+  REQUIRE(none.ok());
+  CHECK(none->step_s == Approx(0.004).epsilon(0.02));
+  CHECK(none->samples_per_s == Approx(10 / 0.004).epsilon(0.02));
+  // Not measured apart: the step's 4.8 ms ran on 1.2 threads, 1 ms of which
+  // the read and free take out, 3.8 ms over 1.2 threads: the step 0.8 ms short.
+  p.compute_main_thread_cpu_s_per_batch = -1;
+  CHECK(Predict(p, On(4, 0))->step_s == Approx(0.001 + 0.0038 / 1.2).epsilon(0.02));
+  // The main thread's delay is what contention added: alone, the step is
+  // its CPU and what it spent off CPU otherwise.
+  p.compute_main_thread_cpu_s_per_batch = 0.0036;
+  p.compute_main_thread_delay_s_per_batch = 0.0004;
+  CHECK(Predict(p, On(4, 0))->step_s == Approx(0.0036).epsilon(0.02));
+}
+
 TEST_CASE("The steady state draws from the steady batches' fetches, the whole run from each epoch's own") {
   // No workers, 3 epochs of 16 batches of 10, a 10 ms step. Each epoch's
   // first 5 fetches (the warm-up analyze leaves out of the steady state)

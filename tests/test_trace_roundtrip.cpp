@@ -113,6 +113,8 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
       p->add_threads(static_cast<uint32_t>(i + 1));
       p->add_minor_faults(i * 70);
       p->add_system_cpu_ns(i * 5);
+      p->add_main_thread_cpu_ns(i * 15);
+      p->add_main_thread_delay_ns(i * 2);
     }
     REQUIRE((*w)->Write(ps).ok());
     REQUIRE((*w)->Write(ps).ok());  // a second chunk of the same pid appends
@@ -121,6 +123,8 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
     REQUIRE((*w)->Write(ps).ok());
     p->clear_minor_faults();
     p->clear_system_cpu_ns();
+    p->clear_main_thread_cpu_ns();
+    p->clear_main_thread_delay_ns();
     REQUIRE((*w)->Write(ps).ok());
 
     pb::Chunk ss;
@@ -197,6 +201,10 @@ TEST_CASE("every chunk type written by TraceWriter loads back unchanged") {
   CHECK(t.process_series[0].system_cpu_ns == std::vector<uint64_t>{0, 5, 10, 0, 5, 10});
   CHECK(t.process_series[1].minor_faults.empty());  // not every chunk had them: none, rather than a misaligned column
   CHECK(t.process_series[1].system_cpu_ns.empty());
+  CHECK(t.process_series[0].main_thread_cpu_ns == std::vector<uint64_t>{0, 15, 30, 0, 15, 30});
+  CHECK(t.process_series[0].main_thread_delay_ns == std::vector<uint64_t>{0, 2, 4, 0, 2, 4});
+  CHECK(t.process_series[1].main_thread_cpu_ns.empty());
+  CHECK(t.process_series[1].main_thread_delay_ns.empty());
   CHECK(t.system.mem_available_bytes == std::vector<uint64_t>{6});
   REQUIRE(t.footer.has_value());
   CHECK(t.footer->exit_code == 137);

@@ -603,6 +603,12 @@ struct LoaderAnalysis {
   // spans): what the training step itself uses. main_step_compute_s = 0 when
   // not measured (no sampler series, or wait spans without CPU).
   double main_step_cpu_s = 0, main_step_delay_s = 0, main_step_compute_s = 0;
+  // Of it, the main thread's own over the same steps from next()'s return to
+  // the following call (its schedstat series), where the loader is iterated
+  // on the main thread: the step's serial part, beside which the process's
+  // other threads (queue feeders, intra-op threads) ran. -1 when not measured
+  // (traces before 2026-12-06, a loader iterated on another thread).
+  double main_thread_step_cpu_s = -1, main_thread_step_delay_s = -1;
   // Bytes the main process read from the storage device over those steps
   // (/proc/<pid>/io read_bytes): its own pages read back (code, mapped data
   // evicted under memory pressure). -1 when not measured, and without workers

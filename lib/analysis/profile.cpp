@@ -304,6 +304,17 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     p.compute_cpu_s_per_batch = {cores_used * p.compute_s_per_batch, true,
                                  "main process CPU during the steps (/proc sampler) less its CPU in next()"};
     p.compute_delay_s_per_batch = loader.main_step_delay_s / loader.main_step_compute_s * p.compute_s_per_batch;
+    if (loader.main_thread_step_cpu_s >= 0) {
+      const double per_batch = p.compute_s_per_batch / loader.main_step_compute_s;
+      p.compute_main_thread_cpu_s_per_batch = loader.main_thread_step_cpu_s * per_batch;
+      p.compute_main_thread_delay_s_per_batch = std::max(0.0, loader.main_thread_step_delay_s) * per_batch;
+      p.compute_cpu_s_per_batch.source +=
+          fmt::format("; of it the main thread's {} and run-queue delay {} (its schedstat), the other threads' {} "
+                      "beside it",
+                      FormatSeconds(p.compute_main_thread_cpu_s_per_batch),
+                      FormatSeconds(p.compute_main_thread_delay_s_per_batch),
+                      FormatSeconds(std::max(0.0, p.compute_cpu_s_per_batch.value - p.compute_main_thread_cpu_s_per_batch)));
+    }
   } else {
     p.compute_cpu_s_per_batch = {0, false,
                                  "not measured (no sampler series of the main process, or wait spans without CPU): "

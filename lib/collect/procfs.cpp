@@ -196,21 +196,26 @@ std::optional<ProcIo> ReadIo(pid_t pid, Files& files) {
   return io;
 }
 
-uint64_t ReadRunQueueDelay(pid_t pid) {
+ThreadTimes ReadThreadTimes(pid_t pid) {
   Files files;
-  return ReadRunQueueDelay(pid, files);
+  return ReadThreadTimes(pid, files);
 }
 
-uint64_t ReadRunQueueDelay(pid_t pid, Files& files) {
-  uint64_t sum = 0;
+ThreadTimes ReadThreadTimes(pid_t pid, Files& files) {
+  ThreadTimes times;
   const std::string task_dir = ProcPath(pid, "task/");
   for (pid_t tid : files.ListNumeric(task_dir)) {
     auto text = files.Read(task_dir + std::to_string(tid) + "/schedstat");
     if (!text) continue;
     auto f = Fields(*text);
-    if (f.size() >= 2) sum += ToU64(f[1]);
+    if (f.size() < 2) continue;
+    times.delay_ns += ToU64(f[1]);
+    if (tid == pid) {
+      times.main_cpu_ns = ToU64(f[0]);
+      times.main_delay_ns = ToU64(f[1]);
+    }
   }
-  return sum;
+  return times;
 }
 
 std::vector<pid_t> Descendants(pid_t root) {

@@ -75,10 +75,18 @@ struct ProcIo {
 std::optional<ProcIo> ReadIo(pid_t pid);
 std::optional<ProcIo> ReadIo(pid_t pid, Files& files);
 
-// Run-queue delay of all live threads of `pid` (field 2 of each
-// /proc/<pid>/task/*/schedstat), in ns. 0 when unavailable.
-uint64_t ReadRunQueueDelay(pid_t pid);
-uint64_t ReadRunQueueDelay(pid_t pid, Files& files);
+// From each /proc/<pid>/task/*/schedstat (time on CPU, run-queue delay): the
+// delay of all live threads of `pid`, and the main thread's (tid = pid) time
+// on CPU and delay, in ns; 0 when unavailable. The main thread's own apart
+// from the process's: the training step runs there, beside threads (queue
+// feeders, a pin-memory thread) that a loop without workers does not have.
+struct ThreadTimes {
+  uint64_t delay_ns = 0;
+  uint64_t main_cpu_ns = 0;
+  uint64_t main_delay_ns = 0;
+};
+ThreadTimes ReadThreadTimes(pid_t pid);
+ThreadTimes ReadThreadTimes(pid_t pid, Files& files);
 
 // Every live process whose ancestry leads to `root` (not `root` itself): from
 // the threads' /proc/<pid>/task/<tid>/children files, down the tree, where the

@@ -33,7 +33,10 @@ void Sampler::Tick(uint64_t now_ns) {
     p.add_read_bytes(io.read_bytes);
     p.add_rchar(io.rchar);
     p.add_rss_bytes(st->rss_bytes);
-    p.add_delay_ns(procfs::ReadRunQueueDelay(pid, files_));
+    const auto threads = procfs::ReadThreadTimes(pid, files_);
+    p.add_delay_ns(threads.delay_ns);
+    p.add_main_thread_cpu_ns(threads.main_cpu_ns);
+    p.add_main_thread_delay_ns(threads.main_delay_ns);
     p.add_threads(st->threads);
     p.add_minor_faults(st->minor_faults);
     p.add_system_cpu_ns(st->system_cpu_ns);

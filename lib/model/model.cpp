@@ -96,27 +96,61 @@ Terms Pipelined(const LoaderProfile& p, double cpu, double loop, double main_cpu
 }
 
 // The step as the simulation runs it, from its measured wall time w, CPU c
-// and run-queue delay d per batch: runnable thread-seconds c + d over w give
-// its threads (at least one); alone it would take w less the delay.
+// and run-queue delay d per batch: where its main thread's CPU m was measured
+// apart, m is its serial part and the process's other threads' c - m run
+// beside it (threads c / m), and alone it would take w less the main
+// thread's delay; otherwise runnable thread-seconds c + d over w give its
+// threads (at least one), and alone it would take w less the delay.
 struct Step {
   double cpu = 0, threads = 1, off = 0;
+  double main_cpu = 0;  // of cpu, the main thread's (0: not measured apart)
   // A parallel step's intra-op threads in the scenario (0: not parallel). Above
   // one, its threads wait for each other at every operator (SimConfig::compute_parallel).
   uint32_t parallel_threads = 0;
 };
 
-Step MeasuredStep(const LoaderProfile& p) {
+// The step's runnable threads: its process's CPU and delay over its wall time.
+Step RunnableStep(const LoaderProfile& p) {
   const double w = p.compute_s_per_batch;
   Step step;
   if (!p.compute_cpu_s_per_batch.measured) {
     step.off = w;  // unknown: off CPU, never competing for cores (the first model's assumption)
-  } else {
-    const double c = std::min(p.compute_cpu_s_per_batch.value, 64 * w);
-    const double runnable = c + p.compute_delay_s_per_batch;
-    step.cpu = c;
-    if (runnable <= w) step.off = w - runnable;
-    else step.threads = w > 0 ? runnable / w : 1;
+    return step;
   }
+  step.cpu = std::min(p.compute_cpu_s_per_batch.value, 64 * w);
+  const double runnable = step.cpu + p.compute_delay_s_per_batch;
+  if (runnable <= w) step.off = w - runnable;
+  else step.threads = w > 0 ? runnable / w : 1;
+  return step;
+}
+
+Step MeasuredStep(const LoaderProfile& p) {
+  Step step = RunnableStep(p);
+  // A step that is not parallel over intra-op threads, its main thread
+  // measured apart: the other threads' CPU is not the step's time (a fast
+  // loader's 2 index queue feeders took 62 us a batch beside a 250 us step,
+  // which as one step on 1.2 threads predicted it 11 us short without
+  // workers). A parallel step keeps the runnable measure (StepOf).
+  const double m = std::min(p.compute_main_thread_cpu_s_per_batch, step.cpu);
+  if (m <= 0 || ParallelStep(p)) return step;
+  step.main_cpu = m;
+  step.threads = step.cpu / m;
+  step.off = std::max(0.0, p.compute_s_per_batch - m - std::max(0.0, p.compute_main_thread_delay_s_per_batch));
+  return step;
+}
+
+// `step` with the received batch's first read and free (BatchTouchSeconds)
+// taken out or put in: the main thread's work, its serial part.
+Step StepWithWorkers(const LoaderProfile& p, uint32_t workers, Step step) {
+  const double touch = BatchTouchSeconds(p, workers);
+  if (step.main_cpu <= 0) {
+    step.cpu = std::max(0.0, step.cpu + touch);
+    return step;
+  }
+  const double others = std::max(0.0, step.cpu - step.main_cpu);
+  step.main_cpu = std::max(0.0, step.main_cpu + touch);
+  step.cpu = step.main_cpu + others;
+  step.threads = step.main_cpu > 0 ? step.cpu / step.main_cpu : 1;
   return step;
 }
 
@@ -148,6 +182,7 @@ Step StepOf(const LoaderProfile& p, double speedup, int32_t step_threads) {
     step.parallel_threads = threads;
   }
   step.cpu /= speedup;
+  step.main_cpu /= speedup;
   step.off /= speedup;
   return step;
 }
@@ -307,8 +342,8 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
   c.prefetch_factor = std::max<uint32_t>(1, p.prefetch_factor);
   c.cores = cores;
   c.background_threads = background;
-  const Step step = StepOf(p, speedup, step_threads);
-  c.compute_cpu_s = StepCpuWithWorkers(p, workers, step.cpu);
+  const Step step = StepWithWorkers(p, workers, StepOf(p, speedup, step_threads));
+  c.compute_cpu_s = step.cpu;
   c.compute_threads = step.threads;
   c.compute_parallel = HeldUpByOthers(step.parallel_threads, cores);
   c.compute_off_s = step.off;
@@ -329,7 +364,7 @@ SimConfig SimFor(const LoaderProfile& p, const std::vector<BatchCost>& costs, ui
 }  // namespace
 
 bool ParallelStep(const LoaderProfile& p) {
-  return p.intra_op_threads > 1 && MeasuredStep(p).threads >= kParallelStepThreads;
+  return p.intra_op_threads > 1 && RunnableStep(p).threads >= kParallelStepThreads;
 }
 
 // The profile's parallel step shared the cores with its workers: its CPU
@@ -601,7 +636,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
 
   // The analytic rates: the sanity check of the simulation, and its terms for the reports.
   const double main_cpu = p.compute_cpu_s_per_batch.measured
-                              ? StepCpuWithWorkers(p, workers, step.cpu) + p.receive_s_per_batch
+                              ? StepWithWorkers(p, workers, step).cpu + p.receive_s_per_batch
                               : -1;
   const Terms t = Pipelined(p, cpu, p.worker_loop_cpu_s_per_batch.value, main_cpu, compute, cores, std::max(1u, workers), io,
                             bandwidth, miss);
@@ -757,6 +792,8 @@ Result<LoaderProfile> MoveStagesToWorkers(const LoaderProfile& profile, const st
     p.compute_s_per_batch = std::max(0.0, p.compute_s_per_batch - it->wall_s_per_batch);
     if (p.compute_cpu_s_per_batch.measured)
       p.compute_cpu_s_per_batch.value = std::max(0.0, p.compute_cpu_s_per_batch.value - cpu);
+    if (p.compute_main_thread_cpu_s_per_batch >= 0)  // the stage ran on the main thread
+      p.compute_main_thread_cpu_s_per_batch = std::max(0.0, p.compute_main_thread_cpu_s_per_batch - cpu);
     p.cpu_s_per_batch += cpu;
     p.io_s_per_batch += off_cpu;
     p.produce_s_per_batch += it->wall_s_per_batch;

@@ -181,6 +181,13 @@ struct LoaderProfile {
   // Not measured: the step is taken as off CPU (it never competes for cores).
   Input compute_cpu_s_per_batch;
   double compute_delay_s_per_batch = 0;
+  // Of it, the main thread's own CPU and delay per batch from next()'s return
+  // to the following call: the step's serial part; the rest is the process's
+  // other threads beside it (queue feeders, a pin-memory thread, intra-op
+  // threads). -1 = not measured apart (MeasuredStep then infers the step's
+  // threads from its runnable time over its wall time).
+  double compute_main_thread_cpu_s_per_batch = -1;
+  double compute_main_thread_delay_s_per_batch = -1;
   // torch's intra-op threads (torch.get_num_threads()) at iterator creation,
   // 0 = not recorded. A step measured on more than one core with k > 1 of
   // them is parallel over barrier-synchronised threads (StepOf).

@@ -92,6 +92,10 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     if (l.main_step_read_bytes >= 0) w.Number(l.main_step_read_bytes); else w.Null();
     w.Key("read_call_bytes");
     if (l.main_step_read_call_bytes >= 0) w.Number(l.main_step_read_call_bytes); else w.Null();
+    w.Key("main_thread_cpu_s");
+    if (l.main_thread_step_cpu_s >= 0) w.Number(l.main_thread_step_cpu_s); else w.Null();
+    w.Key("main_thread_delay_s");
+    if (l.main_thread_step_delay_s >= 0) w.Number(l.main_thread_step_delay_s); else w.Null();
     w.EndObject();
   } else {
     w.Null();

@@ -310,7 +310,9 @@ Status TraceDecoder::ProcessSamples(const pb::ProcessSamples& s) {
   const int n = s.t_ns_size();
   if (s.cpu_ns_size() != n || s.read_bytes_size() != n || s.rchar_size() != n || s.rss_bytes_size() != n ||
       s.delay_ns_size() != n || s.threads_size() != n || (s.minor_faults_size() != 0 && s.minor_faults_size() != n) ||
-      (s.system_cpu_ns_size() != 0 && s.system_cpu_ns_size() != n))
+      (s.system_cpu_ns_size() != 0 && s.system_cpu_ns_size() != n) ||
+      (s.main_thread_cpu_ns_size() != 0 && s.main_thread_cpu_ns_size() != n) ||
+      (s.main_thread_delay_ns_size() != 0 && s.main_thread_delay_ns_size() != n))
     return Corrupt("process sample columns differ in length");
   ProcessSeries* series = nullptr;
   for (auto& ps : t_.process_series)
@@ -331,6 +333,8 @@ Status TraceDecoder::ProcessSamples(const pb::ProcessSamples& s) {
   };
   optional_column(series->minor_faults, s.minor_faults());
   optional_column(series->system_cpu_ns, s.system_cpu_ns());
+  optional_column(series->main_thread_cpu_ns, s.main_thread_cpu_ns());
+  optional_column(series->main_thread_delay_ns, s.main_thread_delay_ns());
   series->t_ns.insert(series->t_ns.end(), s.t_ns().begin(), s.t_ns().end());
   series->cpu_ns.insert(series->cpu_ns.end(), s.cpu_ns().begin(), s.cpu_ns().end());
   series->read_bytes.insert(series->read_bytes.end(), s.read_bytes().begin(), s.read_bytes().end());

@@ -241,6 +241,9 @@ struct ProcessSeries {
   std::vector<uint32_t> threads;
   std::vector<uint64_t> minor_faults;  // empty unless every chunk of the series recorded them (older traces did not)
   std::vector<uint64_t> system_cpu_ns;  // the kernel's part of cpu_ns; empty as minor_faults
+  // The main thread's (tid = pid) own time on CPU and run-queue delay (ns
+  // precision, where cpu_ns has the clock tick's); empty as minor_faults.
+  std::vector<uint64_t> main_thread_cpu_ns, main_thread_delay_ns;
 };
 
 struct SystemSeries {

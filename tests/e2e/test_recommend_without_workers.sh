@@ -60,7 +60,11 @@ print(f"error {error:+.1%} (median of the rounds' {', '.join(f'{e:+.1%}' for e i
 # 234 the day before) from receiving: until it was timed after the run too
 # (ipc_next_own_cpu_s), the plan left it out, and on 2026-12-04 the rounds
 # read +5.3% to +23.1% (a fresh-clone CI run failed at a median of +22.3%;
-# the bound was -20% to +25% until 2026-12-05).
+# the bound was -20% to +25% until 2026-12-05). A CI run of 2026-12-06
+# failed at +25.6%: the step's process CPU held the index queues' feeder
+# threads beside the step (read as a step on 1.2 threads), and next() was
+# timed back to back, not after a step; with the main thread's CPU measured
+# apart and next() timed after a step, +1.8% to +8.7% here (median +3.4%).
 own = [json.load(open(f"analysis{r}.json"))["loaders"][0]["config"]["ipc_next_own_cpu_s"] for r in (1, 2, 3)]
 print("the iterator's own code in a next() without workers, timed after each run: " +
       ", ".join(f"{o * 1e6:.1f} us" if o is not None else "not timed" for o in own))

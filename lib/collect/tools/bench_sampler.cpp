@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   for (auto [name, read] : std::initializer_list<std::pair<const char*, std::function<void(procfs::Files&)>>>{
            {"stat", [&](procfs::Files& f) { (void)procfs::ReadStat(pid, f); }},
            {"io", [&](procfs::Files& f) { (void)procfs::ReadIo(pid, f); }},
-           {"run-queue delay (task dir + schedstat)", [&](procfs::Files& f) { (void)procfs::ReadRunQueueDelay(pid, f); }},
+           {"threads' times (task dir + schedstat)", [&](procfs::Files& f) { (void)procfs::ReadThreadTimes(pid, f); }},
            {"system (/proc/stat, meminfo, diskstats)", [&](procfs::Files& f) { (void)procfs::ReadSystem(f); }}}) {
     const double open_us = UsPerCall(ticks, [&] { read(by_path); });
     const double kept_us = UsPerCall(ticks, [&] { read(kept); });

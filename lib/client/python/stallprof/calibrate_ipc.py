@@ -378,18 +378,26 @@ class Indices(Dataset):
 
 NEXT_OWN_INDICES = 1 << 18  # a round's indices at most: a permutation of millions took seconds
 NEXT_OWN_LARGEST = 1 << 16  # larger batches: timed at this size and scaled (the sampler's loop is per index)
+# The CPU a training step takes between two timed next() calls (a loop in
+# Python, as the step's own code): a step evicts the iterator's code and data
+# from the caches, and next() pays to bring them back. A batch of 1 here:
+# 8.1 us back to back, 11.2 us with 200 us between, 12.4 with 1 ms; a
+# 2-worker profile of scripts/workloads/fast_loader.py planned its run
+# without workers 4.5 us a batch short, timed back to back.
+NEXT_OWN_STEP_S = 0.0005
 
 
-def time_next_own(batch_size, batch_count=2000, timed_s=0.3):
+def time_next_own(batch_size, batch_count=200, timed_s=0.1):
     """The main thread's CPU a next() without workers spends outside its
     fetch: a RandomSampler drawing `batch_size` indices (0: one, as for
     batch_size=None) and the iterator's bookkeeping, with the fetcher
-    replaced by one that hands back its indices. The median of 5 rounds, a
-    round `batch_count` calls (fewer for large batches: NEXT_OWN_INDICES
-    indices, at least 10 calls) or `timed_s`, after a tenth as many (at
-    most 100) untimed: 0.07 s in all for batches of 1, 0.33 s of 65536.
-    Larger batches are timed at NEXT_OWN_LARGEST indices and scaled: 43 ns
-    an index here at 65536 and at 1048576 (which took 6.7 s timed whole)."""
+    replaced by one that hands back its indices, each call after a step of
+    NEXT_OWN_STEP_S on CPU. The median of 5 rounds, a round `batch_count`
+    calls (fewer for large batches: NEXT_OWN_INDICES indices, at least 10
+    calls) or `timed_s`, after a tenth as many (at most 100) untimed: 0.5 s
+    in all for batches of 1. Larger batches are timed at NEXT_OWN_LARGEST
+    indices and scaled: 43 ns an index here at 65536 and at 1048576 (which
+    took 6.7 s timed whole)."""
     if batch_size > NEXT_OWN_LARGEST:
         return time_next_own(NEXT_OWN_LARGEST, batch_count, timed_s) * batch_size / NEXT_OWN_LARGEST
     indices = max(1, batch_size)
@@ -397,19 +405,33 @@ def time_next_own(batch_size, batch_count=2000, timed_s=0.3):
     warmup = min(100, max(2, calls_most // 10))
     loader = DataLoader(Indices((warmup + calls_most + 1) * indices), batch_size=batch_size or None,
                         shuffle=True, num_workers=0)
+    clock = time.thread_time_ns
+    step_ns = int(NEXT_OWN_STEP_S * 1e9)
+    # What a pair of clock reads adds to a timed call.
+    pairs = []
+    for _ in range(200):
+        a = clock()
+        pairs.append(clock() - a)
+    clock_ns = sorted(pairs)[len(pairs) // 2]
     rounds = []
     for _ in range(5):
         it = iter(loader)
         it._dataset_fetcher.fetch = lambda index: index  # the fetch span's work: not this timing's
         for _ in range(warmup):
             next(it)
-        start = time.thread_time_ns()
+        own = 0
         until = time.monotonic() + timed_s
         calls = 0
         while calls < calls_most and (calls < 10 or time.monotonic() < until):
+            start = clock()
             next(it)
+            end = clock()
+            own += end - start - clock_ns
             calls += 1
-        rounds.append((time.thread_time_ns() - start) / calls / 1e9)
+            step_end = end + step_ns
+            while clock() < step_end:
+                pass
+        rounds.append(max(0, own) / calls / 1e9)
     return sorted(rounds)[len(rounds) // 2]
 
 
