@@ -1094,14 +1094,16 @@ namespace {
 // A loader with a worker (its fetches unseen): 20 iterations of a 1 ms next()
 // (0.5 ms of CPU) and a 30 ms step using `step_cpu` of CPU, in which the
 // process reads `read` bytes from the device and its read calls move
-// `read_calls`; sampled at each return.
-LoaderAnalysis StepReading(uint64_t step_cpu, uint64_t read, uint64_t read_calls = 0) {
+// `read_calls`; sampled at each return. With `others_cpu`, other threads of
+// the process run that much CPU beside each step, and the main thread's own
+// series is recorded.
+LoaderAnalysis StepReading(uint64_t step_cpu, uint64_t read, uint64_t read_calls = 0, int64_t others_cpu = -1) {
   TraceBuilder b;
   b.Process(100, 1);
   b.Config(100, 1, "num_workers", 1);
   b.Config(100, 1, "batch_size", 4);
   const uint32_t main = b.Thread(100, 100);
-  uint64_t t = 1000 * kMs, cpu = 0, bytes = 0, call_bytes = 0;
+  uint64_t t = 1000 * kMs, cpu = 0, main_cpu = 0, bytes = 0, call_bytes = 0;
   b.Instant(main, names::kEpoch, t, 1, 0);
   ProcessSeries series;
   series.pid = 100;
@@ -1109,13 +1111,19 @@ LoaderAnalysis StepReading(uint64_t step_cpu, uint64_t read, uint64_t read_calls
     b.Span(main, names::kWait, t, kMs, 1, i, kMs / 2, 0);
     t += kMs;
     cpu += kMs / 2;
+    main_cpu += kMs / 2;
     series.t_ns.push_back(t);
     series.cpu_ns.push_back(cpu);
     series.delay_ns.push_back(0);
     series.read_bytes.push_back(bytes);
     series.rchar.push_back(call_bytes);
+    if (others_cpu >= 0) {
+      series.main_thread_cpu_ns.push_back(main_cpu);
+      series.main_thread_delay_ns.push_back(0);
+    }
     t += 30 * kMs;
-    cpu += step_cpu;
+    cpu += step_cpu + static_cast<uint64_t>(std::max<int64_t>(0, others_cpu));
+    main_cpu += step_cpu;
     bytes += read;
     call_bytes += read_calls;
   }
@@ -1241,6 +1249,11 @@ TEST_CASE("A step that waits off CPU for device reads beyond its read calls is t
   CHECK_THAT(StepReading(27 * kMs, 4 << 20).advice.front(), !Catch::Contains("beyond its read calls"));
   // Off CPU without reading (an accelerator, a sleep): not this advice.
   CHECK_THAT(StepReading(6 * kMs, 64 << 10).advice.front(), !Catch::Contains("beyond its read calls"));
+  // Other threads busy beside the step (20 ms of the 30): the process was on
+  // CPU 87% of it, its main thread 20%: the step still waited on the reads.
+  const LoaderAnalysis beside = StepReading(6 * kMs, 4 << 20, 0, 20 * kMs);
+  REQUIRE(beside.main_thread_step_cpu_s >= 0);
+  CHECK_THAT(beside.advice.front(), Catch::Contains("its steps were 80% off CPU") && Catch::Contains("give the job more memory"));
 }
 
 namespace {

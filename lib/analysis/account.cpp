@@ -567,11 +567,15 @@ double StepReadCallBytes(const LoaderAnalysis& l) {
   if (l.main_step_read_call_bytes < 0 || l.main_step_compute_s <= 0) return -1;
   return l.main_step_read_call_bytes / l.main_step_compute_s * l.compute_steady.mean;
 }
-// The share of the steps' wall time the process spent neither on CPU nor
-// waiting for one: I/O, sleeps, an accelerator.
+// The share of the steps' wall time the training loop's thread spent neither
+// on CPU nor waiting for one: I/O, sleeps, an accelerator. Its main thread's
+// own where measured: other threads busy beside a step (a worker's index
+// queue feeders) do not make the step run; else the process's.
 double StepOffCpuShare(const LoaderAnalysis& l) {
   if (l.main_step_compute_s <= 0) return 0;
-  return std::clamp(1 - (l.main_step_cpu_s + l.main_step_delay_s) / l.main_step_compute_s, 0.0, 1.0);
+  const double on = l.main_thread_step_cpu_s >= 0 ? l.main_thread_step_cpu_s + std::max(0.0, l.main_thread_step_delay_s)
+                                                  : l.main_step_cpu_s + l.main_step_delay_s;
+  return std::clamp(1 - on / l.main_step_compute_s, 0.0, 1.0);
 }
 
 // A user's stage on the training loop's thread that works on the CPU: CPU at
