@@ -278,6 +278,13 @@ TEST_CASE("undefined ids and inconsistent columns are rejected as corrupt") {
   ps.mutable_process_samples()->add_t_ns(1);
   expect_corrupt(ps, "process sample columns differ");
 
+  // Every column of one row, but the main thread's CPU with two.
+  pb::Chunk main_thread;
+  auto* row = main_thread.mutable_process_samples();
+  row->add_t_ns(1), row->add_cpu_ns(1), row->add_read_bytes(0), row->add_rchar(0), row->add_rss_bytes(0);
+  row->add_delay_ns(0), row->add_threads(1), row->add_main_thread_cpu_ns(1), row->add_main_thread_cpu_ns(2);
+  expect_corrupt(main_thread, "process sample columns differ");
+
   pb::Chunk drops;
   drops.mutable_drops()->set_thread_id(8);
   expect_corrupt(drops, "drops of an undefined thread");
