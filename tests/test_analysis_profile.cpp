@@ -523,6 +523,60 @@ TEST_CASE("A worker's gap between fetches while it held the next index is its lo
   REQUIRE(profiles.ok());
   CHECK(profiles->front().worker_gap_s_per_batch.measured);
   CHECK(profiles->front().worker_gap_s_per_batch.value == Approx(0.0003));
+
+  // The worker process sampled: its CPU outside the fetches is the loop's,
+  // `loop` a batch right after each fetch. A gap longer than that is the
+  // worker waiting for a core: the serial part is capped at the loop's CPU.
+  auto sampled = [&](double loop_ms) {
+    Trace t = b.trace;
+    ProcessSeries worker;
+    worker.pid = 201;
+    auto cpu_at = [&](uint64_t at) {
+      double cpu = 0;
+      for (uint64_t i = 0; i < 20; ++i) {
+        const uint64_t start = t0 + i * 2300 * kMs / 1000, end = start + 2 * kMs;
+        const double loop_ns = loop_ms * 1e6;
+        if (at > start) cpu += static_cast<double>(std::min(at, end) - start);
+        // The loop's CPU spread over the 0.3 ms gap (its sending thread beside).
+        if (at > end) cpu += loop_ns * std::min(1.0, static_cast<double>(at - end) / (0.3 * 1e6));
+      }
+      return static_cast<uint64_t>(cpu);
+    };
+    for (uint64_t tick = t0 - 10 * kMs; tick <= t0 + 60 * kMs; tick += 10 * kMs) {
+      worker.t_ns.push_back(tick);
+      worker.cpu_ns.push_back(cpu_at(tick));
+    }
+    const size_t n = worker.t_ns.size();
+    worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = std::vector<uint64_t>(n, 0);
+    worker.threads.assign(n, 2);
+    t.process_series.push_back(worker);
+    const auto p = MeasureProfiles(t, {});
+    REQUIRE(p.ok());
+    return p->front();
+  };
+  const auto waited = sampled(0.1);
+  CHECK(waited.worker_loop_cpu_s_per_batch.value == Approx(0.0001).epsilon(0.05));
+  CHECK(waited.worker_gap_s_per_batch.measured);
+  CHECK(waited.worker_gap_s_per_batch.value == Approx(waited.worker_loop_cpu_s_per_batch.value));
+  CHECK_THAT(waited.worker_gap_s_per_batch.source, Catch::Contains("300.0 us, capped at the loop CPU above"));
+  const auto busy = sampled(0.5);
+  CHECK(busy.worker_loop_cpu_s_per_batch.value == Approx(0.0005).epsilon(0.05));
+  CHECK(busy.worker_gap_s_per_batch.value == Approx(0.0003));
+  CHECK_THAT(busy.worker_gap_s_per_batch.source, !Catch::Contains("capped"));
+}
+
+TEST_CASE("A worker's sending thread is taken to wait for the fetch's GIL only where two in three sends were held") {
+  analysis::PrefetchStats prefetch;
+  auto held = [&](uint64_t held, uint64_t free) {
+    prefetch.sends_held = held;
+    prefetch.sends_free = free;
+    return prefetch.SendsHeld();
+  };
+  CHECK(held(144, 1));  // a pure-Python fetch
+  CHECK(held(12, 6));
+  // The MLP's fetch (torch ops on a TensorDataset) let a third of its sends out.
+  CHECK_FALSE(held(11, 7));
+  CHECK_FALSE(held(9, 0));  // too few to tell
 }
 
 namespace {
