@@ -399,7 +399,11 @@ Status TraceDecoder::SpanBatch(const uint8_t* p, const uint8_t* end) {
 
 // Decodes a SpanBatch encoding row by row into a block on the stack, handing the sink a
 // block at a time, or adding a span to the sink's folds as its name says
-// (SpanSink::actions; docs/trace-format.md has the column rules).
+// (SpanSink::actions; docs/trace-format.md has the column rules). Tried on
+// 2026-12-06 and dropped: decoding 256 rows a column at a time into arrays
+// first (fewer pointers spilled to the stack) ran no faster (analyze's
+// task-clock 372.7 against 379.8 ms, +-4%, on 10 M spans): the loop is bound
+// by its instructions a span (~34 cycles), not by the spills.
 template <bool kPext>
 Status TraceDecoder::SpanBatchOf(const uint8_t* p, const uint8_t* end) {
   uint64_t thread_id = 0, base_ns = 0;
