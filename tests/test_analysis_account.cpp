@@ -910,16 +910,7 @@ TEST_CASE("The workers' CPU outside their fetch spans is counted between samples
     return static_cast<uint64_t>(cpu);
   };
   Trace t = SlowWorker(20 * kMs, 19 * kMs, 0);
-  ProcessSeries worker;
-  worker.pid = 201;
-  for (uint64_t tick = 950 * kMs; tick <= 1650 * kMs; tick += 100 * kMs) {
-    worker.t_ns.push_back(tick);
-    worker.cpu_ns.push_back(cpu_at(tick));
-  }
-  const size_t n = worker.t_ns.size();
-  worker.read_bytes = worker.rchar = worker.rss_bytes = worker.delay_ns = std::vector<uint64_t>(n, 0);
-  worker.threads.assign(n, 1);
-  t.process_series.push_back(worker);
+  t.process_series.push_back(SampledEvery(201, 950 * kMs, 1650 * kMs, 100 * kMs, cpu_at));
   const auto result = Analyze(t, {});
   CHECK(OnlyLoader(result).worker_cpu_outside_fetch_s == Approx(0.002).epsilon(0.1));
 }

@@ -182,6 +182,23 @@ inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   return b.Thread(201, 201);
 }
 
+// A process sampled every `period` ns from `from` to `to` (inclusive), its
+// CPU at each tick `cpu_at(tick)`; no reads, no run-queue delay.
+template <typename CpuAt>
+ProcessSeries SampledEvery(uint32_t pid, uint64_t from, uint64_t to, uint64_t period, CpuAt cpu_at,
+                           uint32_t threads = 1) {
+  ProcessSeries s;
+  s.pid = pid;
+  for (uint64_t tick = from; tick <= to; tick += period) {
+    s.t_ns.push_back(tick);
+    s.cpu_ns.push_back(cpu_at(tick));
+  }
+  const size_t n = s.t_ns.size();
+  s.read_bytes = s.rchar = s.rss_bytes = s.delay_ns = std::vector<uint64_t>(n, 0);
+  s.threads.assign(n, threads);
+  return s;
+}
+
 // A stage's totals as analysis reports them: `count` spans taking `seconds`
 // of wall time, all on CPU (the report tests' stage tables).
 inline analysis::StageStats Stage(std::string name, uint64_t count, double seconds) {

@@ -261,8 +261,9 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // A gap is the worker's loop code, or its wait for the GIL its sending
   // thread holds while pickling: CPU outside the fetches, all of it in the
   // loop CPU above. What a gap measures beyond that is the worker waiting
-  // for a core, the profile's own contention, which the simulation adds
-  // where a scenario has it: the gap is capped at the loop CPU. (The MLP of
+  // for a core, the profile's own contention, which the simulation predicts
+  // for a scenario's CPU work (fetches, sending), not for its gaps: the gap
+  // is capped at the loop CPU. (The MLP of
   // validate_model.sh, 2 workers and the step on 2 cores: medians of 0.71
   // to 2.70 ms over profiles, against 0.52-0.58 ms of loop CPU, predicted 1
   // worker at 20k-42k samples/s where it ran 44k.)
@@ -293,7 +294,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   if (loader.prefetch.SendsTold())
     p.fetch_holds_gil = {loader.prefetch.SendsHeld() ? 1.0 : 0.0, true,
                          fmt::format("{} of {} next() calls made while their batch's worker ran a later fetch found the "
-                                     "batch held there until that fetch ended",
+                                     "batch held there until that fetch ended; held where two in three are",
                                      loader.prefetch.sends_held, sends)};
   else if (p.workers == 0 && probes >= kMinSends)
     p.fetch_holds_gil = {2 * loader.prefetch.gil_probes_held >= probes ? 1.0 : 0.0, true,
