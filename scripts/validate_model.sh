@@ -705,7 +705,7 @@ validate_cifar() {
 # 2-worker baseline +14% (docs/model.md, "the kernel's scheduling").
 validate_stream() {
   [ "$(nproc)" -ge 2 ] || { skip stream "needs 2 cores"; return 0; }
-  local profiled=() p1=() p2=() m1=() m2=() b2=() i
+  local profiled=() p1=() p2=() m1=() m2=() b2=() q1=() i
   local job=("$PY" "$ROOT/scripts/workloads/streaming_text.py" --corpus "$WORK/corpus.txt")
   for i in $(seq "$REPEAT"); do
     profiled+=("$(traced "$WORK/s0.pb" "${job[@]}" --workers 0)")
@@ -714,11 +714,13 @@ validate_stream() {
     m1+=("$(traced "$WORK/s1.pb" "${job[@]}" --workers 1)")
     m2+=("$(traced "$WORK/s2.pb" "${job[@]}" --workers 2)")
     b2+=("$(json_get "$WORK/s2.pb.json" 'd["loaders"][0]["baseline"]["samples_per_s"]')")
+    q1+=("$(predict "$WORK/s2.pb" samples_per_s --workers 1)")
   done
-  echo "stream: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}, predicted from their own traces ${b2[*]}"
+  echo "stream: profiled ${profiled[*]}; 1 worker predicted ${p1[*]}, measured ${m1[*]}; 2 workers predicted ${p2[*]}, measured ${m2[*]}, predicted from their own traces ${b2[*]}; from the 2-worker runs, 1 worker predicted ${q1[*]}"
   report "stream: 0 -> 1 worker (info)" "${p1[*]}" "${m1[*]}" "${profiled[*]}"
   report "stream: 0 -> 2 workers (info)" "${p2[*]}" "${m2[*]}" "${profiled[*]}"
   report "stream: 2 workers, own trace (info)" "${b2[*]}" "${m2[*]}"
+  report "stream: 2 -> 1 worker (info)" "${q1[*]}" "${m1[*]}"
 }
 
 CASES="cores compute cache cpustep decode threads fewer tail startup setup hog indexed tutorial cifar mlp stream"

@@ -23,6 +23,9 @@ struct Worker {
   std::deque<uint64_t> outbox;
   bool sending = false;
   double send_left = 0;        // CPU seconds of the batch at the front of the outbox
+  // SimConfig::fetch_holds_gil: the sent batches' loop CPU beyond the serial
+  // part, run off the GIL (pipe writes, the fds' kernel work) beside the fetch.
+  double beside_left = 0;
   // SimConfig::fetch_holds_gil: whether the sending thread holds the
   // worker's GIL (it runs, the fetch's CPU waits).
   bool sender_has_gil = true;
@@ -201,11 +204,12 @@ class Simulation {
           done_[worker.outbox.front()] = 1;
           worker.outbox.pop_front();
           worker.sending = false;
+          if (c_.fetch_holds_gil) worker.beside_left += c_.worker_loop_cpu_s - SerialSendSeconds();
           changed = true;
         }
         if (!worker.sending && !worker.outbox.empty()) {
           worker.sending = true;
-          worker.send_left = c_.worker_loop_cpu_s;
+          worker.send_left = c_.fetch_holds_gil ? SerialSendSeconds() : c_.worker_loop_cpu_s;
           worker.sender_has_gil = false;
           changed = true;
         }
@@ -297,6 +301,12 @@ class Simulation {
     return worker.phase == WorkerPhase::kCpu && !(c_.fetch_holds_gil && worker.sending && worker.sender_has_gil);
   }
   bool SendRuns(const Worker& worker) const { return worker.sending && worker.sender_has_gil; }
+  bool BesideRuns(const Worker& worker) const { return worker.beside_left > kDone; }
+
+  // Of a batch's loop CPU, what its sending thread holds the worker's GIL for
+  // (SimConfig::fetch_holds_gil): the worker's serial gap, measured. The rest
+  // runs beside the next fetch.
+  double SerialSendSeconds() const { return std::min(c_.worker_gap_s, c_.worker_loop_cpu_s); }
 
   // Receiving a batch from a worker whose fetch holds the GIL waits while
   // that worker's GIL is taken, by its fetch or its sending thread
@@ -336,7 +346,8 @@ class Simulation {
   bool Advance() {
     const double main_width = MainWidth();
     double runnable = main_width;
-    for (const auto& worker : workers_) runnable += (FetchRuns(worker) ? 1 : 0) + (SendRuns(worker) ? 1 : 0);
+    for (const auto& worker : workers_)
+      runnable += (FetchRuns(worker) ? 1 : 0) + (SendRuns(worker) ? 1 : 0) + (BesideRuns(worker) ? 1 : 0);
     const double demand = runnable + std::max(0.0, c_.background_threads);
     const double share = demand > c_.cores ? c_.cores / demand : 1;  // of a core, per runnable thread
 
@@ -351,6 +362,7 @@ class Simulation {
       else if (worker.phase == WorkerPhase::kIo || worker.phase == WorkerPhase::kStarting || worker.phase == WorkerPhase::kGap)
         dt = std::min(dt, worker.left);
       if (SendRuns(worker)) dt = std::min(dt, worker.send_left / share);
+      if (BesideRuns(worker)) dt = std::min(dt, worker.beside_left / share);
     }
     if (!(dt < kInf)) return false;
     dt = std::max(dt, 0.0);
@@ -367,6 +379,10 @@ class Simulation {
       if (SendRuns(worker)) {
         worker.send_left = std::max(0.0, worker.send_left - share * dt);
         out_.job_delay_s += (1 - share) * dt;  // not the fetch spans': a thread of its own
+      }
+      if (BesideRuns(worker)) {
+        worker.beside_left = std::max(0.0, worker.beside_left - share * dt);
+        out_.job_delay_s += (1 - share) * dt;
       }
     }
     const double main_delay = main_width * (1 - share) * dt;

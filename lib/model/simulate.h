@@ -69,10 +69,11 @@ struct SimConfig {
   double worker_loop_cpu_s = 0;
   // A worker's fetch holds the GIL while on CPU (pure-Python work), so its
   // sending thread sends when the fetch leaves the CPU (ends, or waits on
-  // I/O), the next fetch waiting meanwhile, and the main thread's receive
-  // of its batch waits while either holds it. False: the sending thread
-  // runs beside the fetch (a fetch in C that releases the GIL, e.g. image
-  // decoding).
+  // I/O), holding the GIL for the serial gap (worker_gap_s; the rest of the
+  // loop CPU runs beside the next fetch, off the GIL: pipe writes, the fds'
+  // kernel work), and the main thread's receive of its batch waits while
+  // either holds it. False: the sending thread runs beside the fetch (a
+  // fetch in C that releases the GIL, e.g. image decoding).
   bool fetch_holds_gil = false;
   // CPU each fetch costs beyond `costs` (not scaled by cpu_scale; a batch's
   // CPU stays at least 0): collating into shared memory, which a worker pays

@@ -6,7 +6,7 @@
 # receive: the worker idles for it. whatif's baseline took the sending to run
 # beside the fetch and missed by +14% (prefetch_factor=2) and +22% (4); the
 # profile now measures the GIL held (sends_held) and the simulation holds the
-# sending and the receive for the fetch.
+# sending's serial part and the receive for the fetch.
 # Profiled without workers, the same loader has no sending thread to watch:
 # the hook's probe thread asks for the GIL as each probed fetch begins
 # (gil_probes_held), and whatif's 1-worker prediction from that profile meets
@@ -119,7 +119,9 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     # +22% (4): the upper bound lies below. Below, this one erred -3.8% to
     # -9.6% on a slow host on 2026-11-24, and -7.6% to -16.4% (six runs) on
     # 2026-11-27, where the build of 2026-11-26 analyzing the same traces
-    # gave the same figures: the host's, not a change's. The lower bound is
+    # gave the same figures: the host's, not a change's. Since 2026-12-06
+    # only the loop's serial part holds the GIL (docs/model.md): +4.5% to
+    # +7.0% here, where the build before gave -2.7% to -4.7%. The lower bound is
     # the 20% that the validation cases assert. With prefetch 2 the bound
     # holds the median of the three 1-worker runs' own baselines: one run
     # alone erred +18.6% in a full CTest run on 2026-12-03 and passed again
