@@ -1282,13 +1282,24 @@ double HandoffPerBatch(const LoaderAnalysis& l) {
   return a.batches ? a.Seconds(Cause::kHandoff) / static_cast<double>(a.batches) : 0;
 }
 
+// Whether the handoff line is batches waiting in their workers for a fetch
+// that holds the GIL (PrefetchStats::SendsHeld), not the main thread
+// receiving them: held, and at least one batch in ten seen held. A text
+// classifier's 2 workers (Python tokenizing, 0.5 ms of receiving a batch)
+// had 8 of 11 telling next() calls held, and 2481 of its 2500 found the
+// batch made with its worker idle: taken as held, the advice named the GIL
+// and left out no workers, which ran 1.3x faster.
+bool BatchesWaitInWorkers(const LoaderAnalysis& l) {
+  return l.config.num_workers > 0 && l.prefetch.SendsHeld() && 10 * l.prefetch.sends_held >= l.iterations.size();
+}
+
 // A batch made faster than it is received: the main process fetching it
 // itself may beat the workers (a fast loader ran 4832 samples/s without
 // workers, 1586 with 2: docs/model.md "recommend"). Not where the batch
 // waited in its worker (a fetch holding the GIL): receiving is not the cost.
 bool NoWorkersMayBeFaster(const LoaderAnalysis& l) {
   const double produce = MeanProduceSeconds(l);
-  return l.config.num_workers > 0 && !l.prefetch.SendsHeld() && produce > 0 && produce < HandoffPerBatch(l);
+  return l.config.num_workers > 0 && !BatchesWaitInWorkers(l) && produce > 0 && produce < HandoffPerBatch(l);
 }
 
 // Where the first epoch paid nearly all of the storage line, and the later
@@ -1408,7 +1419,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // Held in its worker (docs/model.md "A fetch that holds the GIL"):
       // more workers or GIL-free fetch work, predicted; cheaper receiving
       // only where the main thread's own CPU is most of the line.
-      if (l.config.num_workers > 0 && l.prefetch.SendsHeld()) {
+      if (BatchesWaitInWorkers(l)) {
         std::string advice = fmt::format("handoff ({}): ", share);
         // Most of the line the main thread's own receiving: the batch's
         // tensors cost it, one receive each (about 0.2 ms a tensor on the
@@ -1443,20 +1454,23 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // batches/s from one worker); a text classifier ran 20% faster with it
       // and a streaming text loader 17% slower (1 and 2 workers), and the
       // profile cannot price the workers' extra CPU (docs/analysis.md).
-      if (NoWorkersMayBeFaster(l)) {
-        const WorkersPrediction* none = BestPredicted(l, 0, 0);
-        if (!none)
-          advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
-                                "receive it, so fetching in the main process (num_workers=0) may be faster; predict it "
-                                "with `stallprof whatif --workers 0` or `stallprof recommend`",
-                                FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)));
-        else if (none->change >= kPredictedGainWorthIt)
-          advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
-                                "receive it: num_workers=0 is predicted at {} (then bound by {}; `stallprof whatif "
-                                "--workers 0`)",
-                                FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)), PredictedChange(*none),
-                                none->bottleneck);
-      }
+      // Fetching in the main process instead, predicted wherever the workers
+      // send their batches at once (the text classifier of
+      // BatchesWaitInWorkers: a worker made a batch in 0.7 ms and the main
+      // process took 0.6 ms to receive it, yet no workers ran 1.3x faster,
+      // the step no longer sharing the cores with them).
+      const WorkersPrediction* none = BestPredicted(l, 0, 0);
+      if (none && none->change >= kPredictedGainWorthIt)
+        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
+                              "receive it: num_workers=0 is predicted at {} (then bound by {}; `stallprof whatif "
+                              "--workers 0`)",
+                              FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)), PredictedChange(*none),
+                              none->bottleneck);
+      else if (!none && NoWorkersMayBeFaster(l))
+        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
+                              "receive it, so fetching in the main process (num_workers=0) may be faster; predict it "
+                              "with `stallprof whatif --workers 0` or `stallprof recommend`",
+                              FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)));
       return advice;
     }
     case Cause::kStartup: {
@@ -1582,9 +1596,9 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cor
   if (advised(Cause::kOtherBlocking))
     for (uint32_t w = now + 1; w <= std::max<uint32_t>(2 * cores, 2 * now + 2) && w <= model::kMaxAutoWorkers; w *= 2)
       counts.push_back(static_cast<int32_t>(w));
-  if (advised(Cause::kHandoff) && NoWorkersMayBeFaster(l)) counts.push_back(0);
+  if (advised(Cause::kHandoff) && now > 0 && !BatchesWaitInWorkers(l)) counts.push_back(0);
   // Batches held in their workers go out sooner with more workers ahead of the step.
-  if (advised(Cause::kHandoff) && now > 0 && l.prefetch.SendsHeld())
+  if (advised(Cause::kHandoff) && now > 0 && BatchesWaitInWorkers(l))
     for (uint32_t w : {now + 1, 2 * now, cores})
       if (w > now && w <= model::kMaxAutoWorkers) counts.push_back(static_cast<int32_t>(w));
   // Fewer workers where more than the cores wait for them: halvings of the
