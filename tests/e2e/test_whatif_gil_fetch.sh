@@ -131,7 +131,12 @@ for a, p in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
         errors = [error] + [baseline_error(q) for q in sys.argv[5:7]]
         print(f"prefetch 2: baseline errors {', '.join(f'{e:+.1%}' for e in errors)}")
         error = statistics.median(errors)
-    assert -0.20 <= error <= 0.11, f"baseline {predicted:.0f} against {measured:.0f} ({error:+.1%})"
+    # The upper bound tells the model that took the sending as free (+14%
+    # with prefetch 2, +22% with 4) apart: 11% on the median of three runs,
+    # 15% on prefetch 4's one run (+6.5% and +6.8% here, +8.5% in a CI run on
+    # 2026-12-06, once the split moved these baselines up).
+    most = 0.11 if p == sys.argv[2] else 0.15
+    assert -0.20 <= error <= most, f"baseline {predicted:.0f} against {measured:.0f} ({error:+.1%})"
 PY
 status=0
 "$PY" - a0burn.json a0sleep.json w0burn.json p2.json a0hog.json <<'PY' || status=$?
