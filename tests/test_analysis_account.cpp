@@ -578,11 +578,7 @@ TEST_CASE("The handoff advice names the GIL only where one batch in ten was seen
   for (const int n : {100, 200}) {
     INFO(n << " batches");
     TraceBuilder b;
-    b.Process(100, 1);
-    b.Process(201, 100);
-    b.Config(100, 1, "num_workers", 1);
-    b.Config(100, 1, "prefetch_factor", 2);
-    const uint32_t main = b.Thread(100, 100), w = b.Thread(201, 201);
+    const auto [main, w] = OneWorkerPrefetch2(b);
     const uint64_t start = 1000 * kMs, period = 10 * kMs;
     b.Instant(main, names::kEpoch, start, 1, 0);
     for (int i = 0; i < n; ++i) b.Span(w, names::kFetch, start + i * period, 5 * kMs, 1, i, 5 * kMs, 0);
@@ -1911,12 +1907,8 @@ namespace {
 // first batch's tensors (none when 0).
 Trace HeldAndDeliverable(uint64_t receive, uint64_t tensors = 0) {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Process(201, 100);
-  b.Config(100, 1, "num_workers", 1);
-  b.Config(100, 1, "prefetch_factor", 2);
+  const auto [main, w] = OneWorkerPrefetch2(b);
   if (tensors) b.Config(100, 1, "batch_tensors", tensors);
-  const uint32_t main = b.Thread(100, 100), w = b.Thread(201, 201);
   uint64_t cycle = 1000 * kMs;
   b.Instant(main, names::kEpoch, cycle, 1, 0);
   for (uint64_t i = 0; i < 40; i += 2) {

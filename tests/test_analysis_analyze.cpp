@@ -544,11 +544,7 @@ TEST_CASE("A batch a later fetch of its worker held back until it ended counts a
     const bool held = mode != 1, ahead = mode == 2;
     INFO((ahead ? "held, two fetches ahead" : held ? "held" : "sent"));
     TraceBuilder b;
-    b.Process(100, 1);
-    b.Process(201, 100);
-    b.Config(100, 1, "num_workers", 1);
-    b.Config(100, 1, "prefetch_factor", 2);
-    const uint32_t main = b.Thread(100, 100), w = b.Thread(201, 201);
+    const auto [main, w] = OneWorkerPrefetch2(b);
     constexpr uint64_t kUs = 1000;
     const uint64_t start = 1000 * kMs, period = 5500 * kUs;
     b.Instant(main, names::kEpoch, start, 1, 0);

@@ -173,6 +173,19 @@ inline void AddTwoWorkerProcesses(TraceBuilder& b) {
 // A main process (pid 100) iterating loader 1 with one worker process (pid
 // 201): appends the loop of `spec` (its thread is set here) and returns the
 // worker's thread index for the test's fetch spans.
+// The same processes with prefetch_factor 2, for a test that writes the
+// main loop's spans itself: the main thread and the worker's.
+struct OneWorkerThreads {
+  uint32_t main, worker;
+};
+inline OneWorkerThreads OneWorkerPrefetch2(TraceBuilder& b) {
+  b.Process(100, 1);
+  b.Process(201, 100);
+  b.Config(100, 1, "num_workers", 1);
+  b.Config(100, 1, "prefetch_factor", 2);
+  return {b.Thread(100, 100), b.Thread(201, 201)};
+}
+
 inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   b.Process(100, 1);
   b.Process(201, 100);
