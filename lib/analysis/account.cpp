@@ -1460,17 +1460,16 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
       // process took 0.6 ms to receive it, yet no workers ran 1.3x faster,
       // the step no longer sharing the cores with them).
       const WorkersPrediction* none = BestPredicted(l, 0, 0);
+      const std::string no_workers =
+          fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to receive it",
+                      FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)));
       if (none && none->change >= kPredictedGainWorthIt)
-        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
-                              "receive it: num_workers=0 is predicted at {} (then bound by {}; `stallprof whatif "
-                              "--workers 0`)",
-                              FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)), PredictedChange(*none),
-                              none->bottleneck);
+        advice += no_workers + fmt::format(": num_workers=0 is predicted at {} (then bound by {}; `stallprof whatif "
+                                           "--workers 0`)",
+                                           PredictedChange(*none), none->bottleneck);
       else if (!none && NoWorkersMayBeFaster(l))
-        advice += fmt::format("; or no workers: a worker makes a batch in {} and the main process takes {} to "
-                              "receive it, so fetching in the main process (num_workers=0) may be faster; predict it "
-                              "with `stallprof whatif --workers 0` or `stallprof recommend`",
-                              FormatSeconds(produce), FormatSeconds(HandoffPerBatch(l)));
+        advice += no_workers + ", so fetching in the main process (num_workers=0) may be faster; predict it with "
+                               "`stallprof whatif --workers 0` or `stallprof recommend`";
       return advice;
     }
     case Cause::kStartup: {
