@@ -560,12 +560,27 @@ TEST_CASE("A handoff that takes longer than making the batch suggests fetching w
   CHECK(fast.worker_predictions[0].workers == 0);
   CHECK(fast.worker_predictions[0].samples_per_s <= Approx(1 / 0.02005));
   CHECK(fast.worker_predictions[0].change > 0.15);
+  // Where no prediction is made (a job of many ranks), the advice still
+  // names the choice, and how to price it.
+  AnalysisOptions unpredicted;
+  unpredicted.predict_advice = false;
+  const auto unpredicted_result = Analyze(ReadyBatches(""), unpredicted);
+  const auto& unpriced = OnlyLoader(unpredicted_result);
+  CHECK(unpriced.worker_predictions.empty());
+  REQUIRE_FALSE(unpriced.advice.empty());
+  CHECK_THAT(unpriced.advice.front(),
+             Catch::Contains("or no workers: a worker makes a batch in 50.0 us and the main process takes 5.00 ms to "
+                             "receive it, so fetching in the main process (num_workers=0) may be faster; predict it "
+                             "with `stallprof whatif --workers 0`"));
   // Batches made in 6 ms: the workers save more than the 5 ms handoff costs.
   const auto result = Analyze(ReadyBatches("", 6 * kMs), {});
   const auto& slow = OnlyLoader(result);
   REQUIRE(slow.bottleneck == Cause::kHandoff);
   REQUIRE_FALSE(slow.advice.empty());
   CHECK_THAT(slow.advice.front(), !Catch::Contains("or no workers"));
+  const auto slow_unpredicted_result = Analyze(ReadyBatches("", 6 * kMs), unpredicted);
+  REQUIRE_FALSE(OnlyLoader(slow_unpredicted_result).advice.empty());
+  CHECK_THAT(OnlyLoader(slow_unpredicted_result).advice.front(), !Catch::Contains("or no workers"));
 }
 
 TEST_CASE("The handoff advice names the GIL only where one batch in ten was seen held in its worker") {
