@@ -1600,34 +1600,74 @@ TEST_CASE("A loop left early ends as its iterator's deletion shuts the workers d
 TEST_CASE("A batch taken as the loop left its epoch counts as no step and no samples") {
   // `for i, x in enumerate(val): if i >= 2: break` without workers, 3
   // epochs: next() 1 ms, a 50 ms step on batches 0 and 1, the third batch
-  // taken and dropped (no StopIteration next(), no shutdown). The loop
-  // trained on 2 batches of 8 an epoch in 2 x 51 + 1 ms.
-  TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "batch_size", 8);
-  const uint32_t main = b.Thread(100, 100);
-  uint64_t t = 1000 * kMs;
-  for (uint32_t e = 0; e < 3; ++e) {
-    b.Instant(main, names::kEpoch, t, 1, e);
-    for (uint32_t i = 0; i < 3; ++i) {
-      b.Span(main, names::kWait, t, kMs, 1, i);
-      t += kMs + (i < 2 ? 50 * kMs : 0);
+  // taken and dropped (no StopIteration next()). The loop trained on 2
+  // batches of 8 an epoch in 2 x 51 + 1 ms. The hook records the iterator's
+  // deletion, 20 us after the dropped batch returned (older hooks: none).
+  for (const bool deletion : {false, true}) {
+    INFO((deletion ? "with" : "without") << " the iterator's deletion");
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "batch_size", 8);
+    const uint32_t main = b.Thread(100, 100);
+    uint64_t t = 1000 * kMs;
+    for (uint32_t e = 0; e < 3; ++e) {
+      b.Instant(main, names::kEpoch, t, 1, e);
+      for (uint32_t i = 0; i < 3; ++i) {
+        b.Span(main, names::kWait, t, kMs, 1, i);
+        t += kMs + (i < 2 ? 50 * kMs : 0);
+      }
+      if (deletion) b.Span(main, names::kShutdown, t + 20 * kUs, 0, 1, 0);
+      t += 200 * kMs;  // the rest of the training epoch, outside this loader
     }
-    t += 200 * kMs;  // the rest of the training epoch, outside this loader
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.epochs.size() == 3);
+    CHECK(l.epochs[0].unstepped == 1);
+    CHECK(l.epochs[0].samples == 16);
+    CHECK(l.SteppedIterations() == 6);
+    CHECK(l.samples_per_s == Approx(48 / (3 * (deletion ? 0.10302 : 0.103))));
+    const AccountLine& compute = l.account_all.Line(Cause::kCompute);
+    CHECK(compute.evidence.find("50.0 ms per batch x 6 batches") != std::string::npos);
+    CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s).epsilon(1e-12));
+    auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    CHECK(profiles->front().batches_per_epoch == Approx(2));
+    CHECK(profiles->front().samples_per_epoch == Approx(16));
   }
-  const auto result = Analyze(b.trace, {});
-  const auto& l = OnlyLoader(result);
-  REQUIRE(l.epochs.size() == 3);
-  CHECK(l.epochs[0].unstepped == 1);
-  CHECK(l.epochs[0].samples == 16);
-  CHECK(l.SteppedIterations() == 6);
-  CHECK(l.samples_per_s == Approx(48 / (3 * 0.103)));
-  const AccountLine& compute = l.account_all.Line(Cause::kCompute);
-  CHECK(compute.evidence.find("50.0 ms per batch x 6 batches") != std::string::npos);
-  auto profiles = MeasureProfiles(b.trace, {});
-  REQUIRE(profiles.ok());
-  CHECK(profiles->front().batches_per_epoch == Approx(2));
-  CHECK(profiles->front().samples_per_epoch == Approx(16));
+}
+
+TEST_CASE("Without workers, a loop that breaks after its step ends the epoch at the iterator's deletion") {
+  // `for i, x in enumerate(loader): step(x); if i == 3: break`, no workers,
+  // 3 epochs: next() 1 ms, a 50 ms step on each of 4 batches of 8; the
+  // iterator is deleted as the loop breaks after the fourth step (an
+  // instant shutdown span), then 200 ms of other work. Every step is seen:
+  // 32 samples an epoch in 4 x 51 ms. Without the deletion (older hooks)
+  // the last batch's step is unknown and its samples do not count.
+  for (const bool deletion : {false, true}) {
+    INFO((deletion ? "with" : "without") << " the iterator's deletion");
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "batch_size", 8);
+    const uint32_t main = b.Thread(100, 100);
+    uint64_t t = 1000 * kMs;
+    for (uint32_t e = 0; e < 3; ++e) {
+      b.Instant(main, names::kEpoch, t, 1, e);
+      for (uint32_t i = 0; i < 4; ++i) {
+        b.Span(main, names::kWait, t, kMs, 1, i);
+        t += 51 * kMs;
+      }
+      if (deletion) b.Span(main, names::kShutdown, t, 0, 1, 0);
+      t += 200 * kMs;
+    }
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.epochs.size() == 3);
+    CHECK(l.SteppedIterations() == (deletion ? 12 : 9));
+    CHECK(l.epochs[0].samples == (deletion ? 32 : 24));
+    CHECK(l.iterations[3].compute_s == Approx(deletion ? 0.050 : 0.0));
+    CHECK(l.samples_per_s == Approx(deletion ? 96 / (3 * 0.204) : 72 / (3 * 0.154)));
+    CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s).epsilon(1e-12));
+  }
 }
 
 namespace {

@@ -319,7 +319,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   std::vector<std::pair<uint64_t, uint64_t>> ends;
   for (uint32_t e : spans.epoch_ends) ends.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
   std::sort(ends.begin(), ends.end());
-  // Workers shut down as an iterator left early was deleted (called, returned).
+  // An iterator left early deleted, its workers (if any) shut down: (called, returned).
   std::vector<std::pair<uint64_t, uint64_t>> shutdowns;
   for (uint32_t e : spans.shutdowns) shutdowns.emplace_back(s.start_ns[e], s.start_ns[e] + s.duration_ns[e]);
   std::sort(shutdowns.begin(), shutdowns.end());
@@ -390,8 +390,9 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   // The last batch of each epoch computes until the next() that raised
   // StopIteration (the first one after its return, before the next epoch).
   // A loop left early (for ... break, islice) has no such call: its
-  // iterator's deletion shutting the workers down ends it instead, when that
-  // comes within a few steps' compute (not an iterator kept to the exit).
+  // iterator's deletion (shutting the workers down; an instant without
+  // workers) ends it instead, when that comes within a few steps' compute
+  // (not an iterator kept to the exit).
   for (size_t i = 0; i < loader.iterations.size(); ++i) {
     auto& it = loader.iterations[i];
     const bool last_of_epoch = i + 1 == loader.iterations.size() || loader.iterations[i + 1].epoch != it.epoch;
@@ -412,6 +413,9 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       epoch_stats.ended_by_deletion = true;
       epoch_stats.end_call_ns = down->first;
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, down->second);
+      // Deleted as it was taken (`if i >= n: break` before the step): the
+      // batch was dropped, not trained on; no step, no samples.
+      if (median_compute > 0 && 4 * (down->first - it.return_ns) < median_compute) it.compute_unknown = true;
     } else {
       it.compute_unknown = true;  // the loop was left early: the epoch ends at the last return
     }

@@ -14,8 +14,9 @@ torch.distributed's rank when initialized), an epoch span per iterator (from
 the DataLoader.__iter__ call to the iterator's creation: worker start-up), a
 wait span per next() (with the main thread's CPU time and run-queue delay while
 in next()) and an epoch_end span covering the next() that raised StopIteration
-(worker shutdown). Traces of older hooks hold instants for both (epoch:
-iterator created; epoch_end: the raise).
+(worker shutdown), or a shutdown span where the loop deleted the iterator
+before that (for ... break; zero-length without workers). Traces of older
+hooks hold instants for both (epoch: iterator created; epoch_end: the raise).
 Wherever batches are fetched (workers, or the main process with
 num_workers=0): fetch spans with CPU time, getitem spans, collate spans, and a
 worker_start instant per worker. Right after each fetch span, in the same
@@ -1085,6 +1086,24 @@ def _patch():
             span_since(shutdown_id, start, 0, scope)
 
     dl._MultiProcessingDataLoaderIter._shutdown_workers = _shutdown_workers
+
+    # Without workers nothing shuts down, but the iterator is deleted as the
+    # loop leaves it (CPython frees it at once): an instant shutdown span
+    # there ends the epoch's last step as the workers' shutdown does (a
+    # `for ... break` epoch's last step is otherwise unseen). Recorded after a
+    # StopIteration too, where the epoch_end span already ended the epoch and
+    # the analysis takes that one.
+    single = dl._SingleProcessDataLoaderIter
+    if "__del__" not in vars(single) and not hasattr(single, "__del__"):
+        def _single_del(self):
+            try:
+                scope = self.__dict__.get("_stallprof_scope")
+                if scope:
+                    span_since(shutdown_id, now(), 0, scope)
+            except Exception:  # interpreter shutdown: the ring may be gone
+                pass
+
+        single.__del__ = _single_del
 
     # -- the sampler's first draw of each epoch ---------------------------------
     # iter() on the default BatchSampler is a generator, so the sampler's own
