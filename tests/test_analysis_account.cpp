@@ -1636,6 +1636,84 @@ TEST_CASE("A batch taken as the loop left its epoch counts as no step and no sam
   }
 }
 
+namespace {
+// 3 epochs of 3 batches of 8, no workers: each next() 5 ms, each step 20 ms.
+// A loop reading a batch ahead (a prefetcher wrapper) asks for batch 1 10 us
+// after batch 0 returns, steps on batch i after batch i + 1 returned, and
+// steps on the last batch after the StopIteration next() (0.1 ms), then
+// calls iter() for the next epoch `between` after that step. A plain loop
+// steps on each batch as it returns, `first_step` on the first.
+LoaderAnalysis ThreeEpochsOfThree(bool ahead, uint64_t between, uint64_t first_step = 20 * kMs) {
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 8);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 3; ++e) {
+    b.Span(main, names::kEpoch, t, kMs, 1, e);
+    t += kMs;
+    for (uint32_t i = 0; i < 3; ++i) {
+      b.Span(main, names::kWait, t, 5 * kMs, 1, i);
+      t += 5 * kMs;
+      if (!ahead) t += i == 0 ? first_step : 20 * kMs;
+      else t += i == 0 ? 10 * kUs : 20 * kMs;  // the step on the batch before
+    }
+    b.Span(main, names::kEpochEnd, t, kMs / 10, 1, 3);
+    t += kMs / 10;
+    if (ahead) t += 20 * kMs;  // the last batch's step
+    t += between;
+  }
+  auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  REQUIRE(result->loaders.size() == 1);
+  return result->loaders.front();
+}
+}  // namespace
+
+TEST_CASE("A loop reading a batch ahead steps on each epoch's last batch after its StopIteration") {
+  const LoaderAnalysis l = ThreeEpochsOfThree(true, 0);
+  CHECK(l.reads_ahead);
+  // Every step 20 ms (the first also the prefetcher's 10 us before asking
+  // for batch 1); the last epoch's last step has no iter() after it.
+  REQUIRE(l.iterations.size() == 9);
+  for (size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    CHECK(l.iterations[i].compute_s == Approx(i % 3 == 0 ? 0.02001 : 0.020).epsilon(1e-6));
+    CHECK_FALSE(l.iterations[i].compute_unknown);
+  }
+  CHECK(l.iterations[8].compute_unknown);
+  CHECK(l.SteppedIterations() == 8);
+  CHECK(l.epochs[0].step_after_end_ns == 20 * kMs);
+  CHECK(l.epochs[0].samples == 24);
+  CHECK(l.epochs[2].samples == 16);
+  CHECK(l.account_all.Seconds(Cause::kCompute) == Approx(8 * 0.020 + 3 * 10e-6).epsilon(1e-6));
+  CHECK(SumOfLines(l.account_all) == Approx(l.account_all.wall_s).epsilon(1e-12));
+  REQUIRE_FALSE(l.account_all.Line(Cause::kCompute).evidence.empty());
+  CHECK_THAT(l.account_all.Line(Cause::kCompute).evidence,
+             Catch::Contains("20.0 ms per batch x 8 batches (and 1 the last of an epoch, its step not seen)") &&
+                 Catch::Contains("the loop reads a batch ahead"));
+  // Other work between the epochs (3 x 20 ms and more): the last steps are
+  // not seen, not stretched over it.
+  const LoaderAnalysis validating = ThreeEpochsOfThree(true, 100 * kMs);
+  CHECK(validating.reads_ahead);
+  CHECK(validating.SteppedIterations() == 6);
+  CHECK(validating.epochs[0].step_after_end_ns == 0);
+  for (size_t i = 0; i < 9; ++i)
+    if (!validating.iterations[i].compute_unknown) CHECK(validating.iterations[i].compute_s == Approx(0.020).epsilon(0.001));
+}
+
+TEST_CASE("A plain loop, even one with a shorter first step, does not read ahead") {
+  for (const uint64_t first_step : {20 * kMs, 6 * kMs}) {
+    CAPTURE(first_step);
+    const LoaderAnalysis l = ThreeEpochsOfThree(false, 0, first_step);
+    CHECK_FALSE(l.reads_ahead);
+    CHECK(l.SteppedIterations() == 9);
+    CHECK(l.epochs[0].step_after_end_ns == 0);
+    CHECK(l.iterations[0].compute_s == Approx(first_step * 1e-9));
+    CHECK(l.iterations[2].compute_s == Approx(0.020));
+  }
+}
+
 TEST_CASE("Without workers, a loop that breaks after its step ends the epoch at the iterator's deletion") {
   // `for i, x in enumerate(loader): step(x); if i == 3: break`, no workers,
   // 3 epochs: next() 1 ms, a 50 ms step on each of 4 batches of 8; the

@@ -683,9 +683,16 @@ Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const Loa
                                               : "",
                                           Ms(l.stepped ? static_cast<double>(l.ns[k]) / l.stepped : 0), l.stepped,
                                           l.stepped < l.batches
-                                              ? fmt::format(" (and {} taken as the loop left its epoch, their steps not seen)",
-                                                            l.batches - l.stepped)
+                                              ? (loader.reads_ahead
+                                                     ? fmt::format(" (and {} the last of an epoch, its step not seen)",
+                                                                   l.batches - l.stepped)
+                                                     : fmt::format(" (and {} taken as the loop left its epoch, their "
+                                                                   "steps not seen)",
+                                                                   l.batches - l.stepped))
                                               : "");
+        if (loader.reads_ahead)
+          line.evidence += "; the loop reads a batch ahead (a prefetcher: each epoch's second next() comes as its first "
+                           "returns), so an epoch's last step runs after its StopIteration, counted up to the next iter()";
         if (whole_run && l.before_first_next > 0)
           line.evidence += fmt::format(", {} between __iter__ and the first next()", Ms(static_cast<double>(l.before_first_next)));
         if (loader.main_faults_per_batch >= 0)

@@ -116,8 +116,9 @@ struct EpochStats {
   // An iterator per step (next(iter(loader)), LoaderAnalysis::IteratorPerStep):
   // the temporary iterator is deleted as next() returns, so its workers shut
   // down before the step, which runs from the shutdown's return to the next
-  // iterator's creation. That time, in the last batch's compute and in the
-  // epoch's seconds; 0 otherwise.
+  // iterator's creation; a loop reading a batch ahead (LoaderAnalysis::
+  // reads_ahead) steps on its last batch after the StopIteration. That
+  // time, in the last batch's compute and in the epoch's seconds; 0 otherwise.
   uint64_t step_after_end_ns = 0;
   uint64_t iterations = 0;
   // A batch taken as the loop left the epoch (for ... break without workers,
@@ -443,6 +444,11 @@ struct LoaderAnalysis {
   LoaderConfig config;
   HugeVector<Iteration> iterations;
   bool steady_fallback = false;    // no iteration past warm-up: "steady" figures use all iterations
+  // The loop reads a batch ahead (a prefetcher wrapper: apex's
+  // data_prefetcher, timm's PrefetchLoader): each epoch's second next()
+  // follows its first at once, and its last batch's step runs after the
+  // StopIteration (EpochStats::step_after_end_ns, up to the next iter()).
+  bool reads_ahead = false;
   // The last batches of each epoch left out of the steady state besides the
   // warm-up: num_workers x prefetch_factor, in flight when the sampler ran out.
   uint32_t drain_iterations = 0;

@@ -163,7 +163,7 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
   w.EndObject();
   w.Field("iterations", static_cast<uint64_t>(l.iterations.size())).Field("stepped_iterations", l.SteppedIterations());
   w.Field("samples", l.samples);
-  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback).Field("drain_iterations", l.drain_iterations);
+  w.Field("active_s", l.active_s).Field("samples_per_s", l.samples_per_s).Field("steady_samples_per_s", l.steady_samples_per_s).Field("steady_fallback", l.steady_fallback).Field("reads_ahead", l.reads_ahead).Field("drain_iterations", l.drain_iterations);
   w.Key("steady").BeginObject();
   WriteSummary(w, "step", l.step_steady);
   WriteSummary(w, "wait", l.wait_steady);

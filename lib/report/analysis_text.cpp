@@ -79,9 +79,13 @@ void LoaderSection(std::string& out, const Style& style, const TraceAnalysis& tr
   out += fmt::format("  {} iterations in {} epoch(s){}, {:.0f} samples in {}: {:.1f} samples/s whole run (start-up "
                      "included), {}\n",
                      l.iterations.size(), l.epochs.size(),
-                     unstepped ? fmt::format(" ({} taken as the loop left an epoch, their steps not seen: not counted)",
-                                             unstepped)
-                               : "",
+                     !unstepped        ? std::string()
+                     : l.reads_ahead ? fmt::format(" ({} the last of an epoch, its step after the StopIteration not "
+                                                   "seen: not counted)",
+                                                   unstepped)
+                                     : fmt::format(" ({} taken as the loop left an epoch, their steps not seen: not "
+                                                   "counted)",
+                                                   unstepped),
                      l.samples, FormatSeconds(l.active_s), l.samples_per_s,
                      l.steady_samples_per_s > 0 && l.steady_fallback
                          ? fmt::format("{:.1f} samples/s over all iterations (no full batch past the warm-up, so no steady state: "
