@@ -1636,6 +1636,46 @@ TEST_CASE("A batch taken as the loop left its epoch counts as no step and no sam
   }
 }
 
+TEST_CASE("With persistent workers, a loop left early ends its last step at the next iter(), when that comes soon") {
+  // 2 persistent workers, 3 epochs of 4 batches of 8: next() 1 ms, a 50 ms
+  // step; the loop breaks after the fourth step (the loader keeps the
+  // iterator: nothing is deleted, nothing shut down) and calls iter() again
+  // `between` later. Dropped: the loop breaks on taking the fourth batch.
+  const auto analyze = [](uint64_t between, bool dropped) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "batch_size", 8);
+    b.Config(100, 1, "num_workers", 2);
+    b.Config(100, 1, "persistent_workers", 1);
+    const uint32_t main = b.Thread(100, 100);
+    uint64_t t = 1000 * kMs;
+    for (uint32_t e = 0; e < 3; ++e) {
+      b.Span(main, names::kEpoch, t, kMs, 1, e);
+      t += kMs;
+      for (uint32_t i = 0; i < 4; ++i) {
+        b.Span(main, names::kWait, t, kMs, 1, i);
+        t += kMs + (dropped && i == 3 ? 10 * kUs : 50 * kMs);
+      }
+      t += between;
+    }
+    return OnlyLoader(Analyze(b.trace, {}));
+  };
+  const LoaderAnalysis soon = analyze(100 * kUs, false);
+  CHECK(soon.SteppedIterations() == 11);  // the last epoch's last step: no iter() after it
+  CHECK(soon.iterations[3].compute_s == Approx(0.0501));
+  CHECK(soon.epochs[0].samples == 32);
+  CHECK(SumOfLines(soon.account_all) == Approx(soon.account_all.wall_s).epsilon(1e-12));
+  // Other work between the epochs: not the step's.
+  const LoaderAnalysis later = analyze(500 * kMs, false);
+  CHECK(later.SteppedIterations() == 9);
+  CHECK(later.iterations[3].compute_unknown);
+  // The batch taken and dropped: no step.
+  const LoaderAnalysis dropped = analyze(100 * kUs, true);
+  CHECK(dropped.SteppedIterations() == 9);
+  CHECK(dropped.iterations[3].compute_unknown);
+  CHECK(dropped.epochs[0].samples == 24);
+}
+
 namespace {
 // 3 epochs of 3 batches of 8, no workers: each next() 5 ms, each step 20 ms.
 // A loop reading a batch ahead (a prefetcher wrapper) asks for batch 1 10 us

@@ -416,6 +416,15 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       // Deleted as it was taken (`if i >= n: break` before the step): the
       // batch was dropped, not trained on; no step, no samples.
       if (median_compute > 0 && 4 * (down->first - it.return_ns) < median_compute) it.compute_unknown = true;
+    } else if (loader.config.persistent_workers && loader.config.num_workers > 0 && next_epoch != UINT64_MAX &&
+               !epochs[it.epoch + 1].kept && next_epoch >= it.return_ns &&
+               next_epoch - it.return_ns <= std::max<uint64_t>(3 * median_compute, 1'000'000)) {
+      // Persistent workers: the loader keeps its iterator, so a loop left
+      // early deletes nothing, and the next iter() (resetting it) ends the
+      // last step when it comes soon; dropped as above when at once.
+      it.compute_end_ns = next_epoch;
+      epoch_stats.end_ns = std::max(epoch_stats.end_ns, next_epoch);
+      if (median_compute > 0 && 4 * (next_epoch - it.return_ns) < median_compute) it.compute_unknown = true;
     } else {
       it.compute_unknown = true;  // the loop was left early: the epoch ends at the last return
     }
