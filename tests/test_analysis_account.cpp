@@ -1752,6 +1752,28 @@ TEST_CASE("A plain loop, even one with a shorter first step, does not read ahead
     CHECK(l.iterations[0].compute_s == Approx(first_step * 1e-9));
     CHECK(l.iterations[2].compute_s == Approx(0.020));
   }
+  // Nor one taking 2 batches a step (x1 = next(it); x2 = next(it)): 3
+  // epochs of 4 batches, next() 5 ms, 10 us between a step's two calls,
+  // the 20 ms step, then 10 ms before the next iter().
+  TraceBuilder b;
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 8);
+  const uint32_t main = b.Thread(100, 100);
+  uint64_t t = 1000 * kMs;
+  for (uint32_t e = 0; e < 3; ++e) {
+    b.Span(main, names::kEpoch, t, kMs, 1, e);
+    t += kMs;
+    for (uint32_t i = 0; i < 4; ++i) {
+      b.Span(main, names::kWait, t, 5 * kMs, 1, i);
+      t += 5 * kMs + (i % 2 == 0 ? 10 * kUs : 20 * kMs);
+    }
+    b.Span(main, names::kEpochEnd, t, kMs / 10, 1, 4);
+    t += kMs / 10 + 10 * kMs;
+  }
+  const LoaderAnalysis pairs = OnlyLoader(Analyze(b.trace, {}));
+  CHECK_FALSE(pairs.reads_ahead);
+  CHECK(pairs.epochs[0].step_after_end_ns == 0);
+  CHECK(pairs.SteppedIterations() == 12);
 }
 
 TEST_CASE("Without workers, a loop that breaks after its step ends the epoch at the iterator's deletion") {

@@ -459,7 +459,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
   // compute is next to nothing and its last step lies after the epoch's end.
   // Taken so where every epoch that ran to its StopIteration with 2 or more
   // batches (2 epochs at least) has a first compute under a quarter of the
-  // median of its others. That step then runs to the next iter(), when that
+  // median of its others, and none of its others is. That step then runs to the next iter(), when that
   // comes within 3 x that median (else, and in the last epoch, it is not
   // seen: that batch is unstepped). Each batch's compute is then the one
   // measured after the next batch's return (the first also keeps the
@@ -489,7 +489,10 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
       median_rest[e] = rest[rest.size() / 2];
       eligible++;
-      ahead += 4 * compute_ns(first_of[e]) < median_rest[e];
+      // and none of the others so short (a loop taking 2 batches a step has
+      // every other compute next to nothing).
+      ahead += 4 * compute_ns(first_of[e]) < median_rest[e] &&
+               4 * *std::min_element(rest.begin(), rest.end()) >= median_rest[e];
     }
     loader.reads_ahead = eligible >= 2 && ahead == eligible;
     if (loader.reads_ahead)
