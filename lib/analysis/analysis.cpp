@@ -300,6 +300,63 @@ void NameApartSameNamedLoaders(std::vector<LoaderAnalysis>& loaders) {
   }
 }
 
+// A loop that reads a batch ahead (a prefetcher wrapper: apex's
+// data_prefetcher, timm's PrefetchLoader) asks for batch 1 as batch 0
+// returns, steps on batch i while batch i + 1 is fetched, and meets the
+// StopIteration before its last batch's step: each epoch's first compute is
+// next to nothing and its last step lies after the epoch's end. Taken so
+// where every epoch that ran to its StopIteration with 2 or more batches (2
+// epochs at least) has a first compute under a quarter of the median of its
+// others, and none of its others is (a loop taking 2 batches a step has
+// every other compute next to nothing). That last step then runs to the next
+// iter(), when that comes within 3 x that median (else, and in the run's last
+// epoch, it is not seen: that batch is unstepped). Each batch's compute is
+// then the one measured after the next batch's return (the first also keeps
+// the prefetcher's own moment before asking for batch 1), so the per-batch
+// figures and the model's draws are steps; the account's totals are the same
+// either way. A 2-batch epoch with a 100 ms step read a 50 ms compute and
+// 1098 samples/s where the script measured 768.
+void FollowReadAhead(const std::vector<EpochMark>& epochs, std::vector<EpochStats>& all_epochs, LoaderAnalysis& loader) {
+  auto& its = loader.iterations;
+  std::vector<size_t> first_of(all_epochs.size(), SIZE_MAX), last_of(all_epochs.size(), SIZE_MAX);
+  for (size_t i = 0; i < its.size(); ++i) {
+    if (first_of[its[i].epoch] == SIZE_MAX) first_of[its[i].epoch] = i;
+    last_of[its[i].epoch] = i;
+  }
+  const auto compute_ns = [&](size_t i) { return its[i].compute_end_ns - its[i].return_ns; };
+  std::vector<uint64_t> median_rest(all_epochs.size(), 0);  // 0: not an epoch of the test
+  size_t eligible = 0, ahead = 0;
+  for (size_t e = 0; e < all_epochs.size(); ++e) {
+    const EpochStats& epoch = all_epochs[e];
+    if (epochs[e].kept || !epoch.has_end_call || epoch.ended_by_deletion || first_of[e] == SIZE_MAX ||
+        last_of[e] == first_of[e])
+      continue;
+    std::vector<uint64_t> rest;
+    for (size_t i = first_of[e] + 1; i <= last_of[e]; ++i) rest.push_back(compute_ns(i));
+    std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
+    median_rest[e] = rest[rest.size() / 2];
+    eligible++;
+    ahead += 4 * compute_ns(first_of[e]) < median_rest[e] &&
+             4 * *std::min_element(rest.begin(), rest.end()) >= median_rest[e];
+  }
+  loader.reads_ahead = eligible >= 2 && ahead == eligible;
+  if (!loader.reads_ahead) return;
+  for (size_t e = 0; e < all_epochs.size(); ++e) {
+    if (median_rest[e] == 0) continue;
+    EpochStats& epoch = all_epochs[e];
+    const uint64_t next_iter = e + 1 < epochs.size() ? epochs[e + 1].start : 0;
+    const bool tail_seen =
+        next_iter > epoch.end_ns && next_iter - epoch.end_ns <= std::max<uint64_t>(3 * median_rest[e], 1'000'000);
+    if (tail_seen) epoch.step_after_end_ns = next_iter - epoch.end_ns;
+    const double before_second = its[first_of[e]].compute_s;
+    for (size_t i = first_of[e]; i < last_of[e]; ++i) its[i].compute_s = its[i + 1].compute_s;
+    its[first_of[e]].compute_s += before_second;
+    its[last_of[e]].compute_s = tail_seen ? epoch.step_after_end_ns * kNs : 0;
+    its[last_of[e]].compute_unknown = !tail_seen;
+    for (size_t i = first_of[e]; i <= last_of[e]; ++i) its[i].step_s = its[i].wait_s + its[i].compute_s;
+  }
+}
+
 // `waits`: the loader's wait spans in start order (WaitsByStart).
 void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<const uint32_t> waits,
                      const CounterEstimator& wait_counters, uint32_t warmup, LoaderAnalysis& loader) {
@@ -453,65 +510,8 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       it.compute_s += epoch_stats.step_after_end_ns * kNs;
       it.step_s = it.wait_s + it.compute_s;
     }
-  // A loop that reads a batch ahead (a prefetcher wrapper) asks for batch 1
-  // as batch 0 returns, steps on batch i while batch i + 1 is fetched, and
-  // meets the StopIteration before its last batch's step: each epoch's first
-  // compute is next to nothing and its last step lies after the epoch's end.
-  // Taken so where every epoch that ran to its StopIteration with 2 or more
-  // batches (2 epochs at least) has a first compute under a quarter of the
-  // median of its others, and none of its others is. That step then runs to the next iter(), when that
-  // comes within 3 x that median (else, and in the last epoch, it is not
-  // seen: that batch is unstepped). Each batch's compute is then the one
-  // measured after the next batch's return (the first also keeps the
-  // prefetcher's own moment before asking for batch 1), so the per-batch
-  // figures and the model's draws are steps; the account's totals are the
-  // same either way. A 2-batch epoch with a 100 ms step read a 50 ms
-  // compute and 1098 samples/s where the script measured 768.
-  if (loop_ends.empty()) {
-    std::vector<size_t> first_of(all_epochs.size(), SIZE_MAX), last_of(all_epochs.size(), SIZE_MAX);
-    for (size_t i = 0; i < loader.iterations.size(); ++i) {
-      const uint32_t e = loader.iterations[i].epoch;
-      if (first_of[e] == SIZE_MAX) first_of[e] = i;
-      last_of[e] = i;
-    }
-    const auto compute_ns = [&](size_t i) {
-      return loader.iterations[i].compute_end_ns - loader.iterations[i].return_ns;
-    };
-    std::vector<uint64_t> median_rest(all_epochs.size(), 0);
-    size_t eligible = 0, ahead = 0;
-    for (size_t e = 0; e < all_epochs.size(); ++e) {
-      const EpochStats& epoch = all_epochs[e];
-      if (epochs[e].kept || !epoch.has_end_call || epoch.ended_by_deletion || first_of[e] == SIZE_MAX ||
-          last_of[e] == first_of[e])
-        continue;
-      std::vector<uint64_t> rest;
-      for (size_t i = first_of[e] + 1; i <= last_of[e]; ++i) rest.push_back(compute_ns(i));
-      std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
-      median_rest[e] = rest[rest.size() / 2];
-      eligible++;
-      // and none of the others so short (a loop taking 2 batches a step has
-      // every other compute next to nothing).
-      ahead += 4 * compute_ns(first_of[e]) < median_rest[e] &&
-               4 * *std::min_element(rest.begin(), rest.end()) >= median_rest[e];
-    }
-    loader.reads_ahead = eligible >= 2 && ahead == eligible;
-    if (loader.reads_ahead)
-      for (size_t e = 0; e < all_epochs.size(); ++e) {
-        if (median_rest[e] == 0) continue;  // not an epoch of the test above
-        EpochStats& epoch = all_epochs[e];
-        const uint64_t next_iter = e + 1 < epochs.size() ? epochs[e + 1].start : 0;
-        const bool tail_seen =
-            next_iter > epoch.end_ns && next_iter - epoch.end_ns <= std::max<uint64_t>(3 * median_rest[e], 1'000'000);
-        if (tail_seen) epoch.step_after_end_ns = next_iter - epoch.end_ns;
-        auto& its = loader.iterations;
-        const double before_second = its[first_of[e]].compute_s;
-        for (size_t i = first_of[e]; i < last_of[e]; ++i) its[i].compute_s = its[i + 1].compute_s;
-        its[first_of[e]].compute_s += before_second;
-        its[last_of[e]].compute_s = tail_seen ? epoch.step_after_end_ns * kNs : 0;
-        its[last_of[e]].compute_unknown = !tail_seen;
-        for (size_t i = first_of[e]; i <= last_of[e]; ++i) its[i].step_s = its[i].wait_s + its[i].compute_s;
-      }
-  }
+  // A wrapper reading ahead that is no DataLoader leaves no loop_end: its epochs' waits tell.
+  if (loop_ends.empty()) FollowReadAhead(epochs, all_epochs, loader);
   // Keep only epochs that were iterated, renumbering the iterations' epochs.
   std::vector<uint32_t> remap(all_epochs.size(), 0);
   for (size_t e = 0; e < all_epochs.size(); ++e) {
