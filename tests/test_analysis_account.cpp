@@ -1606,9 +1606,7 @@ TEST_CASE("A batch taken as the loop left its epoch counts as no step and no sam
   for (const bool deletion : {false, true}) {
     INFO((deletion ? "with" : "without") << " the iterator's deletion");
     TraceBuilder b;
-    b.Process(100, 1);
-    b.Config(100, 1, "batch_size", 8);
-    const uint32_t main = b.Thread(100, 100);
+    const uint32_t main = MainLoopOfEights(b);
     uint64_t t = 1000 * kMs;
     for (uint32_t e = 0; e < 3; ++e) {
       b.Instant(main, names::kEpoch, t, 1, e);
@@ -1643,11 +1641,9 @@ TEST_CASE("With persistent workers, a loop left early ends its last step at the 
   // `between` later. Dropped: the loop breaks on taking the fourth batch.
   const auto analyze = [](uint64_t between, bool dropped) {
     TraceBuilder b;
-    b.Process(100, 1);
-    b.Config(100, 1, "batch_size", 8);
+    const uint32_t main = MainLoopOfEights(b);
     b.Config(100, 1, "num_workers", 2);
     b.Config(100, 1, "persistent_workers", 1);
-    const uint32_t main = b.Thread(100, 100);
     uint64_t t = 1000 * kMs;
     for (uint32_t e = 0; e < 3; ++e) {
       b.Span(main, names::kEpoch, t, kMs, 1, e);
@@ -1685,9 +1681,7 @@ namespace {
 // steps on each batch as it returns, `first_step` on the first.
 LoaderAnalysis ThreeEpochsOfThree(bool ahead, uint64_t between, uint64_t first_step = 20 * kMs) {
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "batch_size", 8);
-  const uint32_t main = b.Thread(100, 100);
+  const uint32_t main = MainLoopOfEights(b);
   uint64_t t = 1000 * kMs;
   for (uint32_t e = 0; e < 3; ++e) {
     b.Span(main, names::kEpoch, t, kMs, 1, e);
@@ -1756,9 +1750,7 @@ TEST_CASE("A plain loop, even one with a shorter first step, does not read ahead
   // epochs of 4 batches, next() 5 ms, 10 us between a step's two calls,
   // the 20 ms step, then 10 ms before the next iter().
   TraceBuilder b;
-  b.Process(100, 1);
-  b.Config(100, 1, "batch_size", 8);
-  const uint32_t main = b.Thread(100, 100);
+  const uint32_t main = MainLoopOfEights(b);
   uint64_t t = 1000 * kMs;
   for (uint32_t e = 0; e < 3; ++e) {
     b.Span(main, names::kEpoch, t, kMs, 1, e);
@@ -1786,9 +1778,7 @@ TEST_CASE("Without workers, a loop that breaks after its step ends the epoch at 
   for (const bool deletion : {false, true}) {
     INFO((deletion ? "with" : "without") << " the iterator's deletion");
     TraceBuilder b;
-    b.Process(100, 1);
-    b.Config(100, 1, "batch_size", 8);
-    const uint32_t main = b.Thread(100, 100);
+    const uint32_t main = MainLoopOfEights(b);
     uint64_t t = 1000 * kMs;
     for (uint32_t e = 0; e < 3; ++e) {
       b.Instant(main, names::kEpoch, t, 1, e);

@@ -171,10 +171,8 @@ inline void AddTwoWorkerProcesses(TraceBuilder& b) {
 }
 
 // A main process (pid 100) iterating loader 1 with one worker process (pid
-// 201): appends the loop of `spec` (its thread is set here) and returns the
-// worker's thread index for the test's fetch spans.
-// The same processes with prefetch_factor 2, for a test that writes the
-// main loop's spans itself: the main thread and the worker's.
+// 201), prefetch_factor 2, for a test that writes the main loop's spans
+// itself: the main thread and the worker's.
 struct OneWorkerThreads {
   uint32_t main, worker;
 };
@@ -186,6 +184,18 @@ inline OneWorkerThreads OneWorkerPrefetch2(TraceBuilder& b) {
   return {b.Thread(100, 100), b.Thread(201, 201)};
 }
 
+// A main process (pid 100) iterating loader 1 in batches of 8 (no workers
+// unless the test configures them), for a test that writes the main loop's
+// spans itself: the main thread.
+inline uint32_t MainLoopOfEights(TraceBuilder& b) {
+  b.Process(100, 1);
+  b.Config(100, 1, "batch_size", 8);
+  return b.Thread(100, 100);
+}
+
+// A main process (pid 100) iterating loader 1 with one worker process (pid
+// 201): appends the loop of `spec` (its thread is set here) and returns the
+// worker's thread index for the test's fetch spans.
 inline uint32_t AddOneWorkerLoader(TraceBuilder& b, LoopSpec& spec) {
   b.Process(100, 1);
   b.Process(201, 100);

@@ -300,6 +300,16 @@ void NameApartSameNamedLoaders(std::vector<LoaderAnalysis>& loaders) {
   }
 }
 
+// Where an epoch's end is taken from a call after its last return (an
+// iterator's deletion, the next iter()): that call comes within a few steps'
+// compute of the loader (`median`, at least 1 ms), not after other work or
+// an iterator kept to the exit.
+bool ComesSoon(uint64_t gap_ns, uint64_t median_ns) { return gap_ns <= std::max<uint64_t>(3 * median_ns, 1'000'000); }
+
+// Under a quarter of the median compute: no step (a batch taken and dropped,
+// a prefetcher's moment between two next() calls).
+bool NextToNothing(uint64_t gap_ns, uint64_t median_ns) { return 4 * gap_ns < median_ns; }
+
 // A loop that reads a batch ahead (a prefetcher wrapper: apex's
 // data_prefetcher, timm's PrefetchLoader) asks for batch 1 as batch 0
 // returns, steps on batch i while batch i + 1 is fetched, and meets the
@@ -336,8 +346,8 @@ void FollowReadAhead(const std::vector<EpochMark>& epochs, std::vector<EpochStat
     std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
     median_rest[e] = rest[rest.size() / 2];
     eligible++;
-    ahead += 4 * compute_ns(first_of[e]) < median_rest[e] &&
-             4 * *std::min_element(rest.begin(), rest.end()) >= median_rest[e];
+    ahead += NextToNothing(compute_ns(first_of[e]), median_rest[e]) &&
+             !NextToNothing(*std::min_element(rest.begin(), rest.end()), median_rest[e]);
   }
   loader.reads_ahead = eligible >= 2 && ahead == eligible;
   if (!loader.reads_ahead) return;
@@ -346,7 +356,7 @@ void FollowReadAhead(const std::vector<EpochMark>& epochs, std::vector<EpochStat
     EpochStats& epoch = all_epochs[e];
     const uint64_t next_iter = e + 1 < epochs.size() ? epochs[e + 1].start : 0;
     const bool tail_seen =
-        next_iter > epoch.end_ns && next_iter - epoch.end_ns <= std::max<uint64_t>(3 * median_rest[e], 1'000'000);
+        next_iter > epoch.end_ns && ComesSoon(next_iter - epoch.end_ns, median_rest[e]);
     if (tail_seen) epoch.step_after_end_ns = next_iter - epoch.end_ns;
     const double before_second = its[first_of[e]].compute_s;
     for (size_t i = first_of[e]; i < last_of[e]; ++i) its[i].compute_s = its[i + 1].compute_s;
@@ -464,7 +474,7 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, end->second);
     } else if (auto down = std::lower_bound(shutdowns.begin(), shutdowns.end(), std::make_pair(it.return_ns, uint64_t{0}));
                down != shutdowns.end() && down->first <= next_epoch &&
-               down->first - it.return_ns <= std::max<uint64_t>(3 * median_compute, 1'000'000)) {
+               ComesSoon(down->first - it.return_ns, median_compute)) {
       it.compute_end_ns = down->first;
       epoch_stats.has_end_call = true;
       epoch_stats.ended_by_deletion = true;
@@ -472,16 +482,16 @@ void BuildIterations(const Trace& trace, const LoaderSpans& spans, std::span<con
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, down->second);
       // Deleted as it was taken (`if i >= n: break` before the step): the
       // batch was dropped, not trained on; no step, no samples.
-      if (median_compute > 0 && 4 * (down->first - it.return_ns) < median_compute) it.compute_unknown = true;
+      if (NextToNothing(down->first - it.return_ns, median_compute)) it.compute_unknown = true;
     } else if (loader.config.persistent_workers && loader.config.num_workers > 0 && next_epoch != UINT64_MAX &&
                !epochs[it.epoch + 1].kept && next_epoch >= it.return_ns &&
-               next_epoch - it.return_ns <= std::max<uint64_t>(3 * median_compute, 1'000'000)) {
+               ComesSoon(next_epoch - it.return_ns, median_compute)) {
       // Persistent workers: the loader keeps its iterator, so a loop left
       // early deletes nothing, and the next iter() (resetting it) ends the
       // last step when it comes soon; dropped as above when at once.
       it.compute_end_ns = next_epoch;
       epoch_stats.end_ns = std::max(epoch_stats.end_ns, next_epoch);
-      if (median_compute > 0 && 4 * (next_epoch - it.return_ns) < median_compute) it.compute_unknown = true;
+      if (NextToNothing(next_epoch - it.return_ns, median_compute)) it.compute_unknown = true;
     } else {
       it.compute_unknown = true;  // the loop was left early: the epoch ends at the last return
     }

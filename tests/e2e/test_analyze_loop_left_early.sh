@@ -92,6 +92,30 @@ print(f"whatif: whole run predicted {w['baseline']['whole_run_samples_per_s']:.1
       f"{w['measured_whole_run_samples_per_s']:.1f}, error {w['whole_run_model_error']:+.3f}")
 assert abs(w["whole_run_model_error"]) <= 0.05, w["whole_run_model_error"]
 PY
+# broken_off NAME LABEL ITERATIONS STEPPED: runs NAME.py (a loop of a 20 ms
+# step that breaks after its fourth, batches of 16) and checks its steps:
+# ITERATIONS batches, STEPPED of them stepped with their samples, the 20 ms
+# a step, and the whole run within 4% of the script's own.
+broken_off() {
+  local name=$1 label=$2 iterations=$3 stepped=$4
+  $SP run -q -o $name.pb -- "$PY" $name.py >$name.log 2>&1 || fail "the $label run failed: $(tail -3 $name.log)"
+  $SP analyze $name.pb --json >$name.json || fail "analyze of the $label run failed"
+  "$PY" - $name.json "$(sed -n 's/^own: //p' $name.log)" "$label" $iterations $stepped <<'PY' ||
+import json, sys
+l = json.load(open(sys.argv[1]))["loaders"][0]
+own, label, iterations, stepped = float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
+compute = lines["compute"]["seconds"] / l["stepped_iterations"]
+print(f"{label}: whole run {l['samples_per_s']:.1f} samples/s, the script's own {own:.1f}; "
+      f"{l['iterations']} iterations, {l['stepped_iterations']} stepped, compute {compute * 1e3:.1f} ms a step")
+assert l["iterations"] == iterations and l["stepped_iterations"] == stepped, (l["iterations"], l["stepped_iterations"])
+assert l["samples"] == stepped * 16, l["samples"]
+assert 0.019 <= compute <= 0.025, compute  # the 20 ms sleep
+assert abs(l["samples_per_s"] / own - 1) <= 0.04, (l["samples_per_s"], own)
+PY
+    fail "$label: a step before the loop broke off is not seen (above)"
+}
+
 # Without workers, a loop that breaks after its step (`if i == 3: break`
 # at the end of the body, as scripts cap the steps of an epoch): the hook
 # records the iterator's deletion as the loop leaves it, which ends the last
@@ -116,21 +140,7 @@ for epoch in range(4):
     time.sleep(0.1)  # other work between epochs
 print(f"own: {n / spent:.1f}")
 PY
-$SP run -q -o broken.pb -- "$PY" broken.py >broken.log 2>&1 || fail "the broken-off run failed: $(tail -3 broken.log)"
-$SP analyze broken.pb --json >broken.json || fail "analyze of the broken-off run failed"
-"$PY" - broken.json "$(sed -n 's/^own: //p' broken.log)" <<'PY' || fail "a step before the loop broke off is not seen (above)"
-import json, sys
-l = json.load(open(sys.argv[1]))["loaders"][0]
-own = float(sys.argv[2])
-lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
-compute = lines["compute"]["seconds"] / l["stepped_iterations"]
-print(f"broken off: whole run {l['samples_per_s']:.1f} samples/s, the script's own {own:.1f}; "
-      f"{l['iterations']} iterations, {l['stepped_iterations']} stepped, compute {compute * 1e3:.1f} ms a step")
-assert l["iterations"] == 16 and l["stepped_iterations"] == 16, (l["iterations"], l["stepped_iterations"])
-assert l["samples"] == 16 * 16, l["samples"]
-assert 0.019 <= compute <= 0.025, compute  # the 20 ms sleep
-assert abs(l["samples_per_s"] / own - 1) <= 0.04, (l["samples_per_s"], own)
-PY
+broken_off broken "broken off" 16 16
 # With persistent workers the loader keeps its iterator: a loop that breaks
 # after its step deletes nothing, and the next iter() ends that step. Before,
 # each epoch's last step was unseen: 3 of 4 batches counted and the whole run
@@ -151,21 +161,8 @@ for epoch in range(6):
             break
 print(f"own: {n / (time.perf_counter() - t0):.1f}")
 PY
-$SP run -q -o kept.pb -- "$PY" kept.py >kept.log 2>&1 || fail "the persistent run failed: $(tail -3 kept.log)"
-$SP analyze kept.pb --json >kept.json || fail "analyze of the persistent run failed"
-"$PY" - kept.json "$(sed -n 's/^own: //p' kept.log)" <<'PY' || fail "a step before a persistent loop broke off is not seen (above)"
-import json, sys
-l = json.load(open(sys.argv[1]))["loaders"][0]
-own = float(sys.argv[2])
-lines = {x["cause"]: x for x in l["account"]["whole_run"]["lines"]}
-compute = lines["compute"]["seconds"] / l["stepped_iterations"]
-print(f"persistent, broken off: whole run {l['samples_per_s']:.1f} samples/s, the script's own {own:.1f}; "
-      f"{l['iterations']} iterations, {l['stepped_iterations']} stepped, compute {compute * 1e3:.1f} ms a step")
-# The run's last step: no iter() after it.
-assert l["iterations"] == 24 and l["stepped_iterations"] == 23, (l["iterations"], l["stepped_iterations"])
-assert 0.019 <= compute <= 0.025, compute  # the 20 ms sleep
-assert abs(l["samples_per_s"] / own - 1) <= 0.04, (l["samples_per_s"], own)
-PY
+# The run's last step has no iter() after it: 23 of 24 stepped.
+broken_off kept "persistent, broken off" 24 23
 # An iterator per step (next(iter(loader))): the temporary iterator is
 # deleted as next() returns, its workers shut down, and then the step runs,
 # up to the next iter(); with persistent workers that call resets the

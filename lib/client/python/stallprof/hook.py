@@ -1094,13 +1094,13 @@ def _patch():
     # StopIteration too, where the epoch_end span already ended the epoch and
     # the analysis takes that one.
     single = dl._SingleProcessDataLoaderIter
-    if "__del__" not in vars(single) and not hasattr(single, "__del__"):
+    if not hasattr(single, "__del__"):  # a torch that deletes them itself keeps its own
         def _single_del(self):
             try:
                 scope = self.__dict__.get("_stallprof_scope")
                 if scope:
                     span_since(shutdown_id, now(), 0, scope)
-            except Exception:  # interpreter shutdown: the ring may be gone
+            except Exception:  # a finalizer never raises (at exit, names may be gone)
                 pass
 
         single.__del__ = _single_del
