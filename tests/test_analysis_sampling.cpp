@@ -119,6 +119,47 @@ TEST_CASE("Skipped fetches of a later, warm epoch are given no device reads from
   CHECK(mib <= 103);
 }
 
+TEST_CASE("A warm second epoch's skipped fetches take nothing from the first epoch's cold reads across its start") {
+  // One persistent worker, 2 epochs of 48 fetches of 10 ms: the first cold
+  // (1 MiB read from the device each, 2 ms on CPU), the second warm (nothing
+  // read, 9 ms on CPU).
+  // The budget measured batches 0, 1, 2, 4, 8, 16, 32 and every third: 23
+  // sampled fetches an epoch, 46 in all, so strata of 16 run-wide put the
+  // first epoch's last 7 cold samples and the second's 23 warm ones in one
+  // stratum, and the second epoch's skipped fetches were given 7/30 MiB each
+  // (6-10% of the first epoch's storage in the e2e case of
+  // test_analyze_account). Cut at the epoch's start, they are given none.
+  TraceBuilder b;
+  LoopSpec spec;
+  spec.epochs = 2;
+  spec.iterations = 48;
+  spec.wait = 10 * kMs;
+  spec.compute = 5 * kMs;
+  const uint32_t w = AddOneWorkerLoader(b, spec);
+  for (uint64_t e = 0; e < 2; ++e)
+    for (uint64_t i = 0; i < spec.iterations; ++i) {
+      const uint64_t start = spec.start + (e * spec.iterations + i) * 15 * kMs;
+      const bool measured = (i & (i - 1)) == 0 || i % 3 == 0;
+      const int64_t cpu = (e == 0 ? 2 : 9) * static_cast<int64_t>(kMs);
+      b.Span(w, names::kFetch, start, 10 * kMs, 1, i, measured ? cpu : -1, 0);
+      if (!measured) continue;
+      const uint64_t bytes = e == 0 ? 1 << 20 : 0;
+      b.Span(w, names::kReadStorage, start, 10 * kMs + 1000, 1, bytes);
+      b.Span(w, names::kReadCalls, start, 10 * kMs + 1000, 1, bytes);
+    }
+  ShareConfig(b, 201, 0.005);
+  auto result = Analyze(b.trace, AnalysisOptions{});
+  REQUIRE(result.ok());
+  const LoaderAnalysis& l = result->loaders.at(0);
+  REQUIRE(l.epochs.size() == 2);
+  CHECK(l.epochs[0].storage_s > 0);
+  CHECK(l.epochs[1].storage_s == 0);
+  const AccountLine& storage = l.account_all.Line(Cause::kStorage);
+  INFO(storage.evidence);
+  REQUIRE(storage.evidence.find(" MiB read from the device by ") != std::string::npos);
+  CHECK(std::stod(storage.evidence) == Approx(48).margin(0.05));
+}
+
 TEST_CASE("A skipped fetch beside one sampled fetch that read the device is not a storage fetch") {
   // An in-memory loader: 160 fetches of 1.5 ms, 1.4 of it on CPU; the budget
   // measured one in ten, and one measured fetch faulted 8 KiB in. The skipped

@@ -211,6 +211,16 @@ std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& wa
   return sorted;
 }
 
+// A loader's epoch starts (its iter() calls), ascending: where the counter
+// estimates' strata are cut.
+std::vector<uint64_t> EpochStarts(const SpanTable& s, const LoaderSpans& l) {
+  std::vector<uint64_t> out;
+  out.reserve(l.epochs.size());
+  for (uint32_t e : l.epochs) out.push_back(s.start_ns[e]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // One DataLoader.__iter__ call as the hook recorded it.
 struct EpochMark {
   uint64_t start = 0, ready = 0;  // __iter__ called, returned (equal for an old trace's instant)
@@ -731,7 +741,7 @@ void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sa
   p.present = true;
   p.tid = thread.tid;
   const SpanTable& s = trace.spans;
-  const CounterEstimator counters(s, spans.handouts, sampled);
+  const CounterEstimator counters(s, spans.handouts, sampled, EpochStarts(s, spans));
   double known_wall = 0;
   for (uint32_t h : spans.handouts) {
     p.handouts++;
@@ -1054,20 +1064,21 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
     out.push_back(x);
   }
   // A fetch the budget skipped has no read spans: the mean bytes per sampled
-  // fetch of its stratum (its thread's sampled fetches nearest in time) stand
-  // in for them. A thread's mean over the run gave the warm fetches of later
-  // epochs the first epoch's cold reads: 98.7 MiB "from the device" where the
-  // job read 67.8 MiB.
+  // fetch of its stratum (its thread's sampled fetches nearest in time, in its
+  // epoch) stand in for them, else its epoch's, else its thread's. A thread's
+  // mean over the run gave the warm fetches of later epochs the first epoch's
+  // cold reads: 98.7 MiB "from the device" where the job read 67.8 MiB.
   struct Bytes {
     double fetches = 0, device = 0, calls = 0, reading = 0;
   };
-  std::unordered_map<uint64_t, Bytes> bytes_of_stratum, bytes_of_thread;
-  std::vector<uint64_t> stratum(out.size());
+  std::unordered_map<uint64_t, Bytes> bytes_of_stratum, bytes_of_epoch, bytes_of_thread;
+  std::vector<uint64_t> stratum(out.size()), epoch(out.size());
   for (size_t i = 0; i < out.size(); ++i) {
     stratum[i] = counters.StratumOf(fetches[i]);
+    epoch[i] = counters.EpochOf(fetches[i]);
     const auto& x = out[i];
     if (x.device_bytes < 0 || x.call_bytes < 0) continue;
-    for (Bytes* b : {&bytes_of_stratum[stratum[i]], &bytes_of_thread[x.thread]}) {
+    for (Bytes* b : {&bytes_of_stratum[stratum[i]], &bytes_of_epoch[epoch[i]], &bytes_of_thread[x.thread]}) {
       b->fetches += 1;
       b->reading += x.device_bytes > 0;
       b->device += static_cast<double>(x.device_bytes);
@@ -1080,6 +1091,8 @@ internal::FetchFactList FetchFacts(const Trace& trace, std::span<const uint32_t>
     const Bytes* mean = nullptr;
     if (auto found = bytes_of_stratum.find(stratum[i]); found != bytes_of_stratum.end())
       mean = &found->second;
+    else if (auto of_epoch = bytes_of_epoch.find(epoch[i]); of_epoch != bytes_of_epoch.end())
+      mean = &of_epoch->second;
     else if (auto of_thread = bytes_of_thread.find(x.thread); of_thread != bytes_of_thread.end())
       mean = &of_thread->second;
     if (!mean) continue;
@@ -2343,6 +2356,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   std::vector<LoaderAnalysis> built(loaders_seen.size());
   std::vector<SpanIndices> sorted_waits(loaders_seen.size());
   std::vector<std::span<const uint32_t>> waits_of(loaders_seen.size());
+  std::vector<std::vector<uint64_t>> epoch_starts_of(loaders_seen.size());
   std::vector<CounterEstimator> wait_counters_of;
   wait_counters_of.reserve(loaders_seen.size());
   for (size_t i = 0; i < loaders_seen.size(); ++i) {
@@ -2354,7 +2368,8 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     if (const ProcessInfo* p = trace.FindProcess(l.pid)) loader.rank = p->rank;
     loader.config = ReadConfig(trace, l.pid, l.scopes);
     waits_of[i] = WaitsByStart(s, l.waits, sorted_waits[i]);
-    const CounterEstimator& wait_counters = wait_counters_of.emplace_back(s, l.waits, sampled);
+    epoch_starts_of[i] = EpochStarts(s, l);
+    const CounterEstimator& wait_counters = wait_counters_of.emplace_back(s, l.waits, sampled, epoch_starts_of[i]);
     BuildIterations(trace, l, waits_of[i], wait_counters, options.warmup, loader);
   }
   TakeOutNestedLoaders(trace, loaders_seen, built);
@@ -2362,7 +2377,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     const auto& l = loaders_seen[i];
     LoaderAnalysis loader = std::move(built[i]);
     const CounterEstimator& wait_counters = wait_counters_of[i];
-    const CounterEstimator fetch_counters(s, l.fetches, sampled);
+    const CounterEstimator fetch_counters(s, l.fetches, sampled, epoch_starts_of[i]);
     loader.counters.share = counter_share;
     loader.counters.waits = wait_counters.Sums();
     loader.counters.fetches = fetch_counters.Sums();

@@ -47,22 +47,47 @@ uint32_t CounterEstimator::ThreadStrata::StratumNear(uint64_t start_ns) const {
   return last;
 }
 
-CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled)
-    : s_(spans), sampled_(sampled) {
-  // Pass 1: each thread's sampled spans' starts, which cut it into strata.
+CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled,
+                                   std::span<const uint64_t> epoch_starts_ns)
+    : s_(spans), sampled_(sampled), of_epoch_(epoch_starts_ns.size() + 1) {
+  const auto epoch_at = [&](uint64_t t) {
+    return static_cast<uint32_t>(std::upper_bound(epoch_starts_ns.begin(), epoch_starts_ns.end(), t) -
+                                 epoch_starts_ns.begin());
+  };
+  // Pass 1: each thread's sampled spans' starts and the epoch starts within
+  // its spans' time, which cut it into strata.
   uint32_t threads = 0;
   for (uint32_t i : of_kind) threads = std::max(threads, s_.thread[i] + 1);
   threads_.resize(threads);
   {
     std::vector<std::vector<uint64_t>> sampled_starts(threads);
-    for (uint32_t i : of_kind)
+    std::vector<std::pair<uint64_t, uint64_t>> first_last(threads, {UINT64_MAX, 0});
+    for (uint32_t i : of_kind) {
+      auto& [first, last] = first_last[s_.thread[i]];
+      first = std::min(first, s_.start_ns[i]);
+      last = std::max(last, s_.start_ns[i]);
       if (s_.has_cpu[i]) sampled_starts[s_.thread[i]].push_back(s_.start_ns[i]);
+    }
     for (uint32_t t = 0; t < threads; ++t) {
       auto& starts = sampled_starts[t];
       if (!std::is_sorted(starts.begin(), starts.end())) std::sort(starts.begin(), starts.end());
-      const uint64_t strata = std::max<uint64_t>(1, starts.size() / kSampledPerStratum);
-      for (uint64_t j = 1; j < strata; ++j) threads_[t].from_ns.push_back(starts[j * kSampledPerStratum]);
-      threads_[t].ratio.resize(strata);
+      auto& strata = threads_[t];
+      const auto [first, last] = first_last[t];
+      if (first > last) continue;  // no span of this kind on this thread
+      // One epoch after another from the thread's first span's to its last's.
+      auto sampled_from = starts.begin();
+      for (uint32_t e = epoch_at(first), last_epoch = epoch_at(last); e <= last_epoch; ++e) {
+        const auto sampled_to = e == last_epoch ? starts.end() : std::lower_bound(sampled_from, starts.end(), epoch_starts_ns[e]);
+        if (e > epoch_at(first)) strata.from_ns.push_back(epoch_starts_ns[e - 1]);
+        strata.epoch.push_back(e);
+        const uint64_t in_epoch = static_cast<uint64_t>(sampled_to - sampled_from);
+        for (uint64_t j = 1; j < std::max<uint64_t>(1, in_epoch / kSampledPerStratum); ++j) {
+          strata.from_ns.push_back(sampled_from[j * kSampledPerStratum]);
+          strata.epoch.push_back(e);
+        }
+        sampled_from = sampled_to;
+      }
+      strata.ratio.resize(strata.epoch.size());
     }
   }
   // Pass 2: the sampled spans' sums by stratum; the skipped spans' wall time
@@ -78,6 +103,7 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
       const double c = static_cast<double>(s_.cpu_ns[i]), d = static_cast<double>(s_.delay_ns[i]);
       strata.ratio[j].Add(wall, c, d);
       strata.whole.Add(wall, c, d);
+      of_epoch_[strata.epoch[j]].Add(wall, c, d);
       pooled_.Add(wall, c, d);
     } else {
       auto& k = skipped[s_.thread[i]];
@@ -96,10 +122,7 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
     for (size_t j = 0; j < skipped[t].size(); ++j) {
       const auto& k = skipped[t][j];
       if (k.second == 0) continue;
-      const Ratio* r = threads_[t].ratio[j].usable() ? &threads_[t].ratio[j]
-                       : threads_[t].whole.usable()  ? &threads_[t].whole
-                       : pooled_.usable()            ? &pooled_
-                                                     : nullptr;
+      const Ratio* r = RatioOf(t, static_cast<uint32_t>(j));
       if (!r) continue;
       sums_.estimated += k.second;
       const double rc = r->cpu / r->wall, rd = r->delay / r->wall;
@@ -119,11 +142,11 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
   sums_.delay_error_s = kZ95 * std::sqrt(delay_var) * kNs;
 }
 
-const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t span) const {
-  const uint32_t thread = s_.thread[span];
+const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t thread, uint32_t stratum) const {
   if (thread < threads_.size()) {
     const auto& strata = threads_[thread];
-    if (const auto& r = strata.ratio[strata.StratumNear(s_.start_ns[span])]; r.usable()) return &r;
+    if (strata.ratio[stratum].usable()) return &strata.ratio[stratum];
+    if (of_epoch_[strata.epoch[stratum]].usable()) return &of_epoch_[strata.epoch[stratum]];
     if (strata.whole.usable()) return &strata.whole;
   }
   return pooled_.usable() ? &pooled_ : nullptr;
@@ -135,6 +158,12 @@ uint64_t CounterEstimator::StratumOf(uint32_t span) const {
   return (static_cast<uint64_t>(thread) << 32) | j;
 }
 
+uint32_t CounterEstimator::EpochOf(uint32_t span) const {
+  const uint32_t thread = s_.thread[span];
+  if (thread >= threads_.size() || threads_[thread].epoch.empty()) return 0;
+  return threads_[thread].epoch[threads_[thread].StratumNear(s_.start_ns[span])];
+}
+
 SpanCounters CounterEstimator::At(uint32_t i) const {
   SpanCounters out;
   if (s_.has_cpu[i]) {
@@ -144,7 +173,9 @@ SpanCounters CounterEstimator::At(uint32_t i) const {
     return out;
   }
   if (!sampled_) return out;
-  const Ratio* r = RatioOf(i);
+  const uint32_t thread = s_.thread[i];
+  const Ratio* r = thread < threads_.size() ? RatioOf(thread, threads_[thread].StratumNear(s_.start_ns[i]))
+                                            : pooled_.usable() ? &pooled_ : nullptr;
   if (!r) return out;
   const double wall = static_cast<double>(s_.duration_ns[i]);
   out.known = out.estimated = true;

@@ -28,26 +28,35 @@ struct SpanCounters {
 };
 
 // Ratio estimates for the spans of one kind (a loader's fetches, or its
-// waits), stratified by time: each thread's spans are cut into strata of
-// kSampledPerStratum consecutive sampled spans with the skipped spans between
-// them (a thread's last few sampled join its last stratum). A skipped span's
-// CPU = its wall time x its stratum's measured CPU / wall (the thread's, then
-// the loader's pooled ratio where that is not usable); likewise its delay. A
-// whole-run ratio let the first epoch's cold reads (long, mostly off CPU) set
-// the CPU and the bytes of warm fetches an epoch later: strata follow a page
-// cache that warms, a machine that gets busy. One sample gives an estimate but
-// no variance: its bound is then the estimate itself (+-100%).
+// waits), stratified by time: each thread's spans are cut at each epoch's
+// start, and each epoch's into strata of kSampledPerStratum consecutive
+// sampled spans with the skipped spans between them (an epoch's last few
+// sampled join its last stratum). A skipped span's CPU = its wall time x its
+// stratum's measured CPU / wall (where that has no sample: the epoch's over
+// all threads, then the thread's, then the loader's pooled ratio); likewise
+// its delay. A whole-run ratio let the first epoch's cold reads (long, mostly
+// off CPU) set the CPU and the bytes of warm fetches an epoch later: strata
+// follow a page cache that warms, a machine that gets busy; and a stratum
+// reaching across an epoch's start gave the warm epoch's first skipped
+// fetches the cold epoch's last reads. One sample gives an estimate but no
+// variance: its bound is then the estimate itself (+-100%).
 class CounterEstimator {
  public:
   static constexpr uint64_t kSampledPerStratum = 16;
 
   // `sampled`: the trace's spans without CPU were skipped by the budget
   // (CounterShare < 1); otherwise they stay unknown, as older traces meant.
-  CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled);
+  // `epoch_starts_ns`: the loader's epoch starts (iter() calls), ascending;
+  // no stratum reaches across one.
+  CounterEstimator(const SpanTable& spans, std::span<const uint32_t> of_kind, bool sampled,
+                   std::span<const uint64_t> epoch_starts_ns = {});
   SpanCounters At(uint32_t span) const;
   // The stratum of a span of this kind, as a key unique over threads: what a
   // skipped span's other estimates (bytes read) are to be drawn from.
   uint64_t StratumOf(uint32_t span) const;
+  // The epoch of a span of this kind: the number of epoch starts at or before
+  // its stratum's (0 before the first), the next place to draw from.
+  uint32_t EpochOf(uint32_t span) const;
   // The totals over `of_kind`: how many were measured, the estimated sums and
   // their 95% bounds (residual variance of the ratio estimate per stratum).
   SampledSums Sums() const { return sums_; }
@@ -61,8 +70,9 @@ class CounterEstimator {
     bool usable() const { return n >= 1 && wall > 0; }
   };
   struct ThreadStrata {
-    std::vector<uint64_t> from_ns;  // stratum j >= 1 starts at its first sampled span
+    std::vector<uint64_t> from_ns;  // stratum j >= 1 starts at its epoch's start or its first sampled span
     std::vector<Ratio> ratio;       // by stratum
+    std::vector<uint32_t> epoch;    // by stratum
     Ratio whole;
     uint32_t StratumAt(uint64_t start_ns) const;
     // The same, from the stratum last found: the passes ask for a thread's
@@ -73,9 +83,10 @@ class CounterEstimator {
   const SpanTable& s_;
   bool sampled_;
   std::vector<ThreadStrata> threads_;  // by thread index
+  std::vector<Ratio> of_epoch_;        // all threads' sampled spans, by epoch
   Ratio pooled_;
   SampledSums sums_;
-  const Ratio* RatioOf(uint32_t span) const;
+  const Ratio* RatioOf(uint32_t thread, uint32_t stratum) const;
 };
 
 }  // namespace stallprof::analysis

@@ -134,21 +134,19 @@ assert l["bottleneck"] == "storage" or (l["bottleneck"] in cpu_lines and a["stor
 '
   # (f) The same reads over 2 epochs, cold again: the second epoch finds the
   # blocks in the page cache, so the storage advice is the first epoch's
-  # (a longer run pays it once), not "cache the dataset". With every
-  # fetch's counters read: under the counter budget (34-41 of 96 fetches
-  # read) a skipped fetch of the second epoch takes the mean bytes of its
-  # stratum, which can hold the first epoch's last cold reads, and the
-  # second epoch read 6-10% of the first's storage where it had none; at
-  # 10.4% in one CI run the test failed (docs/analysis.md, "Sampled
-  # counters").
+  # (a longer run pays it once), not "cache the dataset". Under the counter
+  # budget (26-43 of 96 fetches read): a skipped fetch of the second epoch
+  # takes the mean bytes of its stratum, and while strata reached across the
+  # epoch's start the second epoch read 6-13% of the first's storage where it
+  # had none (docs/analysis.md, "Sampled counters").
   sync
   echo 3 >/proc/sys/vm/drop_caches
-  STALLPROF_COUNTER_SHARE=1 record files2 files --dir data --step-ms 1 --epochs 2
+  record files2 files --dir data --step-ms 1 --epochs 2
   check files2 '
 e = l["epochs"]
 assert len(e) == 2, len(e)
 print("storage by epoch:", [round(x["storage_s"], 4) for x in e], "advice:", l["advice"])
-assert e[0]["storage_s"] > 0 and e[1]["storage_s"] <= 0.1 * e[0]["storage_s"], e
+assert e[0]["storage_s"] > 0 and e[1]["storage_s"] <= 0.02 * e[0]["storage_s"], e
 storage = [x for x in l["advice"] if x.startswith("storage (")]
 assert storage and "in the first epoch" in storage[0] and "a longer run pays it once" in storage[0], l["advice"]
 '
