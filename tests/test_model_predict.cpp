@@ -1123,6 +1123,23 @@ TEST_CASE("The whole run counts an epoch's partial last batch as the samples it 
   CHECK(r->whole_run_samples_per_s == Approx(2 * 95 / (2 * 1.01)).epsilon(1e-3));
 }
 
+TEST_CASE("The whole run counts the samples of every batch it simulates where the profile saw fewer steps") {
+  // A read-ahead loop's last step comes after its StopIteration and is not
+  // seen: 2 epochs of 10 batches of 10, 19 stepped (190 samples), so 9.5
+  // batches and 95 samples an epoch. The simulation runs whole epochs of 10
+  // batches, each holding 10 samples: 100 samples in 2 x 1.01 s, not 95.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.cpu_s_per_batch = 0.01;
+  p.compute_s_per_batch = 0.1;
+  p.epochs = 2;
+  p.batches_per_epoch = 9.5;
+  p.samples_per_epoch = 95;
+  auto r = Predict(p, On(4));
+  REQUIRE(r.ok());
+  CHECK(r->whole_run_samples_per_s == Approx(2 * 100 / (2 * 1.01)).epsilon(1e-3));
+}
+
 TEST_CASE("A worker's set-up is paid in every epoch that starts workers, once when they persist") {
   // The whole-run case above with a 0.5 s set-up in each worker's first fetch
   // (on 4 cores both workers' run in parallel): every epoch's first batch
