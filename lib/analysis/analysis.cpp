@@ -211,12 +211,13 @@ std::span<const uint32_t> WaitsByStart(const SpanTable& s, const SpanIndices& wa
   return sorted;
 }
 
-// A loader's epoch starts (its iter() calls), ascending: where the counter
-// estimates' strata are cut.
+// A loader's epoch starts (its iter() calls, a kept iterator's too),
+// ascending: where the counter estimates' strata are cut.
 std::vector<uint64_t> EpochStarts(const SpanTable& s, const LoaderSpans& l) {
   std::vector<uint64_t> out;
-  out.reserve(l.epochs.size());
-  for (uint32_t e : l.epochs) out.push_back(s.start_ns[e]);
+  out.reserve(l.epochs.size() + l.kept_epochs.size());
+  for (const SpanIndices* of : {&l.epochs, &l.kept_epochs})
+    for (uint32_t e : *of) out.push_back(s.start_ns[e]);
   std::sort(out.begin(), out.end());
   return out;
 }

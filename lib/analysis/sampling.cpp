@@ -76,9 +76,10 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
       if (first > last) continue;  // no span of this kind on this thread
       // One epoch after another from the thread's first span's to its last's.
       auto sampled_from = starts.begin();
-      for (uint32_t e = epoch_at(first), last_epoch = epoch_at(last); e <= last_epoch; ++e) {
+      const uint32_t first_epoch = epoch_at(first), last_epoch = epoch_at(last);
+      for (uint32_t e = first_epoch; e <= last_epoch; ++e) {
         const auto sampled_to = e == last_epoch ? starts.end() : std::lower_bound(sampled_from, starts.end(), epoch_starts_ns[e]);
-        if (e > epoch_at(first)) strata.from_ns.push_back(epoch_starts_ns[e - 1]);
+        if (e > first_epoch) strata.from_ns.push_back(epoch_starts_ns[e - 1]);
         strata.epoch.push_back(e);
         const uint64_t in_epoch = static_cast<uint64_t>(sampled_to - sampled_from);
         for (uint64_t j = 1; j < std::max<uint64_t>(1, in_epoch / kSampledPerStratum); ++j) {
