@@ -1108,14 +1108,23 @@ TEST_CASE("What the simulation puts into an epoch's start, simulated once where 
   CHECK(SimulateEpochStart(p) == -1);
 }
 
-TEST_CASE("The whole run counts an epoch's partial last batch as the samples it held") {
-  // 10 batches of 10 an epoch, the last holding 5 (95 samples), compute bound at 0.1 s a batch.
+namespace {
+// 2 epochs of 10 batches of 10 on 2 workers, compute bound at 0.1 s a batch
+// (a first batch of 10 ms, then 10 steps: 1.01 s an epoch), no start-up.
+LoaderProfile TwoEpochsOfTenBatches() {
   LoaderProfile p = BaseProfile();
   p.workers = 2;
   p.cpu_s_per_batch = 0.01;
   p.compute_s_per_batch = 0.1;
   p.epochs = 2;
   p.batches_per_epoch = 10;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("The whole run counts an epoch's partial last batch as the samples it held") {
+  // The last batch of each epoch holds 5: 95 samples.
+  LoaderProfile p = TwoEpochsOfTenBatches();
   p.samples_per_epoch = 95;
   auto r = Predict(p, On(4));
   REQUIRE(r.ok());
@@ -1128,11 +1137,7 @@ TEST_CASE("The whole run counts the samples of every batch it simulates where th
   // seen: 2 epochs of 10 batches of 10, 19 stepped (190 samples), so 9.5
   // batches and 95 samples an epoch. The simulation runs whole epochs of 10
   // batches, each holding 10 samples: 100 samples in 2 x 1.01 s, not 95.
-  LoaderProfile p = BaseProfile();
-  p.workers = 2;
-  p.cpu_s_per_batch = 0.01;
-  p.compute_s_per_batch = 0.1;
-  p.epochs = 2;
+  LoaderProfile p = TwoEpochsOfTenBatches();
   p.batches_per_epoch = 9.5;
   p.samples_per_epoch = 95;
   auto r = Predict(p, On(4));

@@ -734,7 +734,8 @@ void MeasureMainStep(const Trace& trace, std::span<const uint32_t> waits, const 
 
 // A loader iterated off its process's main thread: the thread, and what its
 // hand-offs (the time between its next() calls) spent on CPU and waiting.
-void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sampled, LoaderAnalysis& loader) {
+void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sampled,
+                           std::span<const uint64_t> epoch_starts_ns, LoaderAnalysis& loader) {
   loader.prefetch_thread = {};
   if (spans.off_main_thread == 0) return;
   auto& p = loader.prefetch_thread;
@@ -742,7 +743,7 @@ void MeasurePrefetchThread(const Trace& trace, const LoaderSpans& spans, bool sa
   p.present = true;
   p.tid = thread.tid;
   const SpanTable& s = trace.spans;
-  const CounterEstimator counters(s, spans.handouts, sampled, EpochStarts(s, spans));
+  const CounterEstimator counters(s, spans.handouts, sampled, epoch_starts_ns);
   double known_wall = 0;
   for (uint32_t h : spans.handouts) {
     p.handouts++;
@@ -2391,7 +2392,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
     InferMissingConfig(trace, loader);
     FillPrefetch(trace, l.fetches, loader);
     CountGilProbes(trace, gil_probes, l.fetches, loader);
-    MeasurePrefetchThread(trace, l, sampled, loader);
+    MeasurePrefetchThread(trace, l, sampled, epoch_starts_of[i], loader);
     FillStages(trace, accumulators, fetch_name, sampled, loader);
     // Samples per batch from the getitem spans per fetch span: where the
     // config has no batch_size (e.g. a C client), and where an

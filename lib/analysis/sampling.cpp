@@ -143,8 +143,15 @@ CounterEstimator::CounterEstimator(const SpanTable& spans, std::span<const uint3
   sums_.delay_error_s = kZ95 * std::sqrt(delay_var) * kNs;
 }
 
+bool CounterEstimator::Covers(uint32_t thread) const { return thread < threads_.size() && !threads_[thread].ratio.empty(); }
+
+uint32_t CounterEstimator::StratumIndex(uint32_t span) const {
+  const uint32_t thread = s_.thread[span];
+  return Covers(thread) ? threads_[thread].StratumNear(s_.start_ns[span]) : 0;
+}
+
 const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t thread, uint32_t stratum) const {
-  if (thread < threads_.size()) {
+  if (Covers(thread)) {
     const auto& strata = threads_[thread];
     if (strata.ratio[stratum].usable()) return &strata.ratio[stratum];
     if (of_epoch_[strata.epoch[stratum]].usable()) return &of_epoch_[strata.epoch[stratum]];
@@ -154,15 +161,12 @@ const CounterEstimator::Ratio* CounterEstimator::RatioOf(uint32_t thread, uint32
 }
 
 uint64_t CounterEstimator::StratumOf(uint32_t span) const {
-  const uint32_t thread = s_.thread[span];
-  const uint32_t j = thread < threads_.size() ? threads_[thread].StratumNear(s_.start_ns[span]) : 0;
-  return (static_cast<uint64_t>(thread) << 32) | j;
+  return (static_cast<uint64_t>(s_.thread[span]) << 32) | StratumIndex(span);
 }
 
 uint32_t CounterEstimator::EpochOf(uint32_t span) const {
   const uint32_t thread = s_.thread[span];
-  if (thread >= threads_.size() || threads_[thread].epoch.empty()) return 0;
-  return threads_[thread].epoch[threads_[thread].StratumNear(s_.start_ns[span])];
+  return Covers(thread) ? threads_[thread].epoch[StratumIndex(span)] : 0;
 }
 
 SpanCounters CounterEstimator::At(uint32_t i) const {
@@ -174,9 +178,7 @@ SpanCounters CounterEstimator::At(uint32_t i) const {
     return out;
   }
   if (!sampled_) return out;
-  const uint32_t thread = s_.thread[i];
-  const Ratio* r = thread < threads_.size() ? RatioOf(thread, threads_[thread].StratumNear(s_.start_ns[i]))
-                                            : pooled_.usable() ? &pooled_ : nullptr;
+  const Ratio* r = RatioOf(s_.thread[i], StratumIndex(i));
   if (!r) return out;
   const double wall = static_cast<double>(s_.duration_ns[i]);
   out.known = out.estimated = true;

@@ -86,6 +86,12 @@ class CounterEstimator {
   std::vector<Ratio> of_epoch_;        // all threads' sampled spans, by epoch
   Ratio pooled_;
   SampledSums sums_;
+  // Whether `thread` has spans of this kind (strata), and a span's stratum
+  // on its thread (0 where it has none).
+  bool Covers(uint32_t thread) const;
+  uint32_t StratumIndex(uint32_t span) const;
+  // The ratio a skipped span of this stratum takes: its own, else its
+  // epoch's over all threads, else its thread's, else the pooled one.
   const Ratio* RatioOf(uint32_t thread, uint32_t stratum) const;
 };
 
