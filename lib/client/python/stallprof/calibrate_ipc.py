@@ -105,7 +105,12 @@ pace and making it), so that the batch is made when next() is called.
 The timing holds the user up after their job, so it is cut by time as well as
 by count: the warm-up ends after --warmup batches or 0.5 s (at least 3), the
 timed batches after --batches or 2 s (at least 20). A 9.4 MiB batch took 11 s
-for 200 batches on this VM; small batches still run all 200.
+for 200 batches on this VM; small batches run all 1000, about a second: the
+host's speed drifts over tenths of a second, and 200 batches of a skorch
+MLP's 11 KiB batch (0.3 s) read a receive of 442-673 us in six timings
+(medians 410-632 us, the fastest tenth 387-411), where 1000 read 433-473
+(2026-12-06; whatif's 2-worker figure for that loader swung from -26% to
+-55% with it).
 """
 import argparse
 import os
@@ -227,7 +232,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("batch", type=parse_batch, nargs="+",
                    help="BYTES[,BYTES...][@SECONDS a batch in the job's loop][/BATCH_SIZE to time next()'s own code at]")
-    p.add_argument("--batches", type=int, default=200)
+    p.add_argument("--batches", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--job-rss-bytes", type=int, default=0, help="the job's resident bytes (0: unknown)")
     p.add_argument("--no-fork-timing", action="store_true",
