@@ -109,8 +109,8 @@ for 200 batches on this VM; small batches run all 1000, about a second: the
 host's speed drifts over tenths of a second, and 200 batches of a skorch
 MLP's 11 KiB batch (0.3 s) read a receive of 442-673 us in six timings
 (medians 410-632 us, the fastest tenth 387-411), where 1000 read 433-473
-(2026-12-06; whatif's 2-worker figure for that loader swung from -26% to
--55% with it).
+(2026-12-06; whatif's 2-worker figure for that loader read -26% and -56%
+in two profiles with it).
 """
 import argparse
 import os
