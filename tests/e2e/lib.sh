@@ -7,6 +7,10 @@ WORKLOADS="$STALLPROF_SOURCE_DIR/scripts/workloads"
 # The interpreter that has torch (Debian's python3-torch).
 PY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/stallprof-e2e.XXXXXX)
+# Temporary files of the test's programs go under it too, and go with it:
+# a test that kills a training process (or its launcher) leaves Python's
+# multiprocessing directory (pymp-*) behind, 400 of them in /tmp after a day.
+export TMPDIR="$TMP"
 # The share of this machine's CPU time the hypervisor gave to others (steal,
 # /proc/stat) since require_quiet_cpus, in percent.
 steal_share() {
