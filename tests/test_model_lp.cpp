@@ -156,8 +156,9 @@ TEST_CASE("recommend turns a prep-bound loader into workers, Little's prefetch a
   // Little's law: 15 batches/s x p99 0.2 s = 3 batches in flight over 2 workers -> 2 each.
   CHECK(r->prefetch_concurrency == Approx(3).epsilon(1e-3));
   CHECK(r->littles_prefetch_factor == 2);
-  // Every batch costs the same: the simulation delivers as fast with one batch ahead per worker.
-  CHECK(r->prefetch_factor == 1);
+  // Every batch costs the same: the simulation would deliver as fast with one
+  // batch ahead per worker, but recommend goes no lower than torch's default.
+  CHECK(r->prefetch_factor == 2);
   CHECK(r->measured_samples_per_s == Approx(100));
   // Plenty of cores: the model binds.
   o.cores = 8;
@@ -167,6 +168,23 @@ TEST_CASE("recommend turns a prep-bound loader into workers, Little's prefetch a
   CHECK(many->binding.kind == RowKind::kIngest);
   CHECK(many->advice == "the model is now the bottleneck: faster input will not help");
   CHECK(many->predicted.samples_per_s == Approx(200).epsilon(1e-3));
+}
+
+TEST_CASE("recommend proposes torch's default prefetch_factor where Little's law asks for 1, and trims deep buffers to it") {
+  RecommendOptions o;
+  o.cores = 1.5;  // 150 samples/s from CPU: 15 batches/s over 2 workers
+  LoaderProfile p = Loader();
+  p.produce_p99_s = 0.05;  // 15 x 0.05 = 0.75 batches in flight: 1 a worker
+  auto shallow = Recommend(p, o);
+  REQUIRE(shallow.ok());
+  CHECK(shallow->littles_prefetch_factor == 1);
+  CHECK(shallow->prefetch_factor == 2);
+  CHECK(shallow->predicted.workers == 2);
+  p.produce_p99_s = 1.0;  // 15 batches in flight: 8 a worker, which equal costs do not need
+  auto deep = Recommend(p, o);
+  REQUIRE(deep.ok());
+  CHECK(deep->littles_prefetch_factor == 8);
+  CHECK(deep->prefetch_factor == 2);
 }
 
 TEST_CASE("recommend predicts the profiled configuration too, to compare how busy each keeps the cores") {

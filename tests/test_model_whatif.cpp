@@ -159,6 +159,31 @@ TEST_CASE("A sweep predicts every combination against the measured baseline and 
   CHECK_FALSE(r->inputs.empty());
 }
 
+TEST_CASE("Workers at prefetch_factor=1 are flagged unless the profile ran its workers so") {
+  Sweep sweep;
+  sweep.workers = {0, 1, 2};
+  sweep.prefetch_factor = 1;
+  LoaderProfile p = Loader();  // 1 worker at torch's default of 2
+  auto r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  REQUIRE(r->rows.size() == 3);
+  CHECK_FALSE(r->rows[0].unpriced_serial_handoff);  // no workers, no prefetch
+  CHECK(r->rows[1].unpriced_serial_handoff);
+  CHECK(r->rows[2].unpriced_serial_handoff);
+  sweep.prefetch_factor = -1;  // as profiled: 2
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->rows[1].unpriced_serial_handoff);
+  p.prefetch_factor = 1;  // the profile measured its workers at 1
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->rows[1].unpriced_serial_handoff);
+  p.workers = 0;  // at 1 as configured, but no worker measured it
+  r = WhatIf(p, OneCore(), sweep);
+  REQUIRE(r.ok());
+  CHECK(r->rows[1].unpriced_serial_handoff);
+}
+
 TEST_CASE("Without a measured steady state a row's change compares whole runs, in whatif and in the advice's counts") {
   // Short epochs (no full batch past the warm-up): 4 epochs of 5 batches,
   // each starting its worker for 0.2 s. The steady figures leave the

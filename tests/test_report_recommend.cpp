@@ -110,6 +110,19 @@ TEST_CASE("The prefetch line gives Little's depth and the smaller one the simula
                                    "it (fewer buffers in memory)\n"));
 }
 
+TEST_CASE("The prefetch line says when Little's depth of 1 was raised to torch's default") {
+  auto l = Planned();
+  l.plan.workers = 1;
+  l.plan.prefetch_concurrency = 0.7;
+  l.plan.littles_prefetch_factor = 1;
+  l.plan.prefetch_factor = 2;
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::Contains("num_workers=1, prefetch_factor=2, pin_memory"));
+  CHECK_THAT(text, Catch::Contains("= 0.7 batches in flight over 1 worker -> prefetch_factor=1, raised to 2 (torch's "
+                                   "default, the fewest proposed: at 1 each batch's fetch waits for the previous batch's "
+                                   "handoff, wake-ups the model does not price)\n"));
+}
+
 TEST_CASE("A proposal whose threads wait for cores says its figure may be off, as whatif's rows do") {
   auto l = Planned();
   CHECK(RecommendText(Report({l})).find("wait for a core on average") == std::string::npos);

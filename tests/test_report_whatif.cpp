@@ -259,6 +259,17 @@ TEST_CASE("A cache row on an estimated miss cost prints the figure with misses c
   CHECK(scenarios.at(1).at("without_miss_cpu").at("samples_per_s").get<double>() == 61.5);
 }
 
+TEST_CASE("A row of workers at prefetch_factor=1 the profile did not measure says its figure may be high, in text and JSON") {
+  auto r = Swept();
+  r.rows[1].unpriced_serial_handoff = true;
+  const std::string text = WhatIfText(OneLoader(r));
+  CHECK_THAT(text, Catch::Contains("at prefetch_factor=1 each batch's fetch begins only once the previous batch is received"));
+  CHECK(text.find("at prefetch_factor=1") > text.find("\n     2       2"));  // under the second row, not the first
+  const Json scenarios = ParseJson(WhatIfJson(OneLoader(r))).at("loaders").at(0).at("scenarios");
+  CHECK_FALSE(scenarios.at(0).at("unpriced_serial_handoff").get<bool>());
+  CHECK(scenarios.at(1).at("unpriced_serial_handoff").get<bool>());
+}
+
 TEST_CASE("Several loaders are separated by a blank line, then the CPU fit and the plot file follow") {
   WhatIfReport report = OneLoader(Swept());
   auto val = Swept();
@@ -367,7 +378,8 @@ TEST_CASE("The what-if JSON keeps its layout: spaces after commas and colons, 6 
                                      "\"step_s\": 0.00952381, "));
   CHECK_THAT(json, Catch::Contains("\"r_fetch\": -1, \"cpu_s\": 0, \"io_s\": 0, \"delay_s\": 0.0015, \"background_threads\": 0.5, "));
   CHECK_THAT(json, Catch::Contains("{\"cores\": 1, \"workers\": 2, \"auto_workers\": false, \"cache_bytes\": null, \"cache_all\": false, "
-                                   "\"cache_policy\": \"pagecache\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, \"prediction\": {"));
+                                   "\"cache_policy\": \"pagecache\", \"accel_speedup\": 1, \"first_epoch\": false, \"change\": -0.5, "
+                                   "\"unpriced_serial_handoff\": false, \"prediction\": {"));
   CHECK_THAT(json, Catch::EndsWith("\"inputs\": [\"a \\\"quoted\\\" input\"]}], \"not_predicted\": [], \"other_loaders\": [], \"cpu_fit\": null}\n"));
 }
 

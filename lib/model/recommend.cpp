@@ -207,7 +207,9 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     const double members = best_lp.pool_members.empty() ? 1 : best_lp.pool_members[0];
     const uint32_t workers = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(members - 1e-6)));
     rec.prefetch_concurrency = best_lp.samples_per_s / b * p99;
-    const auto next = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(rec.prefetch_concurrency / workers - 1e-9)));
+    rec.littles_prefetch_factor =
+        std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(rec.prefetch_concurrency / workers - 1e-9)));
+    const auto next = std::max(kFewestPrefetchFactor, rec.littles_prefetch_factor);
     if (next == prefetch || pass == 1) break;  // the second pass solves with Little's prefetch
     prefetch = next;
   }
@@ -280,13 +282,12 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     rec.workers = workers;
     chosen.workers = static_cast<int32_t>(workers);
   }
-  rec.littles_prefetch_factor = prefetch;
-  if (prefetch > 1) {
+  if (prefetch > kFewestPrefetchFactor) {
     // Little's law over the p99 latency sizes the buffers for a tail on every
     // batch; the simulation, drawing the measured costs in order, says how
     // much of that depth pays (a memory-mapped dataset asked for 34).
     const double deepest = rate_with(workers, prefetch);
-    for (uint32_t depth = 1; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
+    for (uint32_t depth = kFewestPrefetchFactor; depth < prefetch; depth = depth < 4 ? depth + 1 : depth * 2)
       if (rate_with(workers, depth) >= (1 - kAsGoodAsMore) * deepest) {
         prefetch = depth;
         break;

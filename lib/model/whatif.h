@@ -93,6 +93,11 @@ struct WhatIfRow {
   // one). The estimate itself can err either way (docs/model.md). Set when
   // the two differ by more than 1%.
   std::optional<Prediction> without_miss_cpu;
+  // Workers at prefetch_factor=1 predicted from a profile that did not run
+  // so: each batch's fetch then begins only once the previous batch is
+  // received, and the wake-ups on that path are not modelled, so the figure
+  // may be high (kFewestPrefetchFactor).
+  bool unpriced_serial_handoff = false;
 };
 
 struct WhatIfResult {

@@ -166,13 +166,18 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
     out += "prefetch:     none without workers (the main process fetches each batch when it asks for it)\n";
   else
     out += fmt::format("prefetch:     Little's law: {:.2f} batches/s x p99 batch latency {} = {:.1f} batches in flight over {} "
-                       "workers -> prefetch_factor={}{}\n",
+                       "worker{} -> prefetch_factor={}{}\n",
                        rate_b, FormatSeconds(p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch),
-                       r.prefetch_concurrency, r.workers, r.littles_prefetch_factor,
+                       r.prefetch_concurrency, r.workers, r.workers == 1 ? "" : "s", r.littles_prefetch_factor,
                        r.prefetch_factor < r.littles_prefetch_factor
                            ? fmt::format("; the simulation predicts prefetch_factor={} within {:g}% of it (fewer "
                                          "buffers in memory)",
                                          r.prefetch_factor, model::kAsGoodAsMore * 100)
+                       : r.prefetch_factor > r.littles_prefetch_factor
+                           ? fmt::format(", raised to {} (torch's default, the fewest proposed: at 1 each batch's "
+                                         "fetch waits for the previous batch's handoff, wake-ups the model does not "
+                                         "price)",
+                                         r.prefetch_factor)
                            : "");
   out += "shadow prices: ";
   bool first = true;

@@ -111,6 +111,11 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                          "off by up to a third either way; with misses costing no CPU beyond their I/O (the floor): {:.1f} "
                          "samples/s (docs/model.md)\n",
                          "", row.without_miss_cpu->samples_per_s);
+    if (row.unpriced_serial_handoff)
+      out += fmt::format("{:>31} at prefetch_factor=1 each batch's fetch begins only once the previous batch is "
+                         "received: the wake-ups on that path are not modelled, so this figure may be high (a text "
+                         "classifier's 1 worker measured 17% slower at 1 than at 2, predicted alike; docs/model.md)\n",
+                         "");
     // A TensorDataset MLP profiled with 2 workers: 29203 samples/s predicted
     // without workers, 39376 measured (docs/model.md "recommend").
     if (p.workers == 0 && r.baseline.workers > 0 && !r.shared_memory_timed)
@@ -259,6 +264,7 @@ std::string WhatIfJson(const WhatIfReport& report) {
       w.Field("cache_all", s.cache_bytes >= model::kCacheAll);
       w.Field("cache_policy", model::ToString(s.cache_policy)).Field("accel_speedup", s.accel_speedup);
       w.Field("first_epoch", s.first_epoch).Field("change", row.change);
+      w.Field("unpriced_serial_handoff", row.unpriced_serial_handoff);
       w.Key("prediction");
       WritePrediction(w, row.prediction);
       if (row.other_epoch) {
