@@ -207,10 +207,11 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
     const double members = best_lp.pool_members.empty() ? 1 : best_lp.pool_members[0];
     const uint32_t workers = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(members - 1e-6)));
     rec.prefetch_concurrency = best_lp.samples_per_s / b * p99;
+    if (pass == 1) break;  // the second pass solves with Little's prefetch
     rec.littles_prefetch_factor =
         std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(rec.prefetch_concurrency / workers - 1e-9)));
     const auto next = std::max(kFewestPrefetchFactor, rec.littles_prefetch_factor);
-    if (next == prefetch || pass == 1) break;  // the second pass solves with Little's prefetch
+    if (next == prefetch) break;
     prefetch = next;
   }
   if (best_lp.samples_per_s <= 0)
