@@ -343,9 +343,10 @@ inline constexpr double kAsGoodAsMore = 0.01;
 // before (its index is sent then), so every batch waits in turn for the
 // index to wake the worker, the sending thread to pickle the batch and the
 // main thread to wake for it, wake-ups the model does not price: PyTorch's
-// text classification tutorial with 1 worker ran 17% slower at 1 than at 2
-// (6 alternated rounds, 2026-12-07) where both were predicted alike. One
-// batch fewer per worker saves little beside a worker's memory.
+// text classification tutorial with 1 worker ran 14% slower at 1 than at 2
+// (medians of two series of 6 alternated rounds, 2026-12-07; 17% with
+// persistent workers too, recommend's proposal) where both were predicted
+// alike. One batch fewer per worker saves little beside a worker's memory.
 inline constexpr uint32_t kFewestPrefetchFactor = 2;
 
 // A step runnable on at least this many threads, with torch's intra-op

@@ -626,7 +626,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
         }
         if (sweep.step_threads < 0) row.fewer_step_threads = PredictWithFewerStepThreads(profile, s, *r);
         if (cache >= 0) row.without_miss_cpu = PredictMissCpuFloor(profile, s, *r);
-        const uint32_t depth = s.prefetch_factor >= 0 ? static_cast<uint32_t>(s.prefetch_factor) : profile.prefetch_factor;
+        const uint32_t depth = s.prefetch_factor > 0 ? static_cast<uint32_t>(s.prefetch_factor) : profile.prefetch_factor;
         row.unpriced_serial_handoff = r->workers > 0 && depth == 1 && !(profile.workers > 0 && profile.prefetch_factor == 1);
         out.rows.push_back(std::move(row));
       }

@@ -114,7 +114,7 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
     if (row.unpriced_serial_handoff)
       out += fmt::format("{:>31} at prefetch_factor=1 each batch's fetch begins only once the previous batch is "
                          "received: the wake-ups on that path are not modelled, so this figure may be high (a text "
-                         "classifier's 1 worker measured 17% slower at 1 than at 2, predicted alike; docs/model.md)\n",
+                         "classifier's 1 worker measured 14% slower at 1 than at 2, predicted alike; docs/model.md)\n",
                          "");
     // A TensorDataset MLP profiled with 2 workers: 29203 samples/s predicted
     // without workers, 39376 measured (docs/model.md "recommend").
