@@ -567,6 +567,20 @@ TEST_CASE("A batch a later fetch of its worker held back until it ended counts a
     const std::string& evidence = loader.account_all.Line(Cause::kHandoff).evidence;
     CHECK((evidence.find("held in its worker") != std::string::npos) == held);
     CHECK((evidence.find("the main process receiving it") != std::string::npos) == !held);
+    // Each steady call's receive from when the batch could go (held: the
+    // later fetch's end; sent: the call) is 0.3 ms; the profile's handoff
+    // takes them only where the fetch holds the GIL (the worker was busy at
+    // each call, so no batch was ready in the usual sense).
+    size_t steady = 0, told = 0;
+    for (const auto& it : loader.iterations) {
+      steady += it.steady;
+      told += it.steady && it.batch_index >= 1 && it.batch_index <= telling;
+    }
+    REQUIRE(told >= 10);
+    CHECK(loader.prefetch.held_handoff_s == Approx(told * 300e-6).epsilon(1e-6));
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    CHECK(profiles->front().handoff_s_per_batch == Approx(held ? told * 300e-6 / steady : 0).margin(1e-9));
   }
 }
 

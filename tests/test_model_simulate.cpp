@@ -235,6 +235,10 @@ TEST_CASE("A fetch holding the GIL keeps its worker's sending thread from sendin
   CHECK(held.steady_step_s == Approx(0.0049).epsilon(1e-3));
   // Waiting for the worker's GIL is waiting for the batch, not receiving it.
   CHECK(held.receive_s == Approx(400 * 0.0005).epsilon(0.01));
+  // Every call finds its batch fetched while the worker runs the next fetch:
+  // its handoff is the receive once that fetch let the batch go, as analyze
+  // measures it where the fetch holds the GIL (PrefetchStats::held_handoff_s).
+  CHECK(held.handoff_s == Approx(400 * 0.0005).epsilon(0.01));
   // Every batch's CPU is paid: fetch, all the loop CPU, receive.
   CHECK(held.job_cpu_s == Approx(400 * 0.0055).epsilon(0.01));
   // Without a measured gap the sending takes no serial time: 4.5 ms.

@@ -1418,11 +1418,16 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
     --next;
     if (next->first < end || next->second <= it.wait_start_ns) continue;
     const uint64_t gives_up = next->second;
-    if (gives_up < it.wait_start_ns + kTellNs) continue;
     const double receive_ns = it.receive_s > 0 ? it.receive_s * 1e9 : 0;
     const double arrived = static_cast<double>(it.return_ns) - receive_ns;
     const double halfway = static_cast<double>(it.wait_start_ns) + 0.5 * static_cast<double>(gives_up - it.wait_start_ns);
-    (arrived >= halfway ? loader.prefetch.sends_held : loader.prefetch.sends_free)++;
+    const bool held = arrived >= halfway;
+    if (it.steady || loader.steady_fallback) {
+      const uint64_t from = std::min(held ? gives_up : it.wait_start_ns, it.return_ns);
+      loader.prefetch.held_handoff_s += static_cast<double>(it.return_ns - from) * 1e-9;
+    }
+    if (gives_up < it.wait_start_ns + kTellNs) continue;
+    (held ? loader.prefetch.sends_held : loader.prefetch.sends_free)++;
   }
 }
 

@@ -258,6 +258,13 @@ struct PrefetchStats {
   // ended (`held`) and those that found it sent (`free`). See docs/model.md
   // "A fetch that holds the GIL".
   uint64_t sends_held = 0, sends_free = 0;
+  // The handoff of those calls (steady ones, all of them, told or not): each
+  // call's wait from when its batch could be received (held: the later
+  // fetch's end; free: the call) to its return, in total. Where the fetch
+  // holds the GIL this is the receive the worker waits on for its next index
+  // (the fd round trips with its sharer thread); the batch-ready handoff
+  // misses it, since the worker was busy at the call.
+  double held_handoff_s = 0;
   static constexpr uint64_t kMinSends = 10;  // next() calls that told, for an answer either way
   bool SendsTold() const { return sends_held + sends_free >= kMinSends; }
   // Held where at least two in three were: a fetch that let a third of the

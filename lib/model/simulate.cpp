@@ -247,6 +247,7 @@ class Simulation {
         case MainPhase::kReceive:
           if (main_left_ <= kDone) {
             if (deliverable_) out_.handoff_s += now_ - next_called_;
+            else if (held_call_) out_.handoff_s += receiving_s_;
             // torch sends the next index once it has received a batch
             // (_get_data, then _process_data's _try_put_index): a worker
             // without one waits for the main thread's unpickling too.
@@ -289,10 +290,12 @@ class Simulation {
   // The main loop calls next() for batch current_ (SimResult::handoff_s).
   void NextCalled() {
     next_called_ = now_;
-    deliverable_ = false;
+    deliverable_ = held_call_ = false;
+    receiving_s_ = 0;
     if (current_ >= sent_ || !fetched_[current_]) return;  // not yet sent to a worker, or its fetch still runs
     const WorkerPhase phase = workers_[worker_of_[current_]].phase;
     deliverable_ = phase != WorkerPhase::kCpu && phase != WorkerPhase::kIo;
+    held_call_ = c_.fetch_holds_gil && !deliverable_;
   }
 
   // Whether a worker's fetch progresses on CPU now: not while its sending
@@ -392,7 +395,10 @@ class Simulation {
       case MainPhase::kNext:
       case MainPhase::kFetchCpu:
       case MainPhase::kFetchIo: out_.wait_s += dt; break;
-      case MainPhase::kReceive: (receive_blocked ? out_.wait_s : out_.receive_s) += dt; break;
+      case MainPhase::kReceive:
+        (receive_blocked ? out_.wait_s : out_.receive_s) += dt;
+        if (!receive_blocked) receiving_s_ += dt;
+        break;
       case MainPhase::kComputeCpu:
         out_.compute_delay_s += main_delay;
         out_.compute_s += dt;
@@ -415,6 +421,8 @@ class Simulation {
   uint64_t current_ = 0;          // the batch the main loop takes next
   double next_called_ = 0;        // when the main loop called next() for current_
   bool deliverable_ = false;      // current_ was fetched then, its worker not fetching
+  bool held_call_ = false;        // fetch_holds_gil: current_ was fetched then, its worker in a later fetch
+  double receiving_s_ = 0;        // of this call, the wall time receiving, not held (SimResult::handoff_s)
   uint64_t sent_ = 0;             // batch indices sent to workers
   uint64_t epoch_len_ = 0;        // worker_quota's sum; 0 = no epochs
   std::vector<uint64_t> dealt_;   // per worker: indices dealt this epoch

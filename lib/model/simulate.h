@@ -114,6 +114,9 @@ struct SimResult {
   // W >= 1: the wall time of the next() calls that found their batch fetched
   // and its worker not fetching another (analyze's deliverable batch), from
   // the call to the batch received, in total: the handoff a profile measures.
+  // With fetch_holds_gil, also the calls that found their batch fetched while
+  // its worker ran a later fetch, from when the receive could go on to its
+  // end (analysis PrefetchStats::held_handoff_s).
   double handoff_s = 0;
   double job_delay_s = 0;         // runnable-but-waiting thread-seconds of the job (run-queue delay)
   double job_cpu_s = 0;           // thread-seconds the job's threads ran on a core (its busy cores x time)
