@@ -1080,6 +1080,56 @@ TEST_CASE("Without workers the GIL probes decide whether the fetch holds the GIL
   CHECK(few.source.find("9 GIL probes of the fetches, 10 needed") != std::string::npos);
 }
 
+TEST_CASE("With workers whose batches' arrival does not tell, the workers' GIL probes decide, and a held batch's "
+          "receive from the fetch's end is handoff") {
+  // 1 worker fetching each batch in 15 ms, a batch every 22 ms; the main loop
+  // calls next() for batch k 0.3 ms before the worker's fetch of batch k + 1
+  // ends and returns 0.5 ms after it. The worker's probe thread, in the
+  // worker's process, asks 10 us into some fetches and waits 8 ms (held) or
+  // 20 us (free). A call 0.3 ms before the later fetch's end cannot tell a
+  // batch held there from one sent (0.5 ms needed), so the batches' arrival
+  // tells nothing.
+  auto measure = [](int held, int free) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.iterations = 40;
+    spec.wait = 800'000;
+    spec.compute = 21'200'000;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    const uint32_t probe = b.Thread(201, 202);
+    for (uint32_t i = 0; i <= spec.iterations; ++i) {
+      const uint64_t end = spec.start + i * 22 * kMs + 300'000 - 22 * kMs, t = end - 15 * kMs;
+      b.Span(w, names::kFetch, t, 15 * kMs, 1, i, 15 * kMs, 0);
+      if (static_cast<int>(i) < held + free)
+        b.Span(probe, names::kGilProbe, t + 10'000, static_cast<int>(i) < held ? 8 * kMs : 20'000, 1, 5 * kMs, 0, 0);
+    }
+    const auto analysis = Analyze(b.trace, {});
+    REQUIRE(analysis.ok());
+    const auto& loader = analysis->loaders.front();
+    CHECK_FALSE(loader.prefetch.SendsTold());
+    // Each steady call's receive from the later fetch's end: 0.5 ms.
+    size_t steady = 0;
+    for (const auto& it : loader.iterations) steady += it.steady;
+    CHECK(loader.prefetch.held_handoff_s == Approx(steady * 500e-6).epsilon(1e-6));
+    const auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    return profiles->front();
+  };
+  // Held: the receives after the fetches' ends are the handoff.
+  const auto held = measure(8, 3);
+  CHECK(held.fetch_holds_gil.measured);
+  CHECK(held.fetch_holds_gil.value == 1);
+  CHECK(held.fetch_holds_gil.source.find("8 of 11 probes in the workers") != std::string::npos);
+  CHECK(held.handoff_s_per_batch == Approx(500e-6).epsilon(1e-6));
+  const auto free = measure(3, 8);
+  CHECK(free.fetch_holds_gil.measured);
+  CHECK(free.fetch_holds_gil.value == 0);
+  CHECK(free.handoff_s_per_batch == Approx(0).margin(1e-9));
+  const auto few = measure(9, 0);
+  CHECK_FALSE(few.fetch_holds_gil.measured);
+  CHECK(few.fetch_holds_gil.source.find("9 GIL probes in the workers, 10 of either needed") != std::string::npos);
+}
+
 TEST_CASE("Other processes' busy cores are the machine's busy time less the job's, a late-born worker counted whole, "
           "and the hypervisor's steal told apart") {
   // 2 s sampled every 100 ms on 2 cores. The main process uses 0.5 cores; a

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/units.h"
@@ -1431,27 +1432,31 @@ void FillPrefetch(const Trace& trace, std::span<const uint32_t> fetches, LoaderA
   }
 }
 
-// Whether the loader's main-process fetches held the GIL: each probe of the
-// hook's (names::kGilProbe) against the fetch it asked during.
+// Whether the loader's fetches held the GIL: each probe of the hook's
+// (names::kGilProbe) against the fetch of its process it asked during (the
+// main process's without workers, a worker's with them).
 void CountGilProbes(const Trace& trace, std::span<const uint32_t> probes, std::span<const uint32_t> fetches,
                     LoaderAnalysis& loader) {
+  if (probes.empty()) return;
   const auto& s = trace.spans;
-  auto in_process = [&](uint32_t i) { return trace.threads[s.thread[i]].pid == loader.pid; };
+  auto pid_of = [&](uint32_t i) { return trace.threads[s.thread[i]].pid; };
   auto of_loader = [&](uint32_t i) {
-    return in_process(i) && std::find(loader.scopes.begin(), loader.scopes.end(), s.scope[i]) != loader.scopes.end();
+    return std::find(loader.scopes.begin(), loader.scopes.end(), s.scope[i]) != loader.scopes.end();
   };
-  std::vector<std::pair<uint64_t, uint64_t>> main_fetches;  // (start, end) of the fetches in the loader's process
-  for (uint32_t f : fetches)
-    if (in_process(f)) main_fetches.emplace_back(s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
-  if (main_fetches.empty()) return;
-  std::sort(main_fetches.begin(), main_fetches.end());
+  // (pid, start, end) of the loader's fetches, by process and start.
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> by_process;
+  by_process.reserve(fetches.size());
+  for (uint32_t f : fetches) by_process.emplace_back(pid_of(f), s.start_ns[f], s.start_ns[f] + s.duration_ns[f]);
+  if (by_process.empty()) return;
+  std::sort(by_process.begin(), by_process.end());
   constexpr uint64_t kTellNs = 200'000;
   for (uint32_t p : probes) {
     if (!of_loader(p)) continue;
     const uint64_t ask = s.start_ns[p];
-    auto at = std::upper_bound(main_fetches.begin(), main_fetches.end(), std::make_pair(ask, UINT64_MAX));
-    if (at == main_fetches.begin()) continue;
-    const uint64_t end = std::prev(at)->second;
+    const uint32_t pid = pid_of(p);
+    auto at = std::upper_bound(by_process.begin(), by_process.end(), std::make_tuple(pid, ask, UINT64_MAX));
+    if (at == by_process.begin() || std::get<0>(*std::prev(at)) != pid) continue;
+    const uint64_t end = std::get<2>(*std::prev(at));
     if (end < ask + kTellNs) continue;  // asked after the fetch, or too near its end to tell
     const double wait = static_cast<double>(s.duration_ns[p]);
     const double switch_interval = s.arg[p] > 0 ? static_cast<double>(s.arg[p]) : 5e6;

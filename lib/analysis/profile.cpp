@@ -286,8 +286,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                                                             loader.prefetch.serial_gaps, kMinGaps)
                                               : "not measured (no workers in the profile): taken as 0"};
   // Whether the fetch holds the GIL its worker's sending thread needs: seen
-  // in when batches arrived (workers), or asked by the hook's probe thread
-  // (no workers).
+  // in when batches arrived (workers), else asked by the hook's probe thread
+  // (in the workers, or in the main process without them).
   constexpr uint64_t kMinSends = PrefetchStats::kMinSends;
   const uint64_t sends = loader.prefetch.sends_held + loader.prefetch.sends_free;
   const uint64_t probes = loader.prefetch.gil_probes_held + loader.prefetch.gil_probes_free;
@@ -296,16 +296,21 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                          fmt::format("{} of {} next() calls made while their batch's worker ran a later fetch found the "
                                      "batch held there until that fetch ended; held where two in three are",
                                      loader.prefetch.sends_held, sends)};
-  else if (p.workers == 0 && probes >= kMinSends)
+  else if (probes >= kMinSends)
     p.fetch_holds_gil = {2 * loader.prefetch.gil_probes_held >= probes ? 1.0 : 0.0, true,
                          fmt::format("a thread asking for the GIL as a fetch began waited half the rest of the fetch "
-                                     "(or of the switch interval) in {} of {} probes",
-                                     loader.prefetch.gil_probes_held, probes)};
+                                     "(or of the switch interval) in {} of {} probes{}",
+                                     loader.prefetch.gil_probes_held, probes,
+                                     p.workers > 0 ? fmt::format(" in the workers ({} next() calls told by when their "
+                                                                 "batch came, {} needed)",
+                                                                 sends, kMinSends)
+                                                   : "")};
   else
     p.fetch_holds_gil = {0, false,
-                         p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran a later fetch, {} "
-                                                     "needed): the sending thread taken to run beside the fetch",
-                                                     sends, kMinSends)
+                         p.workers > 0 ? fmt::format("not measured ({} next() calls while a worker ran a later fetch "
+                                                     "and {} GIL probes in the workers, {} of either needed): the "
+                                                     "sending thread taken to run beside the fetch",
+                                                     sends, probes, kMinSends)
                                        : fmt::format("not measured ({} GIL probes of the fetches, {} needed: the hook "
                                                      "probes only fetches of 1 ms or more, and not through its ctypes "
                                                      "fallback): the sending thread taken to run beside the fetch",
@@ -316,7 +321,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   // A 1-worker text tokenizer: 0.87 ms from the fetch's end to next()'s
   // return against 0.52 ms of the main thread's CPU (the fd round trips with
   // the worker's sharer thread), and left out its baseline erred +19%.
-  if (loader.prefetch.SendsHeld() && loader.compute_steady.count > 0)
+  if (p.workers > 0 && p.fetch_holds_gil.value > 0.5 && loader.compute_steady.count > 0)
     p.handoff_s_per_batch += loader.prefetch.held_handoff_s / static_cast<double>(loader.compute_steady.count);
   p.batch_costs = loader.batch_costs;
   p.batch_cost_steady = loader.batch_cost_steady;

@@ -821,7 +821,17 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * same (1.2% of a 2 s run of a fast loader, whose fetches take
  * microseconds). One long fetch is not enough: a process's first is cold
  * (0.87-0.90 ms where the later ones took 0.07-0.12 ms, over 1 ms in a slow
- * minute of the host, which then probed a fast loader). */
+ * minute of the host, which then probed a fast loader).
+ * In a worker process the same probe answers where the batches' arrival
+ * cannot: a main loop that asks for each batch within 0.5 ms of the worker's
+ * next fetch ending (a step shorter than the fetch) shows no held or sent
+ * batch (analysis PrefetchStats::sends_held). There it runs beside the
+ * worker's own sending threads, at most GIL_PROBE_WORKER_MAX a worker
+ * process, 50 ms apart (a 1-worker epoch of 0.4 s gives 8), and only in the
+ * first GIL_PROBE_FORKED_MAX / GIL_PROBE_WORKER_MAX processes forked:
+ * non-persistent workers start again each epoch, and a held probe of a fetch
+ * longer than the switch interval costs its worker a forced switch (about a
+ * millisecond), so the job pays at most GIL_PROBE_FORKED_MAX of them. */
 #include <pthread.h>
 #include <time.h>
 
@@ -832,6 +842,8 @@ static int64_t take_batch_index(PyObject* fetcher) {
 #define GIL_PROBE_MIN_FETCH_NS 1000000ull
 #define GIL_PROBE_ASKS 16
 #define GIL_PROBE_PAUSE_NS 50000
+#define GIL_PROBE_WORKER_MAX 12
+#define GIL_PROBE_FORKED_MAX 48
 
 static struct {
   pthread_mutex_t mu;
@@ -847,6 +859,8 @@ static struct {
   uint64_t next_due_ns;
   unsigned long_fetches; /* fetches of 1 ms or more in a row, of those timed (when a probe was due) */
   unsigned left;
+  unsigned fork_budget; /* probes left for the processes forked from this one */
+  unsigned forked_left; /* of them, the process being forked gets these */
   PyInterpreterState* interp;
 } g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -888,6 +902,11 @@ static void* gil_probe_thread(void* unused) {
   return NULL;
 }
 
+static void gil_probe_before_fork(void) {
+  g_probe.forked_left = g_probe.fork_budget < GIL_PROBE_WORKER_MAX ? g_probe.fork_budget : GIL_PROBE_WORKER_MAX;
+  g_probe.fork_budget -= g_probe.forked_left;
+}
+
 static void gil_probe_after_fork_child(void) {
   /* The child has no probe thread (and Python dropped its thread state). */
   pthread_mutex_init(&g_probe.mu, NULL);
@@ -896,22 +915,24 @@ static void gil_probe_after_fork_child(void) {
   g_probe.busy = 0;
   g_probe.request_ns = 0;
   g_probe.fetch_end_ns = 0;
-  g_probe.left = GIL_PROBE_MAX;
+  g_probe.left = g_probe.forked_left;
+  g_probe.fork_budget = 0;
   g_probe.long_fetches = 0;
 }
 
-/* At the start of a main-process fetch, holding the GIL: when a probe is due,
- * asks the probe thread to probe this fetch if the last two fetches timed
- * took 1 ms or more. Returns the fetch's start when gil_probe_fetch_ended should
- * time it (a probe is due), else 0: a fetch between probes reads one clock. */
-static uint64_t gil_probe_fetch_started(uint16_t scope) {
+/* At the start of a fetch, holding the GIL: when a probe is due, asks the
+ * probe thread to probe this fetch if the last two fetches timed took 1 ms or
+ * more. Returns the fetch's start when gil_probe_fetch_ended should time it (a
+ * probe is due), else 0: a fetch between probes reads one clock. */
+static uint64_t gil_probe_fetch_started(uint16_t scope, int in_worker) {
   if (!g_probe.enabled || g_probe.left == 0) return 0;
   const uint64_t now = stallprof_now_ns();
   if (now < g_probe.next_due_ns || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return 0;
   if (g_probe.long_fetches < 2) return now; /* timed first */
+  if (in_worker && g_probe.left > GIL_PROBE_WORKER_MAX) g_probe.left = GIL_PROBE_WORKER_MAX;
   g_probe.left--;
-  g_probe.next_due_ns =
-      now + (GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS : GIL_PROBE_THEN_EVERY_NS);
+  g_probe.next_due_ns = now + (in_worker || GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS
+                                                                                           : GIL_PROBE_THEN_EVERY_NS);
   if (!g_probe.thread_started) {
     pthread_t thread;
     pthread_attr_t attr;
@@ -980,12 +1001,14 @@ static PyObject* py_start_gil_probe(PyObject* self, PyObject* const* args, Py_ss
   if (interval_s < 0 && PyErr_Occurred()) return NULL;
   if (name == 0 || g_probe.enabled) Py_RETURN_NONE; /* not recording, or started already */
   static int at_fork_registered;
-  if (!at_fork_registered && pthread_atfork(NULL, NULL, gil_probe_after_fork_child) != 0) Py_RETURN_NONE;
+  if (!at_fork_registered && pthread_atfork(gil_probe_before_fork, NULL, gil_probe_after_fork_child) != 0)
+    Py_RETURN_NONE;
   at_fork_registered = 1;
   g_probe.name = name;
   g_probe.switch_interval_ns = (uint64_t)(interval_s > 0 ? interval_s * 1e9 : 5e6);
   g_probe.interp = PyInterpreterState_Get();
   g_probe.left = GIL_PROBE_MAX;
+  g_probe.fork_budget = GIL_PROBE_FORKED_MAX;
   g_probe.enabled = 1;
   Py_RETURN_NONE;
 }
@@ -1018,7 +1041,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
   const int main_process_fetch = scope != 0;
   if (scope == 0) scope = g_worker_scope;
   const int64_t index = take_batch_index(fetcher);
-  if (main_process_fetch) gil_probe_unstick(); /* before the fetch's counters and span */
+  gil_probe_unstick(); /* before the fetch's counters and span */
   const int sampled = f->counters == FETCH_COUNTERS_BUDGET
                           ? (index & (index - 1)) == 0 || stallprof_counters_due()
                           : f->counters;
@@ -1037,7 +1060,7 @@ static PyObject* Fetch_vectorcall(PyObject* callable, PyObject* const* args, siz
   stallprof_span_begin(&span, f->fetch_id, scope, sampled ? STALLPROF_SPAN_CPU_ALWAYS : STALLPROF_SPAN_WALL);
   /* Asked after the span began: a probe thread woken at once (15 us) asked
    * before the counter reads above ended, outside the fetch it was to probe. */
-  const uint64_t probe_clock = main_process_fetch ? gil_probe_fetch_started(scope) : 0;
+  const uint64_t probe_clock = gil_probe_fetch_started(scope, !main_process_fetch);
   PyObject* data = f->iterable ? iterable_samples(f, fetcher, indices, scope) : map_samples(f, fetcher, indices, scope);
   PyObject* batch = NULL;
   if (data != NULL) {

@@ -31,7 +31,9 @@ batch after the job (stallprof.calibrate_ipc), and, with the extension,
 gil_probe spans: a thread of the hook's asks for the GIL as a main-process
 fetch of 1 ms or more starts, up to 16 times with a pause between (the first
 16 probes 50 ms apart, then one a second, 64 a process), as a worker's
-sending thread would, so analysis can tell whether the fetch holds it.
+sending thread would, so analysis can tell whether the fetch holds it. A
+worker process probes its fetches alike, 12 at most, for where its batches'
+arrival does not tell.
 
 Counters (a span's thread CPU time and run-queue delay, the fetching thread's
 /proc/thread-self/io and getrusage) cost a syscall each, so the C client gives
