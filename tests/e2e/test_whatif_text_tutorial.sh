@@ -35,7 +35,7 @@ for run in (1, 2, 3):
 error = statistics.median(errors)
 print(f"median baseline error {error:+.1%}")
 # Without the held receives the baseline erred +18.2% to +19.8% (three runs
-# and a fourth at +19.3%); with them +3.3% to +9.2% (seven runs). The upper
+# and a fourth at +19.3%); with them +3.3% to +9.2% (six runs). The upper
 # bound tells the two apart.
 assert -0.13 <= error <= 0.13, f"{error:+.1%}"
 PY
