@@ -350,7 +350,10 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                            FormatSeconds(p.next_overhead_s_per_batch.value),
                            p.next_overhead_s_per_batch.measured ? "measured" : "assumed", p.next_overhead_s_per_batch.source));
   if (p.workers > 0)
-    in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced): {} (measured)",
+    in.push_back(fmt::format("handoff per batch (waiting in next() for a batch already produced{}): {} (measured)",
+                             p.fetch_holds_gil.value > 0.5
+                                 ? "; a batch held by its worker's later fetch from that fetch's end"
+                                 : "",
                              FormatSeconds(p.handoff_s_per_batch)));
   if (p.workers == 0) {
     in.push_back(p.receive_source.empty()
