@@ -61,6 +61,19 @@ PY
     skip "other processes kept $(awk -v b="$busy" 'BEGIN{printf "%.0f%%", b*100}') of the CPUs busy: timed runs cannot be compared against them"
   head -1 /proc/stat >"$TMP/quiet.stat"  # the timed runs start: steal_share counts from here
 }
+# profile_runs N COMMAND...: N runs of COMMAND under `stallprof run` in the
+# current directory, each's trace (t<i>.pb), output (run<i>.log), whatif
+# --json (w<i>.json) and analyze --json (a<i>.json): the host's speed moves
+# run to run, so timed bounds hold the runs' median.
+profile_runs() {
+  local n=$1 run
+  shift
+  for run in $(seq "$n"); do
+    $SP run -q -o t$run.pb -- "$@" >run$run.log 2>&1 || fail "the run failed: $(tail -3 run$run.log)"
+    $SP whatif t$run.pb --json >w$run.json || fail "whatif failed"
+    $SP analyze t$run.pb --json >a$run.json || fail "analyze failed"
+  done
+}
 # install_stallprof PREFIX: `cmake --install` of the tested build into PREFIX
 # (what a user gets); sets INSTALLED_LIBDIR to PREFIX/<libdir>.
 install_stallprof() {

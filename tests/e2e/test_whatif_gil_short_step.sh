@@ -41,12 +41,7 @@ for epoch in range(2):
     for x in train_loader:
         burn(1.5)  # the training step
 PY
-# Three runs: the bound holds their median.
-for run in 1 2 3; do
-  $SP run -q -o t$run.pb -- "$PY" pyloader.py >run$run.log 2>&1 || fail "the run failed: $(tail -3 run$run.log)"
-  $SP whatif t$run.pb --json >w$run.json || fail "whatif failed"
-  $SP analyze t$run.pb --json >a$run.json || fail "analyze failed"
-done
+profile_runs 3 "$PY" pyloader.py
 "$PY" - <<'PY' || fail "the short-step GIL-held loader is measured or predicted wrong (above)"
 import json, statistics
 errors = []

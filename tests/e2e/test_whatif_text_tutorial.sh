@@ -13,13 +13,7 @@ source "$(dirname "$0")/lib.sh"
 need_torch
 require_quiet_cpus
 cd "$TMP"
-# Three runs: the host's speed moves run to run; the bound holds their median.
-for run in 1 2 3; do
-  $SP run -q -o t$run.pb -- "$PY" "$WORKLOADS/text_tutorial.py" --workers 1 --epochs 3 >run$run.log 2>&1 ||
-    fail "the run failed: $(tail -3 run$run.log)"
-  $SP whatif t$run.pb --json >w$run.json || fail "whatif failed"
-  $SP analyze t$run.pb --json >a$run.json || fail "analyze failed"
-done
+profile_runs 3 "$PY" "$WORKLOADS/text_tutorial.py" --workers 1 --epochs 3
 "$PY" - <<'PY' || fail "the tutorial's baseline is predicted wrong (above)"
 import json, statistics
 errors = []
