@@ -1156,8 +1156,10 @@ TEST_CASE("A fresh worker's first fetches beyond its later ones are its set-up, 
 namespace {
 // One epoch of 8 batches (batch_size 32) from two workers, each streaming 100
 // items: 3 full batches and a last one of 4 (getitem spans, one per item).
-// `sampler`: the hook's sampler kind; `dropped`: records one worker's lane lost.
-LoaderAnalysis TwoStreams(const std::string& sampler, uint64_t dropped) {
+// `sampler`: the hook's sampler kind; `dropped`: records one worker's lane
+// lost; `laneless`: records lost by a thread that found no free lane (only the
+// footer's total counts them).
+LoaderAnalysis TwoStreams(const std::string& sampler, uint64_t dropped, uint64_t laneless = 0) {
   TraceBuilder b;
   AddTwoWorkerProcesses(b);
   b.Config(100, 1, "batch_size", 32);
@@ -1170,6 +1172,10 @@ LoaderAnalysis TwoStreams(const std::string& sampler, uint64_t dropped) {
   AddLoop(b, spec);
   const uint32_t workers[] = {b.Thread(201, 201), b.Thread(202, 202)};
   b.trace.threads[workers[1]].dropped = dropped;
+  if (laneless > 0) {
+    b.trace.footer.emplace();
+    b.trace.footer->dropped = dropped + laneless;
+  }
   for (uint32_t k = 0; k < 2; ++k)
     for (uint64_t batch = 0; batch < 4; ++batch) {
       const uint64_t s0 = spec.start + (2 * batch + k) * 21 * kMs;
@@ -1189,7 +1195,8 @@ TEST_CASE("An IterableDataset's samples are its getitem spans where its workers'
   CHECK(stream.config.batch_size_from == "getitem spans");
   // A map-style loader's samples come from its dataset's length; a trace that
   // lost spans cannot count them: both keep the batch size.
-  for (const auto& other : {TwoStreams("random", 0), TwoStreams("_InfiniteConstantSampler", 5)}) {
+  for (const auto& other : {TwoStreams("random", 0), TwoStreams("_InfiniteConstantSampler", 5),
+                            TwoStreams("_InfiniteConstantSampler", 0, 13)}) {
     CHECK(other.config.batch_size == 32);
     CHECK(other.config.batch_size_set == 0);
     CHECK(other.samples == Approx(256));

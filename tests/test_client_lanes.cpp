@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <map>
 #include <thread>
@@ -89,6 +90,36 @@ TEST_CASE("A lane filled without draining drops exactly the attempts beyond its 
   close(fds[1]);
 }
 
+TEST_CASE("A thread that finds every lane taken counts its lost records in the header, where the consumer sees them", "[client]") {
+  // A process that exits without a word (a DataLoader worker's os._exit)
+  // cannot report them later: the header carries them at once.
+  auto segment = MakeSegment(1 << 20, 1);
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  auto result = RunInChild(nullptr, nullptr, segment->EnvValue(), [&] {
+    const uint32_t name = stallprof_name("x");
+    stallprof_span_complete(name, 0, 1, 0, 0);  // this thread takes the only lane
+    std::thread other([name] {
+      for (uint64_t i = 0; i < 5; ++i) stallprof_span_complete(name, i, 1, i, 0);
+    });
+    other.join();
+    uint64_t dropped = stallprof_dropped();
+    return write(fds[1], &dropped, sizeof dropped) == sizeof dropped ? 0 : 1;
+  });
+  REQUIRE(result.exit_code == 0);
+  uint64_t dropped = 0;
+  REQUIRE(read(fds[0], &dropped, sizeof dropped) == sizeof dropped);
+  CHECK(dropped == 5);
+  CHECK(segment->header()->laneless_dropped.load() == 5);
+  RecordingVisitor visitor;
+  segment->ReleaseAll(visitor);
+  CHECK(segment->LanelessDropped() == 5);
+  CHECK(segment->TotalDropped() == 5);
+  CHECK(visitor.events.size() == 1);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 TEST_CASE("A producer rings the doorbell when its lane holds a quarter of its capacity, and not before", "[client]") {
   auto segment = MakeSegment(1 << 20, 4);
   const uint64_t quarter = segment->header()->lane_capacity / 4;
@@ -153,6 +184,59 @@ TEST_CASE("A lane freed when its thread exits is reused by the next thread with 
   CHECK(visitor.events[0].name == "first");
   CHECK(visitor.events[1].name == "second");
   for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+}
+
+namespace {
+// Records per producing process, and records whose lane's announced owner is
+// another process (arg = pid * 1000 + i).
+struct OwnerChecker : stallprof::ring::Visitor {
+  std::map<uint32_t, uint64_t> records_of_pid;
+  uint64_t misattributed = 0;
+  void OnLaneOwner(const LaneOwner&) override {}
+  void OnName(const LaneOwner&, uint32_t, std::string_view) override {}
+  void OnRecord(const LaneOwner& o, const sp_record& r) override {
+    if (r.arg / 1000 != o.pid) ++misattributed;
+    ++records_of_pid[static_cast<uint32_t>(r.arg / 1000)];
+  }
+  void OnLaneReleased(const LaneOwner&, uint64_t) override {}
+};
+}  // namespace
+
+TEST_CASE("Processes that exit without releasing their lanes lose no record while the consumer reclaims them", "[client][stress]") {
+  // DataLoader workers end with os._exit: their lanes stay CLAIMED until the
+  // consumer sees the thread gone. Each claim of such a lane races the
+  // consumer's reclaim; two lanes make every claim reuse a dead one. A child
+  // that finds both still held by dead processes (not yet reclaimed) drops
+  // its records, counted.
+  auto segment = MakeSegment(1 << 20, 2);
+  OwnerChecker checker;
+  std::atomic<bool> stop{false};
+  std::thread consumer([&] {
+    while (!stop.load()) segment->ReclaimLanes(checker);
+  });
+  constexpr int kProcesses = 300, kRecords = 20;
+  std::vector<uint32_t> pids;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      setenv("STALLPROF_RING", segment->EnvValue().c_str(), 1);
+      const uint32_t name = stallprof_name("short");
+      const uint64_t base = static_cast<uint64_t>(getpid()) * 1000;
+      for (uint64_t i = 0; i < kRecords; ++i) stallprof_span_complete(name, i, 1, base + i, 0);
+      _exit(0);
+    }
+    pids.push_back(static_cast<uint32_t>(child));
+    stallprof::testing::WaitExit(child);
+  }
+  stop = true;
+  consumer.join();
+  segment->ReleaseAll(checker);
+  CHECK(checker.misattributed == 0);
+  uint64_t missing = 0;
+  for (uint32_t pid : pids) missing += kRecords - std::min<uint64_t>(kRecords, checker.records_of_pid[pid]);
+  CHECK(missing == segment->TotalDropped());
+  CHECK(missing < kProcesses * kRecords / 2);
 }
 
 TEST_CASE("A forked child claims its own lane and never writes into its parent's", "[client]") {

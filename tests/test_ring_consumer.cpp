@@ -183,6 +183,46 @@ TEST_CASE("The lane of a SIGKILLed child process is reclaimed after its records 
   close(ready[1]);
 }
 
+TEST_CASE("A lane claimed but not yet announced by its new owner is left alone, not freed as its dead last owner's", "[ring]") {
+  // A producer claims a lane by CAS, then writes its pid and tid and bumps the
+  // generation. A drain between the two (the producer preempted in getpid())
+  // sees CLAIMED with the last generation and its dead owner's pid: taking
+  // that as the owner freed the lane under the new producer, whose records
+  // then vanished with no drop counted (a DataLoader worker's whole epoch).
+  auto segment = MakeSegment();
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    TestProducer producer(segment->base(), 3);
+    producer.Name(1, "old");
+    producer.Span(1, 1);
+    _exit(0);  // no release: the lane stays CLAIMED by a process that is gone
+  }
+  waitpid(child, nullptr, 0);
+  RecordingVisitor visitor;
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.released.size() == 1);
+  sp_lane_control* lane = sp_lane_at(segment->base(), segment->header(), 3);
+  REQUIRE(lane->state.load() == SP_LANE_FREE);
+  const uint64_t generation = lane->generation.load();
+
+  uint32_t expected = SP_LANE_FREE;  // the new producer's CAS, nothing after it yet
+  REQUIRE(lane->state.compare_exchange_strong(expected, SP_LANE_CLAIMED));
+  segment->ReclaimLanes(visitor);
+  CHECK(lane->state.load() == SP_LANE_CLAIMED);
+  CHECK(visitor.owners.size() == 1);
+  CHECK(visitor.released.size() == 1);
+
+  lane->owner_pid = static_cast<uint32_t>(getpid());  // the rest of the claim
+  lane->owner_tid = static_cast<uint32_t>(gettid());
+  lane->generation.fetch_add(1);
+  CHECK(lane->generation.load() == generation + 1);
+  segment->ReclaimLanes(visitor);
+  REQUIRE(visitor.owners.size() == 2);
+  CHECK(visitor.owners[1].pid == static_cast<uint32_t>(getpid()));
+  CHECK(lane->state.load() == SP_LANE_CLAIMED);
+}
+
 TEST_CASE("ReleaseAll reports every lane still claimed at the end of a run", "[ring]") {
   auto segment = MakeSegment();
   TestProducer a(segment->base(), 1);

@@ -45,11 +45,14 @@ int RunCommand(const RunFlags& flags) {
   if (r.launch_error) ReportError(*r.launch_error);
   if (r.write_error) ReportError(*r.write_error);
   for (const auto& w : r.warnings) fmt::print(stderr, "stallprof: warning: {}\n", w);
-  if (r.dropped > 0) {
+  if (r.dropped > r.laneless_dropped) {
     const uint64_t bigger = std::max<uint64_t>(options.ring_bytes * 4, 256ull << 20);
-    fmt::print(stderr, "stallprof: warning: {} events dropped (ring full); use --ring-size {}M\n", r.dropped,
-               bigger >> 20);
+    fmt::print(stderr, "stallprof: warning: {} events dropped (ring full); use --ring-size {}M\n",
+               r.dropped - r.laneless_dropped, bigger >> 20);
   }
+  if (r.laneless_dropped > 0)
+    fmt::print(stderr, "stallprof: warning: {} events dropped (all {} ring lanes taken by threads at once); use --lanes {}\n",
+               r.laneless_dropped, options.lanes, std::max<uint32_t>(options.lanes * 2, 256));
   // One summary line, terminal or not (batch logs need to know where the trace went).
   if (!flags.quiet && r.trace_written)
     fmt::print(stderr, "stallprof: wrote {} ({} events, {} dropped, {:.1f} s, {}){}\n", r.trace_path,
@@ -70,7 +73,7 @@ void RegisterRun(CLI::App& app, Action& action) {
   sub->footer(
       "The command runs unchanged: Python scripts that use torch.utils.data.DataLoader are\n"
       "recorded automatically; stallprof returns the command's own exit status.\n"
-      "A trace that lost events (disk full, ring full) is reported on stderr; with --strict\n"
+      "A trace that lost events (disk full, ring full, every lane taken) is reported on stderr; with --strict\n"
       "the run then exits 4 instead of the command's status.\n"
       "Everything after '--' belongs to the command, flags included.\n\n"
       "Examples:\n"

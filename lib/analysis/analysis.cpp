@@ -1561,8 +1561,10 @@ void MeasureWorkerSetup(const std::vector<StageAccumulator>& accumulators, uint3
   }
 }
 
-// No thread's lane was ever full: every span its thread emitted is in the trace.
+// No thread's lane was ever full, and no thread went without a lane (the
+// footer's total counts those too): every span emitted is in the trace.
 bool NoSpanLost(const Trace& trace) {
+  if (trace.footer && trace.footer->dropped > 0) return false;
   return std::none_of(trace.threads.begin(), trace.threads.end(), [](const ThreadInfo& t) { return t.dropped > 0; });
 }
 

@@ -43,6 +43,8 @@ static int g_use_tsc;
 /* The launcher waits on the header's doorbell (ABI 1.2): ring it when a lane
  * passes a quarter full (doorbell_fill). */
 static int g_use_doorbell;
+/* The header counts drops of threads without a lane (ABI 1.3). */
+static int g_count_laneless;
 static _Atomic uint64_t g_dropped;
 /* Share of a thread's wall time the expensive counters may cost it
  * (STALLPROF_COUNTER_SHARE, set at attach); >= 1: read them on every span. */
@@ -79,7 +81,7 @@ typedef struct thread_state {
   uint64_t head;
   uint64_t cached_tail;
   uint64_t doorbell_at;   /* head at which to look at the lane's fill again */
-  uint32_t claim_backoff; /* calls to skip before retrying a failed claim */
+  uint64_t claim_retry_at_ns; /* after a failed claim: CLOCK_MONOTONIC of the next try */
   int schedstat_fd;       /* 0: not opened yet, -1: unavailable, else fd + 1 */
   int io_fd;              /* /proc/thread-self/io, same encoding as schedstat_fd */
   /* The counter budget (see "counter budget" below): the counters may be read
@@ -121,7 +123,7 @@ static void on_thread_exit(void* unused) {
 static void on_fork_child(void) {
   thread_state* t = &t_state;
   t->lane = NULL;
-  t->claim_backoff = 0;
+  t->claim_retry_at_ns = 0;
   t->counters_free_at_ns = 0;
   close_thread_files(t);
   if (atomic_load(&g_attach) == ATTACH_BUSY) atomic_store(&g_attach, ATTACH_NOT_TRIED);
@@ -208,6 +210,7 @@ static int do_attach(void) {
   g_use_tsc = h->abi_minor >= 1 && h->tsc_mult != 0;
 #endif
   g_use_doorbell = h->abi_minor >= 2;
+  g_count_laneless = h->abi_minor >= 3;
   g_attach_result = STALLPROF_OK;
   atomic_store_explicit(&g_attach, ATTACH_DONE, memory_order_release);
   return STALLPROF_OK;
@@ -281,11 +284,9 @@ STALLPROF_API uint32_t stallprof_name(const char* name) {
 
 /* ---- lanes ---------------------------------------------------------------- */
 
+/* 1: claimed; 0: skipped (backing off); -1: every lane was taken. */
 static int claim_lane(thread_state* t) {
-  if (t->claim_backoff > 0) {
-    --t->claim_backoff;
-    return 0;
-  }
+  if (t->claim_retry_at_ns != 0 && stallprof_now_ns() < t->claim_retry_at_ns) return 0;
   const uint32_t tid = (uint32_t)syscall(SYS_gettid);
   for (uint32_t probe = 0; probe < g_lane_count; ++probe) {
     const uint32_t index = (tid + probe) % g_lane_count;
@@ -310,8 +311,15 @@ static int claim_lane(thread_state* t) {
     pthread_setspecific(g_release_key, (void*)1);
     return 1;
   }
-  t->claim_backoff = 4096; /* every lane is taken: retry later, not on every call */
-  return 0;
+  /* Every lane is taken: retry in 1 ms, not on every call (a scan reads every
+   * lane's control word: a few us, so under 1% of the thread's time). Lanes of
+   * threads that ended without a release (a worker's os._exit) are only freed
+   * when the launcher reclaims them, which it does at once when the doorbell
+   * rings with laneless_dropped moved: a DataLoader worker that starts
+   * while its predecessors' lanes hold the last ones loses a millisecond or
+   * two of records, not its epoch. */
+  t->claim_retry_at_ns = stallprof_now_ns() + 1000000;
+  return -1;
 }
 
 static inline void count_drop(thread_state* t) {
@@ -329,6 +337,12 @@ static inline int has_room(thread_state* t, uint64_t n) {
   return t->head + n - t->cached_tail <= g_capacity;
 }
 
+static void ring_doorbell(void) {
+  if (!g_use_doorbell) return;
+  atomic_fetch_add_explicit(&g_header->doorbell, 1, memory_order_release);
+  syscall(SYS_futex, (uint32_t*)&g_header->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* The lane looked a quarter full at the cached tail: if it really is, ring the
  * launcher's doorbell (a futex wake, about 1 us, at most once per eighth of a
  * lane while it stays over a quarter full), so a burst after an idle spell, when
@@ -340,9 +354,7 @@ static void check_fill(thread_state* t) {
     return;
   }
   t->doorbell_at = t->head + (g_capacity / 8 > 0 ? g_capacity / 8 : 1);
-  if (!g_use_doorbell) return;
-  atomic_fetch_add_explicit(&g_header->doorbell, 1, memory_order_release);
-  syscall(SYS_futex, (uint32_t*)&g_header->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+  ring_doorbell();
 }
 
 static inline int announced(const thread_state* t, uint32_t id) { return (t->announced[id >> 6] >> (id & 63)) & 1u; }
@@ -376,9 +388,16 @@ static void write_name(thread_state* t, uint32_t id) {
 /* Writes `r` (after the definitions of the names it uses), all or nothing. */
 static inline __attribute__((always_inline)) void emit(const sp_record* r, uint32_t extra_name) {
   thread_state* const t = &t_state; /* one TLS lookup per record */
-  if (__builtin_expect(t->lane == NULL, 0) && !claim_lane(t)) {
-    atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
-    return;
+  if (__builtin_expect(t->lane == NULL, 0)) {
+    const int claimed = claim_lane(t);
+    if (claimed <= 0) {
+      atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+      if (g_count_laneless) {
+        atomic_fetch_add_explicit(&g_header->laneless_dropped, 1, memory_order_relaxed);
+        if (claimed < 0) ring_doorbell(); /* the launcher reclaims dead lanes at once */
+      }
+      return;
+    }
   }
   const uint32_t id = r->name;
   uint64_t needed = 1;

@@ -38,7 +38,8 @@ struct RunSummary {
   int term_signal = 0;      // signal that ended the child, 0 if it exited
   std::string trace_path;   // the expanded output path
   uint64_t spans = 0;       // spans, instants and counters written
-  uint64_t dropped = 0;     // records lost in full lanes
+  uint64_t dropped = 0;     // records lost: in full lanes, and laneless_dropped
+  uint64_t laneless_dropped = 0;  // records of threads that found every lane taken
   uint64_t invalid = 0;     // records the consumer rejected
   uint64_t trace_bytes = 0;
   double duration_s = 0;    // from start to the trace being closed

@@ -567,6 +567,7 @@ Result<RunSummary> Run(const RunOptions& options) {
   std::thread drain_thread([&] {
     auto last_reclaim = std::chrono::steady_clock::now();
     auto last_flush = last_reclaim;
+    uint64_t laneless_seen = 0;
     auto pause = std::chrono::microseconds(2000);
     do {
       // Read before the drain: a producer ringing during it ends the wait below at once.
@@ -575,9 +576,12 @@ Result<RunSummary> Run(const RunOptions& options) {
       const auto stats = ring.DrainOnce(drainer);
       live.dropped.store(ring.TotalDropped(), std::memory_order_relaxed);
       const auto now = std::chrono::steady_clock::now();
-      if (now - last_reclaim >= std::chrono::milliseconds(50)) {
+      // A thread found every lane taken (it rang): free the lanes of threads
+      // gone without a release now, not at the next 50 ms.
+      if (now - last_reclaim >= std::chrono::milliseconds(50) || ring.LanelessDropped() != laneless_seen) {
         ring.ReclaimLanes(drainer);
         last_reclaim = now;
+        laneless_seen = ring.LanelessDropped();
       }
       if (now - last_flush >= std::chrono::milliseconds(100)) {
         drainer.FlushAll();
@@ -700,6 +704,7 @@ Result<RunSummary> Run(const RunOptions& options) {
         "Python process takes from a torch.utils.data.DataLoader (this job took none), or the dataloader.* spans "
         "a program emits through the C API");
   summary.dropped = ring.TotalDropped();
+  summary.laneless_dropped = ring.LanelessDropped();
   summary.invalid = ring.TotalInvalid();
   pb::Chunk footer;
   auto* f = footer.mutable_footer();

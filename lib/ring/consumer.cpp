@@ -157,6 +157,7 @@ std::string Segment::EnvValue() const {
 
 DrainStats Segment::DrainOnce(Visitor& visitor) {
   DrainStats stats;
+  UpdateLanelessDropped();
   for (uint32_t i = 0; i < lane_count_; ++i) DrainLane(i, visitor, stats);
   invalid_total_ += stats.invalid;
   return stats;
@@ -170,7 +171,11 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
   // The producer writes the owner fields, then bumps generation (release).
   const uint64_t generation = lane->generation.load(std::memory_order_acquire);
   if (!state.owned || generation != state.owner.generation) {
-    if (generation == 0) return;  // claimed, owner not written yet
+    // Claimed, owner not written yet: the generation has not moved from the
+    // one last announced here (`owner` outlives FreeLane), and the owner
+    // fields may still be that gone thread's. Taking them would free the
+    // lane under its new producer, whose records would vanish uncounted.
+    if (generation == 0 || (!state.owned && generation == state.owner.generation)) return;
     if (state.owned) state.owned = false;  // a generation we never saw released: treat as new
     LaneOwner owner;
     owner.lane = index;
@@ -318,6 +323,12 @@ void Segment::UpdateDropped(uint32_t index) {
   state.dropped = std::max(state.dropped, std::min(raw, bound));
 }
 
+void Segment::UpdateLanelessDropped() {
+  const uint64_t raw = header_->laneless_dropped.load(std::memory_order_relaxed);
+  const uint64_t bound = (NowNs() - created_ns_) * kMaxAttemptsPerNs;
+  laneless_dropped_ = std::max(laneless_dropped_, std::min(raw, bound));
+}
+
 void Segment::FreeLane(uint32_t index, Visitor& visitor) {
   sp_lane_control* lane = LaneAt(index);
   LaneState& state = lanes_[index];
@@ -340,6 +351,7 @@ void Segment::FreeLane(uint32_t index, Visitor& visitor) {
 
 void Segment::ReclaimLanes(Visitor& visitor) {
   DrainStats stats;
+  UpdateLanelessDropped();
   for (uint32_t i = 0; i < lane_count_; ++i) {
     DrainLane(i, visitor, stats);
     sp_lane_control* lane = LaneAt(i);
@@ -361,6 +373,7 @@ void Segment::ReclaimLanes(Visitor& visitor) {
 
 void Segment::ReleaseAll(Visitor& visitor) {
   DrainStats stats;
+  UpdateLanelessDropped();
   for (uint32_t i = 0; i < lane_count_; ++i) {
     DrainLane(i, visitor, stats);
     sp_lane_control* lane = LaneAt(i);
@@ -392,7 +405,7 @@ void Segment::RingDoorbell() {
 }
 
 uint64_t Segment::TotalDropped() const {
-  uint64_t total = released_dropped_;
+  uint64_t total = released_dropped_ + laneless_dropped_;
   for (uint32_t i = 0; i < lane_count_; ++i)
     if (lanes_[i].owned) total += lanes_[i].dropped;
   return total;

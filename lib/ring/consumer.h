@@ -86,12 +86,15 @@ class Segment {
   // Drains, then reports every lane still owned as released (end of run: the
   // producers are gone or no longer matter) and frees it.
   void ReleaseAll(Visitor& visitor);
-  // Total records dropped by producers so far (all lanes, all generations), as
-  // of the last drain: only lanes with an announced owner count, each count is
-  // clamped to what a producer could have attempted since the segment was
-  // created and never decreases. Once every lane is released it equals the sum
-  // of the counts passed to OnLaneReleased.
+  // Total records dropped by producers so far (all lanes, all generations, and
+  // threads that found no free lane), as of the last drain: only lanes with an
+  // announced owner count, each count is clamped to what a producer could
+  // have attempted since the segment was created and never decreases. Once
+  // every lane is released it equals the sum of the counts passed to
+  // OnLaneReleased plus LanelessDropped().
   uint64_t TotalDropped() const;
+  // Records dropped by threads that found every lane taken (bounded the same way).
+  uint64_t LanelessDropped() const { return laneless_dropped_; }
   // Records rejected as invalid so far (all lanes, all drains).
   uint64_t TotalInvalid() const { return invalid_total_; }
 
@@ -120,6 +123,7 @@ class Segment {
   void DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats);
   void FreeLane(uint32_t index, Visitor& visitor);
   void UpdateDropped(uint32_t index);
+  void UpdateLanelessDropped();
   sp_lane_control* LaneAt(uint32_t index) const;
   int fd_ = -1;
   uint32_t creator_pid_ = 0;
@@ -129,6 +133,7 @@ class Segment {
   uint64_t lane_offset_ = 0;
   uint64_t lane_stride_ = 0;
   uint64_t released_dropped_ = 0;  // dropped counts of lanes already freed
+  uint64_t laneless_dropped_ = 0;  // the header's laneless_dropped as trusted
   uint64_t invalid_total_ = 0;
   uint64_t created_ns_ = 0;  // CLOCK_MONOTONIC at Create: bounds dropped counts
   TscClock tsc_;             // current conversion of SP_SPAN_TSC records (our copy, not the header's)

@@ -24,6 +24,8 @@
  *    consumer loads head with acquire, copies records [tail, head), then stores
  *    tail with release. The producer keeps a cached copy of tail and reloads it
  *    (acquire) only when the lane looks full.
+ *  - A thread that finds every lane taken drops its records and counts them in
+ *    the header's `laneless_dropped` (ABI 1.3).
  *  - A full lane drops the record and increments `dropped` (relaxed; only the
  *    producer writes it). Producers never block, allocate, throw or abort.
  *  - A producer rings the header's `doorbell` when its lane passes a quarter full
@@ -56,8 +58,9 @@ extern "C" {
 #define SP_ABI_MAJOR 1u
 /* Bump on compatible additions (new record kinds readers may skip).
  * 1: TSC calibration in the header, SP_SPAN_TSC spans.
- * 2: the doorbell. */
-#define SP_ABI_MINOR 2u
+ * 2: the doorbell.
+ * 3: laneless_dropped. */
+#define SP_ABI_MINOR 3u
 
 /* Environment variable through which children find the segment:
  * STALLPROF_RING=/proc/<launcher pid>/fd/<n>. Works across fork, spawn and
@@ -111,6 +114,12 @@ typedef struct sp_ring_header {
   uint64_t tsc_mult;
   uint32_t tsc_shift;
   uint32_t reserved1;
+  /* ABI 1.3. Records lost by threads that found every lane taken: they have
+   * no lane whose `dropped` could carry the loss, and a process that exits
+   * without reporting (a DataLoader worker's os._exit) would lose it
+   * silently. Producers add 1 per record (relaxed); the consumer bounds it
+   * as a lane's count. */
+  SP_ATOMIC(uint64_t) laneless_dropped;
 } sp_ring_header;
 
 enum sp_lane_state {
