@@ -439,6 +439,10 @@ struct WorkersPrediction {
   std::string bottleneck;    // the model's, in that scenario ("compute", "cpu prep", ...)
   double handoff_s = 0;      // the main process receiving a batch from a worker, per batch
   double waiting_threads = 0;  // the job's threads runnable without a core, on average (model::Prediction's)
+  // The whole run (each epoch from iterator creation, start-up included) and
+  // its change against the measured whole run; 0 where either is unknown.
+  double whole_run_samples_per_s = 0;
+  double whole_run_change = 0;
 };
 
 struct LoaderAnalysis {

@@ -682,12 +682,15 @@ void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis) {
     auto rows = model::PredictWorkerCounts(BuildProfile(trace, analysis, loader), machine, counts);
     if (!rows.ok()) continue;  // the advice stays as it was, without figures
     // Without a steady state the change compares whole runs: so does the figure.
-    for (const model::WhatIfRow& row : *rows)
+    for (const model::WhatIfRow& row : *rows) {
+      const double whole = row.prediction.whole_run_samples_per_s;
+      const bool whole_known = whole > 0 && loader.samples_per_s > 0;
       loader.worker_predictions.push_back({static_cast<uint32_t>(row.scenario.workers),
-                                           loader.steady_fallback ? row.prediction.whole_run_samples_per_s
-                                                                  : row.prediction.samples_per_s,
-                                           row.change, model::ToString(row.prediction.bottleneck),
-                                           row.prediction.handoff_s, row.prediction.waiting_threads});
+                                           loader.steady_fallback ? whole : row.prediction.samples_per_s, row.change,
+                                           model::ToString(row.prediction.bottleneck), row.prediction.handoff_s,
+                                           row.prediction.waiting_threads, whole_known ? whole : 0,
+                                           whole_known ? whole / loader.samples_per_s - 1 : 0});
+    }
     WriteAdvice(loader, cores);
   }
 }

@@ -108,6 +108,10 @@ void WriteLoader(JsonWriter& w, size_t trace_index, const LoaderAnalysis& l) {
     w.BeginObject();
     w.Field("num_workers", p.workers).Field("samples_per_s", p.samples_per_s).Field("change", p.change);
     w.Field("bottleneck", p.bottleneck).Field("handoff_s", p.handoff_s).Field("waiting_threads", p.waiting_threads);
+    w.Key("whole_run_samples_per_s");
+    if (p.whole_run_samples_per_s > 0) w.Number(p.whole_run_samples_per_s); else w.Null();
+    w.Key("whole_run_change");
+    if (p.whole_run_samples_per_s > 0) w.Number(p.whole_run_change); else w.Null();
     w.EndObject();
   }
   w.EndArray();
