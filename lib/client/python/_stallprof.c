@@ -827,12 +827,18 @@ static int64_t take_batch_index(PyObject* fetcher) {
  * next fetch ending (a step shorter than the fetch) shows no held or sent
  * batch (analysis PrefetchStats::sends_held). There it runs beside the
  * worker's own sending threads, at most GIL_PROBE_WORKER_MAX a worker
- * process, 50 ms apart (a 1-worker epoch of 0.4 s gives 8), and only in the
- * first GIL_PROBE_FORKED_MAX / GIL_PROBE_WORKER_MAX processes forked:
+ * process, 50 ms apart (a 1-worker epoch of 0.4 s gives 8), and at most
+ * GIL_PROBE_LOADER_MAX over all the worker processes of one loader:
  * non-persistent workers start again each epoch, and a held probe of a fetch
  * longer than the switch interval costs its worker a forced switch (about a
- * millisecond), so the job pays at most GIL_PROBE_FORKED_MAX of them. */
+ * millisecond), so each loader pays at most GIL_PROBE_LOADER_MAX of them.
+ * The loader's budget is a counter in a shared page every forked process
+ * inherits, taken from by the probes themselves: a loader whose fetches are
+ * too short to probe spends none of it, and one loader's workers none of
+ * another's (a budget handed to the first processes forked went to a fast
+ * loader's workers, which never probed, and left a later held loader none). */
 #include <pthread.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define GIL_PROBE_FIRST 16
@@ -843,7 +849,8 @@ static int64_t take_batch_index(PyObject* fetcher) {
 #define GIL_PROBE_ASKS 16
 #define GIL_PROBE_PAUSE_NS 50000
 #define GIL_PROBE_WORKER_MAX 12
-#define GIL_PROBE_FORKED_MAX 48
+#define GIL_PROBE_LOADER_MAX 48
+#define GIL_PROBE_LOADER_SLOTS 256 /* loaders by scope modulo this */
 
 static struct {
   pthread_mutex_t mu;
@@ -859,8 +866,10 @@ static struct {
   uint64_t next_due_ns;
   unsigned long_fetches; /* fetches of 1 ms or more in a row, of those timed (when a probe was due) */
   unsigned left;
-  unsigned fork_budget; /* probes left for the processes forked from this one */
-  unsigned forked_left; /* of them, the process being forked gets these */
+  /* Probes left for each loader's worker processes (a MAP_SHARED page the
+   * forked workers inherit); NULL where it could not be mapped, or in a
+   * spawned worker: each worker process then has its own GIL_PROBE_WORKER_MAX. */
+  uint32_t* loader_left;
   PyInterpreterState* interp;
 } g_probe = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -902,9 +911,14 @@ static void* gil_probe_thread(void* unused) {
   return NULL;
 }
 
-static void gil_probe_before_fork(void) {
-  g_probe.forked_left = g_probe.fork_budget < GIL_PROBE_WORKER_MAX ? g_probe.fork_budget : GIL_PROBE_WORKER_MAX;
-  g_probe.fork_budget -= g_probe.forked_left;
+/* Takes one probe from the budget of loader `scope`'s workers: 0 when spent. */
+static int gil_probe_take_loader(uint16_t scope) {
+  if (g_probe.loader_left == NULL) return 1;
+  uint32_t* slot = &g_probe.loader_left[scope % GIL_PROBE_LOADER_SLOTS];
+  uint32_t left = __atomic_load_n(slot, __ATOMIC_RELAXED);
+  while (left > 0 && !__atomic_compare_exchange_n(slot, &left, left - 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return left > 0;
 }
 
 static void gil_probe_after_fork_child(void) {
@@ -915,8 +929,7 @@ static void gil_probe_after_fork_child(void) {
   g_probe.busy = 0;
   g_probe.request_ns = 0;
   g_probe.fetch_end_ns = 0;
-  g_probe.left = g_probe.forked_left;
-  g_probe.fork_budget = 0;
+  g_probe.left = GIL_PROBE_WORKER_MAX;
   g_probe.long_fetches = 0;
 }
 
@@ -930,6 +943,10 @@ static uint64_t gil_probe_fetch_started(uint16_t scope, int in_worker) {
   if (now < g_probe.next_due_ns || __atomic_load_n(&g_probe.busy, __ATOMIC_ACQUIRE)) return 0;
   if (g_probe.long_fetches < 2) return now; /* timed first */
   if (in_worker && g_probe.left > GIL_PROBE_WORKER_MAX) g_probe.left = GIL_PROBE_WORKER_MAX;
+  if (in_worker && !gil_probe_take_loader(scope)) {
+    g_probe.left = 0; /* its loader's workers have had theirs */
+    return 0;
+  }
   g_probe.left--;
   g_probe.next_due_ns = now + (in_worker || GIL_PROBE_MAX - g_probe.left <= GIL_PROBE_FIRST ? GIL_PROBE_FIRST_EVERY_NS
                                                                                            : GIL_PROBE_THEN_EVERY_NS);
@@ -1001,14 +1018,18 @@ static PyObject* py_start_gil_probe(PyObject* self, PyObject* const* args, Py_ss
   if (interval_s < 0 && PyErr_Occurred()) return NULL;
   if (name == 0 || g_probe.enabled) Py_RETURN_NONE; /* not recording, or started already */
   static int at_fork_registered;
-  if (!at_fork_registered && pthread_atfork(gil_probe_before_fork, NULL, gil_probe_after_fork_child) != 0)
-    Py_RETURN_NONE;
+  if (!at_fork_registered && pthread_atfork(NULL, NULL, gil_probe_after_fork_child) != 0) Py_RETURN_NONE;
   at_fork_registered = 1;
   g_probe.name = name;
   g_probe.switch_interval_ns = (uint64_t)(interval_s > 0 ? interval_s * 1e9 : 5e6);
   g_probe.interp = PyInterpreterState_Get();
   g_probe.left = GIL_PROBE_MAX;
-  g_probe.fork_budget = GIL_PROBE_FORKED_MAX;
+  void* page = mmap(NULL, GIL_PROBE_LOADER_SLOTS * sizeof(uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                    -1, 0);
+  if (page != MAP_FAILED) {
+    g_probe.loader_left = page;
+    for (int i = 0; i < GIL_PROBE_LOADER_SLOTS; i++) g_probe.loader_left[i] = GIL_PROBE_LOADER_MAX;
+  }
   g_probe.enabled = 1;
   Py_RETURN_NONE;
 }
