@@ -337,6 +337,22 @@ LoaderProfile ColdWorkerProfile() {
 }
 }  // namespace
 
+TEST_CASE("A hit ratio is known where the profile read bytes or the scenario sets a cache, not for an in-memory dataset as run") {
+  LoaderProfile p = ColdWorkerProfile();  // no bytes per sample measured
+  auto as_run = Predict(p, On(4, 1));
+  REQUIRE(as_run.ok());
+  CHECK_FALSE(as_run->hit_ratio_known);
+  Scenario cached = On(4, 1);
+  cached.cache_bytes = 1000000;
+  auto full = Predict(p, cached);
+  REQUIRE(full.ok());
+  CHECK(full->hit_ratio_known);
+  p.bytes_per_sample = {1000, true, "fetches' reads"};
+  auto read = Predict(p, On(4, 1));
+  REQUIRE(read.ok());
+  CHECK(read->hit_ratio_known);
+}
+
 TEST_CASE("The split into prep and fetch stall sums to the stall and fetch vanishes with a full cache") {
   LoaderProfile p = ColdWorkerProfile();
   auto r = Predict(p, On(4, 1));

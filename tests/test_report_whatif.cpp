@@ -359,6 +359,22 @@ TEST_CASE("In the what-if JSON an unknown measurement is null and an unbounded r
   CHECK(l.at("baseline").at("r_compute").get<double>() == 800);
 }
 
+TEST_CASE("A profile whose fetches read no bytes has no hit ratio: '-' in the table, null in JSON, not a cold 0%") {
+  model::WhatIfResult r = Swept();
+  r.baseline.hit_ratio_known = false;
+  r.rows[0].prediction.hit_ratio = 0;
+  r.rows[0].prediction.hit_ratio_known = false;
+  const auto lines = Lines(WhatIfText(OneLoader(r)));
+  REQUIRE(lines.size() > 7);
+  CHECK(lines[6] == "     1       2     as run      -       200.0      300.0   20.00 ms    25%    15%     7%      3%  cpu prep     -50.0%");
+  CHECK(lines[7] == "     2       2     as run    50%       400.0      300.0   10.00 ms    25%    15%     7%      3%  cpu prep      +0.0%");
+  const Json d = ParseJson(WhatIfJson(OneLoader(r)));
+  const Json& l = d.at("loaders").at(0);
+  CHECK(l.at("baseline").at("hit_ratio").is_null());
+  CHECK(l.at("scenarios").at(0).at("prediction").at("hit_ratio").is_null());
+  CHECK(l.at("scenarios").at(1).at("prediction").at("hit_ratio").get<double>() == 0.5);
+}
+
 TEST_CASE("A figure that is not a number is null, so the what-if JSON still parses") {
   auto r = Swept();
   r.rows[0].prediction.stall_fraction = std::nan("");

@@ -620,6 +620,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
     hit = *h;
   }
   out.hit_ratio = hit;
+  out.hit_ratio_known = p.bytes_per_sample.value > 0 || (!s.first_epoch && s.cache_bytes >= 0);
   const double miss = 1 - hit;
   const double fetch_cpu = CpuSecondsAtMiss(p, miss);  // the measured fetches' CPU at this miss ratio
   const double cpu = FetchCpuWithWorkers(p, workers, fetch_cpu);

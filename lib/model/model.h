@@ -429,6 +429,10 @@ struct Prediction {
   double handoff_stall_fraction = 0;  // the main loop receiving ready batches (analyze's handoff)
   double r_compute = 0, r_prep = 0, r_fetch = 0;  // samples/s
   double hit_ratio = 0;
+  // False where the profile's fetches read no bytes (an in-memory dataset)
+  // and the scenario sets no cache: there is no ratio, and hit_ratio's 0
+  // would read as a cold cache.
+  bool hit_ratio_known = true;
   Bottleneck bottleneck = Bottleneck::kCompute;
   // Added by the model engineer:
   double r_workers = 0;           // samples/s the workers can produce (Little's law, latency-bound io)

@@ -19,6 +19,11 @@ std::string CacheText(const model::Scenario& s) {
   return s.cache_bytes < 0 ? "as run" : FormatBytes(static_cast<double>(s.cache_bytes));
 }
 
+// The hit column: "-" where the profile read no bytes (no ratio to give).
+std::string HitText(const model::Prediction& p) {
+  return p.hit_ratio_known ? fmt::format("{:.0f}%", p.hit_ratio * 100) : "-";
+}
+
 // JSON has no infinity: a rate nothing bounds is written as -1.
 double Rate(double samples_per_s) { return std::isinf(samples_per_s) ? -1 : samples_per_s; }
 
@@ -27,7 +32,9 @@ void WritePrediction(JsonWriter& w, const model::Prediction& p) {
   w.Field("samples_per_s", p.samples_per_s).Field("step_s", p.step_s).Field("stall_fraction", p.stall_fraction);
   w.Field("fetch_stall_fraction", p.fetch_stall_fraction).Field("prep_stall_fraction", p.prep_stall_fraction);
   w.Field("handoff_stall_fraction", p.handoff_stall_fraction);
-  w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers).Field("hit_ratio", p.hit_ratio);
+  w.Field("bottleneck", model::ToString(p.bottleneck)).Field("workers", p.workers);
+  w.Key("hit_ratio");
+  if (p.hit_ratio_known) w.Number(p.hit_ratio); else w.Null();
   w.Field("r_compute", Rate(p.r_compute)).Field("r_prep", Rate(p.r_prep)).Field("r_workers", Rate(p.r_workers));
   w.Field("r_fetch", Rate(p.r_fetch)).Field("cpu_s", p.cpu_s).Field("io_s", p.io_s).Field("delay_s", p.delay_s);
   w.Field("background_threads", p.background_threads);
@@ -94,17 +101,17 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
                      "bottleneck", "change");
   for (const auto& row : r.rows) {
     const auto& p = row.prediction;
-    out += fmt::format("{:>6g} {:>7} {:>10} {:>5.0f}% {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}% {:>6.0f}%  {:<10} {:>+7.1f}%\n",
+    out += fmt::format("{:>6g} {:>7} {:>10} {:>6} {:>11.1f} {:>10.1f} {:>10} {:>5.0f}% {:>5.0f}% {:>5.0f}% {:>6.0f}%  {:<10} {:>+7.1f}%\n",
                        row.scenario.machine.cores, row.auto_workers ? fmt::format("auto {}", p.workers) : std::to_string(p.workers),
-                       CacheText(row.scenario), p.hit_ratio * 100, p.samples_per_s,
+                       CacheText(row.scenario), HitText(p), p.samples_per_s,
                        p.whole_run_samples_per_s, FormatSeconds(p.step_s), p.stall_fraction * 100,
                        p.fetch_stall_fraction * 100, p.prep_stall_fraction * 100, p.handoff_stall_fraction * 100,
                        model::ToString(p.bottleneck),
                        row.change * 100);
     if (row.other_epoch)
-      out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {:.0f}%, {}\n", "",
+      out += fmt::format("{:>31} {}: {:.1f} samples/s, hit {}, {}\n", "",
                          sweep.first_epoch ? "steady state" : "first epoch (cold cache)", row.other_epoch->samples_per_s,
-                         row.other_epoch->hit_ratio * 100, model::ToString(row.other_epoch->bottleneck));
+                         HitText(*row.other_epoch), model::ToString(row.other_epoch->bottleneck));
     if (row.without_miss_cpu)
       out += fmt::format("{:>31} the CPU a storage miss costs is estimated from a cold profile (not fitted), and CPU "
                          "measured while workers wait on storage runs slower than on a warm cache, so this figure may be "
