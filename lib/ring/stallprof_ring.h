@@ -18,7 +18,10 @@
  *    SP_RING_MAGIC and abi_major == SP_ABI_MAJOR.
  *  - A producer claims a free lane by CAS of `state` FREE -> CLAIMED (acq_rel),
  *    then writes owner_pid/owner_tid and bumps `generation` before its first
- *    record. The consumer reads owner fields only after seeing CLAIMED.
+ *    record. The consumer reads owner fields only after seeing CLAIMED with a
+ *    generation past the last one it announced for that lane: until then the
+ *    owner fields may still be the last (possibly dead) owner's, and taking
+ *    them would free the lane under its new producer.
  *  - Each lane is single-producer / single-consumer. The producer writes a
  *    record at index head % capacity, then stores head+1 with release. The
  *    consumer loads head with acquire, copies records [tail, head), then stores
