@@ -832,6 +832,33 @@ TEST_CASE("Data quality reports drops, truncation and the client kind") {
   CHECK(result->quality.dropped_share == Approx(10.0 / (b.trace.spans.size() + 10)));
   REQUIRE(result->quality.clients.size() == 1);
   CHECK(result->quality.clients[0] == "python-cext");
+  CHECK(result->quality.laneless_dropped == 0);
+  CHECK_THAT(LostRecordsLine(result->quality),
+             Catch::StartsWith("10 records lost (") &&
+                 Catch::Contains("): 10 in full lanes (a larger `stallprof run --ring-size`); the figures cover"));
+}
+
+TEST_CASE("Records lost by threads that found every lane taken are the footer's beyond the threads' counts, named apart") {
+  TraceBuilder b;
+  LoopSpec spec;
+  AddMainProcessLoader(b, spec);
+  b.trace.threads[0].dropped = 10;
+  b.trace.header.ring_lanes = 4;
+  b.trace.footer.emplace();
+  b.trace.footer->dropped = 25;  // 15 lane-less
+  const auto result = Analyze(b.trace, {});
+  REQUIRE(result.ok());
+  CHECK(result->quality.dropped == 25);
+  CHECK(result->quality.laneless_dropped == 15);
+  CHECK_THAT(LostRecordsLine(result->quality),
+             Catch::StartsWith("25 records lost (") &&
+                 Catch::Contains("): 15 from threads that found all 4 ring lanes taken (`stallprof run --lanes 256`), "
+                                 "10 in full lanes"));
+  b.trace.threads[0].dropped = 0;
+  b.trace.footer->dropped = 0;
+  const auto whole = Analyze(b.trace, {});
+  REQUIRE(whole.ok());
+  CHECK(LostRecordsLine(whole->quality).empty());
 }
 
 TEST_CASE("Data quality names the span clock and warns when the TSC drifted beyond its bound") {

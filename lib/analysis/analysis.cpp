@@ -1812,6 +1812,7 @@ DataQuality MeasureQuality(const Trace& trace) {
     // (both are the consumer's bounded figures), and it is the figure
     // `stallprof run` printed.
     q.dropped = std::max(q.dropped, trace.footer->dropped);
+    q.laneless_dropped = trace.footer->dropped > thread_drops ? trace.footer->dropped - thread_drops : 0;
     q.exit_code = trace.footer->exit_code;
     q.term_signal = trace.footer->term_signal;
     q.invalid_records = trace.footer->invalid_records;
@@ -1872,6 +1873,20 @@ std::string EndingLine(const DataQuality& q) {
   if (ending.empty()) return "";
   if (q.exit_code == 0 && q.term_signal == 0) return "uncaught exception, the job went on: " + ending;
   return "ended: " + ending + " (the figures cover the run up to it)";
+}
+
+std::string LostRecordsLine(const DataQuality& q) {
+  if (q.dropped == 0) return "";
+  std::vector<std::string> causes;
+  if (q.laneless_dropped > 0)
+    causes.push_back(fmt::format("{} from threads that found all {} ring lanes taken (`stallprof run --lanes {}`)",
+                                 q.laneless_dropped, q.ring_lanes, std::max<uint32_t>(2 * q.ring_lanes, 256)));
+  if (q.dropped > q.laneless_dropped)
+    causes.push_back(fmt::format("{} in full lanes (a larger `stallprof run --ring-size`)", q.dropped - q.laneless_dropped));
+  std::string out = fmt::format("{} records lost ({:.1f}% of the run's): ", q.dropped, q.dropped_share * 100);
+  for (size_t i = 0; i < causes.size(); ++i) out += (i ? ", " : "") + causes[i];
+  return out + "; the figures cover the records that arrived, and counts read from them (samples from getitem spans, "
+               "batches per worker) may be off";
 }
 
 Verdict Classify(double stall_fraction) {

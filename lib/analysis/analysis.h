@@ -705,6 +705,9 @@ struct UncaughtError {
 struct DataQuality {
   uint64_t spans = 0;
   uint64_t dropped = 0;
+  // Of them, records of threads that found every ring lane taken (the
+  // footer's total beyond the threads' own counts).
+  uint64_t laneless_dropped = 0;
   double dropped_share = 0;         // dropped / (spans + dropped)
   uint32_t lanes_used = 0;
   uint32_t ring_lanes = 0;
@@ -736,6 +739,9 @@ std::string DescribeEnding(const DataQuality& q);
 // ending> (the figures cover the run up to it)", or where it still exited 0
 // past a thread's exception, "uncaught exception, the job went on: <...>".
 std::string EndingLine(const DataQuality& q);
+// A trace that lost records: how many, that counts read from spans may be
+// off, and the run flag that keeps them; "" when none was lost.
+std::string LostRecordsLine(const DataQuality& q);
 
 // An invariant TSC and CLOCK_MONOTONIC agree to a few ppm; more means the TSC
 // is not what the CPU claims (or NTP slews the clock hard).

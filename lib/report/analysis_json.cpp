@@ -321,7 +321,8 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     w.EndObject();
     const auto& q = t.quality;
     w.Key("quality").BeginObject();
-    w.Field("spans", q.spans).Field("dropped", q.dropped).Field("dropped_share", q.dropped_share);
+    w.Field("spans", q.spans).Field("dropped", q.dropped).Field("laneless_dropped", q.laneless_dropped);
+    w.Field("dropped_share", q.dropped_share);
     w.Field("lanes_used", q.lanes_used).Field("ring_lanes", q.ring_lanes).Field("truncated", q.truncated);
     w.Field("footer_present", q.footer_present).Field("exit_code", q.exit_code).Field("term_signal", q.term_signal).Field("invalid_records", q.invalid_records);
     w.Key("clients").BeginArray();

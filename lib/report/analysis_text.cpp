@@ -428,6 +428,13 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     out += style.Paint((traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + TerminalSafe(line) + "\n", "33");
   }
   if (endings > 3) out += fmt::format("{} more traces had an uncaught exception or did not exit 0 (each one's data quality says which)\n", endings - 3);
+  size_t lossy = 0;
+  for (const auto& t : traces) {
+    const std::string line = LostRecordsLine(t.quality);
+    if (line.empty() || ++lossy > 3) continue;
+    out += style.Paint((traces.size() > 1 ? TerminalSafe(t.path) + ": " : "") + line + "\n", "33");
+  }
+  if (lossy > 3) out += fmt::format("{} more traces lost records (each one's data quality says how many)\n", lossy - 3);
   if (job) out += JobText(*job, rank_table, colour);
 
   // Many ranks: the detail of a few (DetailedRank); the other ranks' traces

@@ -44,4 +44,8 @@ $SP analyze few.pb --json >few.json || fail "analyze --json failed"
 read -r got batch dropped < <(samples few.json)
 echo "4 lanes: $got samples (batch $batch), $dropped dropped"
 [ "$dropped" -gt 0 ] || fail "the trace counts no drop"
+# analyze says so under the verdict, not only in its data quality at the end.
+$SP analyze few.pb >few.txt || fail "analyze failed"
+sed -n 2p few.txt | grep -q "^$dropped records lost (.*: $dropped from threads that found all 4 ring lanes taken (\`stallprof run --lanes 256\`)" ||
+  fail "no lost-records line under the verdict: $(head -3 few.txt)"
 echo PASS
