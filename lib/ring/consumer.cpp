@@ -175,6 +175,8 @@ void Segment::DrainLane(uint32_t index, Visitor& visitor, DrainStats& stats) {
     // one last announced here (`owner` outlives FreeLane), and the owner
     // fields may still be that gone thread's. Taking them would free the
     // lane under its new producer, whose records would vanish uncounted.
+    // (A producer killed between its CAS and its bump leaves the lane claimed
+    // for the rest of the run: one lane fewer, no record lost.)
     if (generation == 0 || (!state.owned && generation == state.owner.generation)) return;
     if (state.owned) state.owned = false;  // a generation we never saw released: treat as new
     LaneOwner owner;
