@@ -574,10 +574,8 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
     line[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
     h += "<p class=\"note\" id=\"ending\">" + EscapeHtml(line) + ".</p>";
   }
-  if (std::string line = LostRecordsLine(a.quality); !line.empty()) {
-    line[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(line[0])));
+  if (const std::string line = LostRecordsLine(a.quality); !line.empty())  // it starts with the count
     h += "<p class=\"note\" id=\"lost-records\">" + EscapeHtml(line) + ".</p>";
-  }
   // The trace holds several ranks of one job (one `stallprof run` over a launcher).
   if (auto job = AnalyzeJob({a}); job.ok()) h += RanksSection(*job);
   for (const auto& l : a.loaders) {

@@ -48,4 +48,7 @@ echo "4 lanes: $got samples (batch $batch), $dropped dropped"
 $SP analyze few.pb >few.txt || fail "analyze failed"
 sed -n 2p few.txt | grep -q "^$dropped records lost (.*: $dropped from threads that found all 4 ring lanes taken (\`stallprof run --lanes 256\`)" ||
   fail "no lost-records line under the verdict: $(head -3 few.txt)"
+$SP report few.pb -o few.html >/dev/null 2>&1 || fail "report failed"
+grep -q "<p class=\"note\" id=\"lost-records\">$dropped records lost (" few.html ||
+  fail "the report does not say the trace lost records"
 echo PASS
