@@ -854,6 +854,13 @@ TEST_CASE("Records lost by threads that found every lane taken are the footer's 
              Catch::StartsWith("25 records lost (") &&
                  Catch::Contains("): 15 from threads that found all 4 ring lanes taken (`stallprof run --lanes 256`), "
                                  "10 in full lanes"));
+  // The suggestion doubles the lanes, at least 256, never past what `run --lanes` takes.
+  for (const auto& [lanes, suggested] : {std::pair{200u, "--lanes 400`"}, std::pair{40000u, "--lanes 65536`"}}) {
+    b.trace.header.ring_lanes = lanes;
+    const auto more = Analyze(b.trace, {});
+    REQUIRE(more.ok());
+    CHECK_THAT(LostRecordsLine(more->quality), Catch::Contains(suggested));
+  }
   b.trace.threads[0].dropped = 0;
   b.trace.footer->dropped = 0;
   const auto whole = Analyze(b.trace, {});

@@ -52,7 +52,7 @@ int RunCommand(const RunFlags& flags) {
   }
   if (r.laneless_dropped > 0)
     fmt::print(stderr, "stallprof: warning: {} events dropped (all {} ring lanes taken by threads at once); use --lanes {}\n",
-               r.laneless_dropped, options.lanes, std::max<uint32_t>(options.lanes * 2, 256));
+               r.laneless_dropped, options.lanes, sp_suggested_lanes(options.lanes));
   // One summary line, terminal or not (batch logs need to know where the trace went).
   if (!flags.quiet && r.trace_written)
     fmt::print(stderr, "stallprof: wrote {} ({} events, {} dropped, {:.1f} s, {}){}\n", r.trace_path,
@@ -87,7 +87,7 @@ void RegisterRun(CLI::App& app, Action& action) {
                   "Shared-memory ring size, e.g. 64M, 256M, 1G (default 64M); raise it if events are dropped. "
                   "The ring is held for the whole run and the pages its lanes touch stay resident, up to the "
                   "full size; at most half of the machine's memory");
-  AddWholeNumber(sub, "--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)", 1, 65536);
+  AddWholeNumber(sub, "--lanes", flags->lanes, "Ring lanes: threads that can record at once (default 128)", 1, SP_MAX_LANES);
   AddWholeNumber(sub, "--sample-ms", flags->sample_ms, "Period of the /proc sampler in milliseconds (default 100)", 1, 60000);
   sub->add_flag("-q,--quiet", flags->quiet, "No live status line and no summary line on stderr");
   sub->add_flag("--strict", flags->strict,

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "common/units.h"
+#include "ring/stallprof_ring.h"
 #include "internal.h"
 #include "profile.h"
 #include "ranks.h"
@@ -1880,7 +1881,7 @@ std::string LostRecordsLine(const DataQuality& q) {
   std::vector<std::string> causes;
   if (q.laneless_dropped > 0)
     causes.push_back(fmt::format("{} from threads that found all {} ring lanes taken (`stallprof run --lanes {}`)",
-                                 q.laneless_dropped, q.ring_lanes, std::max<uint32_t>(2 * q.ring_lanes, 256)));
+                                 q.laneless_dropped, q.ring_lanes, sp_suggested_lanes(q.ring_lanes)));
   if (q.dropped > q.laneless_dropped)
     causes.push_back(fmt::format("{} in full lanes (a larger `stallprof run --ring-size`)", q.dropped - q.laneless_dropped));
   std::string out = fmt::format("{} records lost ({:.1f}% of the run's): ", q.dropped, q.dropped_share * 100);

@@ -288,6 +288,10 @@ STALLPROF_API uint32_t stallprof_name(const char* name) {
 static int claim_lane(thread_state* t) {
   if (t->claim_retry_at_ns != 0 && stallprof_now_ns() < t->claim_retry_at_ns) return 0;
   const uint32_t tid = (uint32_t)syscall(SYS_gettid);
+  /* Before the CAS: a producer killed between its CAS and its generation bump
+   * leaves the lane claimed for the rest of the run (the consumer cannot tell
+   * it from a claim in progress), so the window holds no syscall. */
+  const uint32_t pid = (uint32_t)getpid();
   for (uint32_t probe = 0; probe < g_lane_count; ++probe) {
     const uint32_t index = (tid + probe) % g_lane_count;
     sp_lane_control* lane = (sp_lane_control*)(g_base + g_lane_offset + (uint64_t)index * g_lane_stride);
@@ -297,7 +301,7 @@ static int claim_lane(thread_state* t) {
                                                  memory_order_relaxed)) {
       continue;
     }
-    lane->owner_pid = (uint32_t)getpid();
+    lane->owner_pid = pid;
     lane->owner_tid = tid;
     lane->flags = atomic_load_explicit(&g_client_kind, memory_order_relaxed);
     atomic_fetch_add_explicit(&lane->generation, 1, memory_order_release);

@@ -77,12 +77,21 @@ extern "C" {
 /* Default lane count: enough for a main process, 16 workers with a few
  * threads each and a pin-memory thread, per rank on a node. */
 #define SP_DEFAULT_LANES 128u
+/* Most lanes a ring may have (`stallprof run --lanes`). */
+#define SP_MAX_LANES 65536u
 /* Longest name carried through the ring; longer names are truncated. */
 #define SP_MAX_NAME 255u
 
 /* CLOCK_MONOTONIC: the same clock in every process on the machine. Every
  * timestamp the consumer hands on is in this clock. */
 #define SP_CLOCK_MONOTONIC 1u
+
+/* The lane count to suggest after a run whose threads found every lane
+ * taken: twice as many, at least 256, at most SP_MAX_LANES. */
+static inline uint32_t sp_suggested_lanes(uint32_t lanes) {
+  const uint64_t twice = 2ull * lanes;
+  return twice < 256u ? 256u : twice > SP_MAX_LANES ? SP_MAX_LANES : (uint32_t)twice;
+}
 
 typedef struct sp_ring_header {
   SP_ATOMIC(uint64_t) magic; /* stored last, with release */
