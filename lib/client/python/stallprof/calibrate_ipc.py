@@ -179,11 +179,77 @@ def fork_seconds(tries=5):
 
 
 def available_bytes():
+    """What this process may still allocate: the machine's MemAvailable, or
+    less where a memory cgroup limits it (a container's memory limit, a job
+    scheduler's): /proc/meminfo shows the machine, and a block sized from it
+    had the kernel's OOM killer end this timing in a 400 MiB cgroup."""
+    available = 0
     with open("/proc/meminfo") as f:
         for line in f:
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 0
+                available = int(line.split()[1]) * 1024
+    room = cgroup_room_bytes()
+    return available if room is None else min(available, room)
+
+
+def read_number(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (v2): no limit
+
+
+def read_stat(path, key):
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def cgroup_room_bytes(proc_cgroup="/proc/self/cgroup", root="/sys/fs/cgroup"):
+    """The memory cgroup's limit less its usage, its inactive file pages
+    counted as room (the kernel reclaims them first); None without a limit.
+    The lowest limit on the way up counts (v2 memory.max; v1's
+    hierarchical_memory_limit already is it)."""
+    try:
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if "memory" in controllers.split(","):  # v1
+            group = os.path.join(root, "memory", path.lstrip("/"))
+            limit = read_stat(os.path.join(group, "memory.stat"), "hierarchical_memory_limit")
+            limit = limit if limit is not None else read_number(os.path.join(group, "memory.limit_in_bytes"))
+            usage = read_number(os.path.join(group, "memory.usage_in_bytes"))
+            inactive = read_stat(os.path.join(group, "memory.stat"), "total_inactive_file") or 0
+        elif hierarchy == "0" and controllers == "":  # v2
+            group = os.path.join(root, path.lstrip("/"))
+            limit, up = None, group
+            while True:
+                value = read_number(os.path.join(up, "memory.max"))
+                if value is not None:
+                    limit = value if limit is None else min(limit, value)
+                if os.path.normpath(up) == os.path.normpath(root):
+                    break
+                up = os.path.dirname(up)
+            usage = read_number(os.path.join(group, "memory.current"))
+            inactive = read_stat(os.path.join(group, "memory.stat"), "inactive_file") or 0
+        else:
+            continue
+        if limit is None or usage is None or limit >= 1 << 60:  # v1 writes "no limit" as about 2^63
+            continue
+        return max(0, limit - usage + inactive)
+    return None
 
 
 def fork_block_mib(job_rss_bytes):

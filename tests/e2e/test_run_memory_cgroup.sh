@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A job in a memory cgroup (a container's memory limit, a scheduler's): the
+# handoff timing that `stallprof run` starts after a loader without workers
+# sizes its fork-cost block from what the process may still allocate, the
+# cgroup's room and not the machine's MemAvailable. Sized from
+# /proc/meminfo (512 MiB at least), the block had the kernel's OOM killer end
+# the timing in a 400 MiB cgroup: "could not time a worker's batch handoff",
+# and whatif took the handoff as 0. First the room read from fake cgroup
+# trees (v1 and v2); then, where the v1 memory controller is writable, a
+# real run in a 400 MiB group.
+source "$(dirname "$0")/lib.sh"
+need_torch
+PYTHONPATH="$(dirname "$SP")/python" "$PY" - "$TMP" <<'PY' || fail "the cgroup room read from fake trees is wrong (above)"
+import os, sys
+from stallprof.calibrate_ipc import cgroup_room_bytes
+tmp = sys.argv[1]
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "w").write(text)
+MiB = 1 << 20
+# v1: the hierarchical limit (a parent's 300 MiB under the group's own 1 GiB), usage, inactive files.
+write(f"{tmp}/v1.cgroup", "12:cpuset:/\n5:memory:/job\n0::/\n")
+write(f"{tmp}/v1/memory/job/memory.limit_in_bytes", f"{1024 * MiB}\n")
+write(f"{tmp}/v1/memory/job/memory.usage_in_bytes", f"{250 * MiB}\n")
+write(f"{tmp}/v1/memory/job/memory.stat", f"cache 1\nhierarchical_memory_limit {300 * MiB}\ntotal_inactive_file {20 * MiB}\n")
+# v2: the lowest memory.max on the way up (the group's "max", its parent's 400 MiB).
+write(f"{tmp}/v2.cgroup", "0::/a/b\n")
+write(f"{tmp}/v2/memory.stat", "")
+write(f"{tmp}/v2/a/memory.max", f"{400 * MiB}\n")
+write(f"{tmp}/v2/a/b/memory.max", "max\n")
+write(f"{tmp}/v2/a/b/memory.current", f"{100 * MiB}\n")
+write(f"{tmp}/v2/a/b/memory.stat", f"anon 5\ninactive_file {10 * MiB}\n")
+# No limit: v1's "unlimited" (about 2^63) and v2's "max" all the way up.
+write(f"{tmp}/free.cgroup", "5:memory:/\n")
+write(f"{tmp}/free/memory/memory.limit_in_bytes", "9223372036854771712\n")
+write(f"{tmp}/free/memory/memory.usage_in_bytes", f"{100 * MiB}\n")
+write(f"{tmp}/free/memory/memory.stat", "total_inactive_file 0\n")
+got = {case: cgroup_room_bytes(f"{tmp}/{case}.cgroup", f"{tmp}/{case}") for case in ("v1", "v2", "free")}
+want = {"v1": 70 * MiB, "v2": 310 * MiB, "free": None}
+print(got, "expected", want)
+sys.exit(0 if got == want else 1)
+PY
+
+G=/sys/fs/cgroup/memory/stallprof-e2e-$$
+mkdir "$G" 2>/dev/null || skip "the fake trees passed; no real run: cgroup v1 memory controller not writable at /sys/fs/cgroup/memory"
+cleanup_group() { for p in $(cat "$G/cgroup.procs" 2>/dev/null); do echo "$p" >/sys/fs/cgroup/memory/cgroup.procs 2>/dev/null || true; done; rmdir "$G" 2>/dev/null || true; }
+trap 'cleanup_group; on_exit' EXIT
+echo $((400 << 20)) >"$G/memory.limit_in_bytes"
+set +e
+bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$G" \
+  "$SP" run -o "$TMP/c.pb" -- "$PY" "$WORKLOADS/synthetic.py" --workers 0 --batches 30 --batch-size 8 --prep-cpu-ms 1 \
+  --compute-ms 1 --exit-code 3 >/dev/null 2>"$TMP/c.err"
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "exit code $rc, not the job's 3: $(cat "$TMP/c.err")"
+! grep -q "could not time" "$TMP/c.err" || fail "the handoff timing failed in a 400 MiB cgroup: $(cat "$TMP/c.err")"
+"$SP" analyze "$TMP/c.pb" --json >"$TMP/c.json"
+"$PY" - "$TMP/c.json" <<'PY' || fail "no handoff timing recorded for the loader (above)"
+import json, sys
+c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
+print("receive", c["ipc_receive_cpu_s"], "startup", c["ipc_startup_s"])
+sys.exit(0 if c["ipc_receive_cpu_s"] > 0 and c["ipc_startup_s"] > 0 else 1)
+PY
+echo "PASS: the handoff timed in a 400 MiB memory cgroup; the room read right from v1 and v2 trees"
