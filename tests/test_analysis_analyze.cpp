@@ -1237,6 +1237,27 @@ TEST_CASE("An IterableDataset's samples are its getitem spans where its workers'
   }
 }
 
+TEST_CASE("A dataset fits in memory against the machine's, or its memory cgroup's limit where the job ran under one") {
+  TraceBuilder b;
+  LoopSpec spec;
+  AddMainProcessLoader(b, spec);
+  b.Config(100, 1, "dataset_bytes", 600ull << 20);
+  b.trace.header.memory_bytes = 16ull << 30;
+  b.trace.header.page_cache_bytes = 1ull << 30;
+  b.trace.system.t_ns = {0, 1000 * kMs};
+  b.trace.system.mem_available_bytes = {10ull << 30, 9ull << 30};
+  const auto machine = Analyze(b.trace, {});
+  REQUIRE(machine.ok());
+  CHECK(machine->system.memory_bytes == Approx(16.0 * (1ull << 30)));
+  CHECK(machine->system.dataset_fits_in_memory);
+  // A 400 MiB container: the 600 MiB dataset cannot stay cached whatever the host has.
+  b.trace.header.memory_limit_bytes = 400ull << 20;
+  const auto limited = Analyze(b.trace, {});
+  REQUIRE(limited.ok());
+  CHECK(limited->system.memory_bytes == Approx(400.0 * (1ull << 20)));
+  CHECK_FALSE(limited->system.dataset_fits_in_memory);
+}
+
 TEST_CASE("The dataset's memory note promises fewer fetch stalls only where storage cost a loader time") {
   TraceAnalysis analysis;
   CHECK(DatasetMemoryNote(analysis).empty());  // no dataset size

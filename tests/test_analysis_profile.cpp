@@ -193,7 +193,18 @@ TEST_CASE("The measured machine takes cores and memory from the header and the c
   const auto m = MeasuredMachine(b.trace);
   CHECK(m.cores == 6);
   CHECK(m.memory_bytes == 16ull << 30);
+  CHECK_FALSE(m.memory_limited);
   CHECK(m.page_cache_bytes == 10ull << 30);
+  // In a memory cgroup (a container's limit) the job and its page cache share
+  // the limit, whatever the machine has: recommend's budget, whatif's machine.
+  b.trace.header.memory_limit_bytes = 400ull << 20;
+  const auto limited = MeasuredMachine(b.trace);
+  CHECK(limited.memory_bytes == 400ull << 20);
+  CHECK(limited.memory_limited);
+  CHECK(limited.page_cache_bytes == 400ull << 20);
+  b.trace.header.memory_limit_bytes = 32ull << 30;  // a limit above the machine's memory limits nothing
+  CHECK(MeasuredMachine(b.trace).memory_bytes == 16ull << 30);
+  CHECK_FALSE(MeasuredMachine(b.trace).memory_limited);
 }
 
 TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {

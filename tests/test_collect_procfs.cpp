@@ -282,3 +282,37 @@ TEST_CASE("The kernel's page reclaim is MGLRU when lru_gen's mask has its lowest
   std::remove(path.c_str());
   CHECK(PageReclaimPolicy(path) == "lists");  // no file: a kernel built without MGLRU
 }
+
+TEST_CASE("The memory cgroup limit is v1's hierarchical limit or v2's lowest memory.max on the way up, 0 without one") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("stallprof-cgroup-" + std::to_string(getpid()));
+  auto write = [&](const std::string& relative, const std::string& contents) {
+    fs::create_directories((root / relative).parent_path());
+    std::ofstream(root / relative) << contents;
+  };
+  constexpr uint64_t kMiB = 1ull << 20;
+  // v1: the parent's 300 MiB (the hierarchical limit) under the group's own 1 GiB.
+  write("v1.cgroup", "12:cpuset:/\n5:memory:/job\n0::/\n");
+  write("v1/memory/job/memory.limit_in_bytes", std::to_string(1024 * kMiB) + "\n");
+  write("v1/memory/job/memory.stat", "cache 1\nhierarchical_memory_limit " + std::to_string(300 * kMiB) + "\n");
+  // v2: the group's "max", its parent's 400 MiB, the root's 1 GiB.
+  write("v2.cgroup", "0::/a/b\n");
+  write("v2/memory.max", std::to_string(1024 * kMiB) + "\n");
+  write("v2/a/memory.max", std::to_string(400 * kMiB) + "\n");
+  write("v2/a/b/memory.max", "max\n");
+  // No limit: v1's about 2^63, and v2's "max" all the way up.
+  write("free1.cgroup", "5:memory:/\n");
+  write("free1/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  write("free1/memory/memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
+  write("free2.cgroup", "0::/x\n");
+  write("free2/x/memory.max", "max\n");
+  auto limit = [&](const std::string& name) {
+    return MemoryCgroupLimitBytes((root / (name + ".cgroup")).string(), (root / name).string());
+  };
+  CHECK(limit("v1") == 300 * kMiB);
+  CHECK(limit("v2") == 400 * kMiB);
+  CHECK(limit("free1") == 0);
+  CHECK(limit("free2") == 0);
+  CHECK(limit("missing") == 0);  // no /proc/<pid>/cgroup to read
+  fs::remove_all(root);
+}

@@ -1699,7 +1699,7 @@ std::optional<OutsideLoad> OutsideBusyCores(const Trace& trace) {
 SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>& loaders) {
   SystemStats out;
   const auto& sys = trace.system;
-  out.memory_bytes = static_cast<double>(trace.header.memory_bytes);
+  out.memory_bytes = static_cast<double>(MemoryBytes(trace.header));
   for (const auto& l : loaders) out.dataset_bytes = std::max(out.dataset_bytes, l.config.DatasetBytes());
   size_t n = sys.t_ns.size();
   if (n >= 2 && sys.t_ns.back() > sys.t_ns.front()) {
@@ -1744,7 +1744,7 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
     out.job_cpu_fraction = cores ? out.job_cpu_cores / cores : 0;
   }
   double room = std::max(out.mem_available_min + out.page_cache_start, static_cast<double>(trace.header.page_cache_bytes));
-  if (room <= 0) room = out.memory_bytes;
+  if (room <= 0 || room > out.memory_bytes) room = out.memory_bytes;  // a memory cgroup's limit bounds it
   out.dataset_fits_in_memory = out.dataset_bytes > 0 && room > 0 && out.dataset_bytes < 0.9 * room;
   return out;
 }

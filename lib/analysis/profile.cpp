@@ -740,11 +740,14 @@ model::Machine MeasuredMachine(const Trace& trace) {
   model::Machine m;
   uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
   m.cores = cores ? cores : 1;
-  m.memory_bytes = trace.header.memory_bytes;
+  // A memory cgroup's limit (a container's) is the memory the job and its page cache share.
+  m.memory_bytes = MemoryBytes(trace.header);
+  m.memory_limited = m.memory_bytes < trace.header.memory_bytes;
   // Cache the dataset could use: the larger of the page cache at start and the
   // memory available at the first sampler tick (available includes reclaimable cache).
   uint64_t available = trace.system.mem_available_bytes.empty() ? 0 : trace.system.mem_available_bytes.front();
   m.page_cache_bytes = std::max(trace.header.page_cache_bytes, available);
+  if (m.memory_limited) m.page_cache_bytes = std::min(m.page_cache_bytes, m.memory_bytes);
   m.page_reclaim = trace.header.page_reclaim;
   return m;
 }

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <span>
 #include <vector>
 
@@ -101,6 +104,54 @@ double MeasurePageCacheCopyNsPerByte() {
   return passes[passes.size() / 2];
 }
 
+uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup, const std::string& root) {
+  const std::optional<std::string> groups = procfs::ReadFile(proc_cgroup);
+  if (!groups) return 0;
+  const auto number = [](const std::optional<std::string>& text) -> uint64_t {
+    return text && !text->empty() && std::isdigit(static_cast<unsigned char>((*text)[0])) ? std::strtoull(text->c_str(), nullptr, 10)
+                                                                                          : 0;
+  };
+  const auto stat_field = [](const std::optional<std::string>& text, const std::string& key) -> uint64_t {
+    if (!text) return 0;
+    std::istringstream in(*text);
+    std::string name;
+    uint64_t value = 0;
+    while (in >> name >> value)
+      if (name == key) return value;
+    return 0;
+  };
+  constexpr uint64_t kNoLimit = 1ull << 60;
+  std::istringstream lines(*groups);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // "hierarchy-id:controllers:path"
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string hierarchy = line.substr(0, first), controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    while (!path.empty() && path.front() == '/') path.erase(0, 1);
+    uint64_t limit = 0;
+    if (("," + controllers + ",").find(",memory,") != std::string::npos) {  // v1
+      const std::string group = root + "/memory/" + path;
+      limit = stat_field(procfs::ReadFile(group + "/memory.stat"), "hierarchical_memory_limit");
+      if (limit == 0) limit = number(procfs::ReadFile(group + "/memory.limit_in_bytes"));
+    } else if (hierarchy == "0" && controllers.empty()) {  // v2: the lowest memory.max from the group up
+      std::string group = path;
+      while (true) {
+        const uint64_t value = number(procfs::ReadFile(root + (group.empty() ? "" : "/" + group) + "/memory.max"));
+        if (value > 0) limit = limit == 0 ? value : std::min(limit, value);
+        if (group.empty()) break;
+        const size_t slash = group.rfind('/');
+        group = slash == std::string::npos ? "" : group.substr(0, slash);
+      }
+    } else {
+      continue;
+    }
+    if (limit > 0 && limit < kNoLimit) return limit;
+  }
+  return 0;
+}
+
 std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path) {
   const std::optional<std::string> mask = procfs::ReadFile(lru_gen_enabled_path);  // e.g. "0x0007"
   return mask && (std::strtoul(mask->c_str(), nullptr, 16) & 1) ? "mglru" : "lists";
@@ -124,6 +175,7 @@ pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeo
   const auto sys = procfs::ReadSystem();
   h.set_memory_bytes(sys.mem_total_bytes);
   h.set_page_cache_bytes(sys.page_cache_bytes);
+  h.set_memory_limit_bytes(MemoryCgroupLimitBytes());
   // The two clocks read back to back: the realtime value aligns hosts.
   timespec mono{}, real{};
   clock_gettime(CLOCK_MONOTONIC, &mono);

@@ -26,6 +26,14 @@ double MeasurePageCacheCopyNsPerByte();
 // MGLRU).
 std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path = "/sys/kernel/mm/lru_gen/enabled");
 
+// The memory cgroup limit of the process whose /proc/<pid>/cgroup is
+// `proc_cgroup`, with the cgroup file systems mounted at `root`: v1's
+// hierarchical_memory_limit (the lowest on its way up), or v2's lowest
+// memory.max from its group up; 0 when there is none (v1 writes "none" as
+// about 2^63, v2 as "max") or it cannot be read.
+uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup = "/proc/self/cgroup",
+                                const std::string& root = "/sys/fs/cgroup");
+
 // Fills a header from this machine and process. Never fails: a value that
 // cannot be read is left 0 / empty.
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,

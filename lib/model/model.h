@@ -389,6 +389,7 @@ double IoScaleAtMiss(const LoaderProfile& profile, double miss);
 struct Machine {
   double cores = 1;              // usable cores
   uint64_t memory_bytes = 0;
+  bool memory_limited = false;    // memory_bytes is a memory cgroup's limit, below the machine's
   uint64_t page_cache_bytes = 0;  // cache available to the dataset
   std::string page_reclaim;       // the kernel's: "lists", "mglru", "" = not recorded (TraceHeader)
 };

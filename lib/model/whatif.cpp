@@ -408,8 +408,10 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                        FormatSeconds(p.cpu_s_per_storage_byte.value * p.storage_bytes_per_batch),
                                        FormatSeconds(p.cpu_s_per_batch), FormatBytes(p.storage_bytes_per_batch)),
                            p.cpu_s_per_storage_byte.measured, p.cpu_s_per_storage_byte.source));
-  in.push_back(fmt::format("profiled machine: {:g} usable cores, {} memory (measured, trace header)", m.cores,
-                           FormatBytes(static_cast<double>(m.memory_bytes))));
+  in.push_back(fmt::format("profiled machine: {:g} usable cores, {} memory{} (measured, trace header)", m.cores,
+                           FormatBytes(static_cast<double>(m.memory_bytes)),
+                           m.memory_limited ? " (its memory cgroup's limit: the job, its workers and its page cache share it)"
+                                            : ""));
   // The pagecache policy is the kernel's classic lists; MGLRU ages pages otherwise.
   if (m.page_reclaim == "mglru")
     in.push_back("page reclaim: MGLRU (multi-generational LRU; measured, trace header): --cache-policy pagecache "

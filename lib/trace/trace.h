@@ -121,6 +121,7 @@ struct TraceHeader {
   uint32_t usable_cores = 0;
   uint32_t online_cores = 0;
   uint64_t memory_bytes = 0;
+  uint64_t memory_limit_bytes = 0;  // the memory cgroup's limit; 0 = none or not recorded (MemoryBytes)
   uint64_t start_monotonic_ns = 0;
   int64_t start_realtime_ns = 0;
   uint64_t page_cache_bytes = 0;
@@ -135,6 +136,13 @@ struct TraceHeader {
   uint32_t page_bytes = 0;  // the machine's page size; 0 = not recorded (4096 assumed)
   std::string page_reclaim;  // "lists", "mglru", "" = not recorded (trace.proto)
 };
+
+// The memory the job had: the machine's, or its memory cgroup's limit (a
+// container's) where that is lower.
+inline uint64_t MemoryBytes(const TraceHeader& h) {
+  return h.memory_limit_bytes > 0 && (h.memory_bytes == 0 || h.memory_limit_bytes < h.memory_bytes) ? h.memory_limit_bytes
+                                                                                                    : h.memory_bytes;
+}
 
 struct ProcessInfo {
   uint32_t pid = 0;

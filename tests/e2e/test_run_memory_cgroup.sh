@@ -7,7 +7,8 @@
 # the timing in a 400 MiB cgroup: "could not time a worker's batch handoff",
 # and whatif took the handoff as 0. First the room read from fake cgroup
 # trees (v1 and v2); then, where the v1 memory controller is writable, a
-# real run in a 400 MiB group.
+# real run in a 400 MiB group, whose limit the trace records (the header's
+# memory_limit_bytes) and whatif and recommend take as the job's memory.
 source "$(dirname "$0")/lib.sh"
 need_torch
 PYTHONPATH="$(dirname "$SP")/python" "$PY" - "$TMP" <<'PY' || fail "the cgroup room read from fake trees is wrong (above)"
@@ -61,4 +62,11 @@ c = json.load(open(sys.argv[1]))["loaders"][0]["config"]
 print("receive", c["ipc_receive_cpu_s"], "startup", c["ipc_startup_s"])
 sys.exit(0 if c["ipc_receive_cpu_s"] > 0 and c["ipc_startup_s"] > 0 else 1)
 PY
-echo "PASS: the handoff timed in a 400 MiB memory cgroup; the room read right from v1 and v2 trees"
+# The limit is the memory the job had: whatif's machine and recommend's budget.
+"$SP" whatif "$TMP/c.pb" --workers 1 >"$TMP/whatif.txt" || fail "whatif failed: $(cat "$TMP/whatif.txt")"
+grep -q "profiled machine: .* 400.0 MiB memory (its memory cgroup's limit" "$TMP/whatif.txt" ||
+  fail "whatif's machine is not the cgroup's 400 MiB: $(grep "profiled machine" "$TMP/whatif.txt")"
+"$SP" recommend "$TMP/c.pb" --json >"$TMP/rec.json" || fail "recommend failed"
+"$PY" -c "import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))['memory_bytes'] == 400 << 20 else 1)" "$TMP/rec.json" ||
+  fail "recommend's memory budget is not the cgroup's 400 MiB: $(head -c 300 "$TMP/rec.json")"
+echo "PASS: the handoff timed in a 400 MiB memory cgroup, whatif and recommend took its limit; the room read right from v1 and v2 trees"
