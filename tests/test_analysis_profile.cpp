@@ -277,6 +277,58 @@ TEST_CASE("Reads less than one in flight leave the storage bandwidth at the disk
   CHECK(profiles->front().storage_bandwidth.value == Approx(800.0 * (1 << 20)));
 }
 
+namespace {
+// No workers: the main thread fetches batch i inside its 18 ms wait (2 ms on
+// CPU, 16 ms off CPU on the device), reading 1 MiB through read calls and 4
+// MiB from the device (readahead); steps of 20 ms. The sampler's disk counter
+// bursts at 800 MiB/s once.
+TraceBuilder OneReaderWithReadahead() {
+  TraceBuilder b;
+  b.Config(100, 1, "num_workers", 0);
+  b.Config(100, 1, "batch_size", 4);
+  LoopSpec spec;
+  spec.iterations = 60;
+  spec.wait = 18 * kMs;
+  spec.compute = 2 * kMs;
+  AddMainProcessLoader(b, spec);
+  for (uint64_t i = 0; i < spec.iterations; ++i) {
+    const uint64_t start = spec.start + i * 20 * kMs;
+    b.Span(spec.thread, names::kFetch, start + 1000, 18 * kMs - 3000, 1, i, 2 * kMs, 0);
+    b.Span(spec.thread, names::kReadStorage, start + 500, 18 * kMs - 2000, 1, 4 << 20);  // around the fetch, as the hook's
+    b.Span(spec.thread, names::kReadCalls, start + 500, 18 * kMs - 2000, 1, 1 << 20);
+  }
+  b.trace.system.t_ns = {0, spec.start, spec.start + 100 * kMs, spec.start + 2000 * kMs};
+  b.trace.system.disk_read_bytes = {0, 0, 80 << 20, 240 << 20};
+  return b;
+}
+}  // namespace
+
+TEST_CASE("A loader without workers that waited on the device most of the time plans with what one reader got, "
+          "and carries the readahead beyond its items' bytes") {
+  const auto analysis = Analyze(OneReaderWithReadahead().trace, {});
+  REQUIRE(analysis.ok());
+  const auto& loader = analysis->loaders.front();
+  // 4 MiB every 20 ms step; 16 ms of 20 off CPU on the device.
+  CHECK(loader.storage_read_rate == Approx(200.0 * (1 << 20)).epsilon(0.01));
+  CHECK(loader.storage_reads_in_flight == Approx(0.8).epsilon(0.01));
+  const auto profiles = MeasureProfiles(OneReaderWithReadahead().trace, {});
+  REQUIRE(profiles.ok());
+  const auto& p = profiles->front();
+  // While it waited: 4 MiB in 16 ms, 250 MiB/s, not the 800 MiB/s burst.
+  CHECK(p.storage_bandwidth.value == Approx(250.0 * (1 << 20)).epsilon(0.01));
+  CHECK_THAT(p.storage_bandwidth.source, Catch::Contains("one reader at a time"));
+  // 4 MiB from the device for the 1 MiB each batch missed.
+  CHECK(p.cold_hit_ratio == 0);
+  CHECK(p.device_bytes_per_missed_byte == Approx(4.0));
+  // Four workers cannot read faster than the device gave: 250 MiB/s over 4 MiB a batch of 4.
+  model::Scenario scenario;
+  scenario.machine.cores = 8;
+  scenario.workers = 4;
+  const auto predicted = model::Predict(p, scenario);
+  REQUIRE(predicted.ok());
+  CHECK(predicted->samples_per_s == Approx(250.0).epsilon(0.02));
+}
+
 TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
   TraceBuilder b;
   b.Config(100, 1, "batch_size", 2);

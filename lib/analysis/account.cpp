@@ -1568,11 +1568,12 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, ui
 
 }  // namespace
 
-// The steady iterations' device reads by worker fetches: the rate and the reads
-// in flight (a fetch counts where it ends: in a steady iteration's step).
+// The steady iterations' device reads by the loader's fetches (its workers',
+// or the main process's without workers): the rate and the reads in flight (a
+// fetch counts where it ends: in a steady iteration's step).
 void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   loader.storage_read_rate = loader.storage_reads_in_flight = 0;
-  if (loader.config.num_workers == 0) return;
+  const bool in_main = loader.config.num_workers == 0;
   HugeVector<std::pair<uint64_t, uint64_t>> steps;  // [next() called, step end), by time
   steps.reserve(loader.iterations.size());
   double window_ns = 0;
@@ -1585,7 +1586,7 @@ void FillStorageRate(const FetchFactList& fetches, LoaderAnalysis& loader) {
   if (!std::is_sorted(steps.begin(), steps.end())) std::sort(steps.begin(), steps.end());  // iterations are by time
   double bytes = 0, off_cpu_ns = 0;
   for (const FetchFact& f : fetches) {
-    if (f.pid == loader.pid || f.device_bytes <= 0 || !f.has_cpu) continue;
+    if ((f.pid == loader.pid) != in_main || f.device_bytes <= 0 || !f.has_cpu) continue;
     auto step = std::upper_bound(steps.begin(), steps.end(), std::make_pair(f.end_ns, UINT64_MAX));
     if (step == steps.begin() || f.end_ns >= (step - 1)->second) continue;
     bytes += static_cast<double>(f.device_bytes);

@@ -585,6 +585,18 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
                            fmt::format("the workers' own reads from the device over the steady state, {:.1f} in flight "
                                        "on average: the bandwidth they shared (peak disk read rate {:.1f} MiB/s)",
                                        loader.storage_reads_in_flight, peak / (1 << 20))};
+  else if (loader.config.num_workers == 0 && loader.storage_reads_in_flight >= 0.5 && loader.storage_read_rate > 0 &&
+           (peak <= 0 || loader.storage_read_rate / loader.storage_reads_in_flight < peak))
+    // The main process waited on the device most of the steady time: the rate
+    // it got while waiting is what the device gave, not a burst's peak (a
+    // throttled volume: 67 MiB/s got against a 158 MiB/s peak, and 4 workers
+    // ran no faster than none where the peak predicted 3.7x).
+    p.storage_bandwidth = {
+        loader.storage_read_rate / loader.storage_reads_in_flight, true,
+        fmt::format("the main process's own reads from the device over the steady state, waiting on it {:.0f}% of the "
+                    "time: what one reader at a time got (peak disk read rate {:.1f} MiB/s); a device that serves "
+                    "reads in parallel gives workers more (`--disk-bw` to plan with more)",
+                    loader.storage_reads_in_flight * 100, peak / (1 << 20))};
   else if (peak > 0)
     p.storage_bandwidth = {
         peak, true,
@@ -630,6 +642,14 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     }
   }
   if (needed > 0) p.cold_hit_ratio = std::clamp(1.0 - from_disk / needed, 0.0, 1.0);
+  // The device bytes a missed byte cost: readahead beyond the items' bytes
+  // (SQLite's 4 KiB page reads of a row: 226 KiB from the device a sample for
+  // 77 KiB of read calls), which the storage bandwidth must carry.
+  if (p.bytes_per_sample.value > 0 && p.storage_bytes_per_batch > 0 && p.batch_size > 0 && p.cold_hit_ratio < 0.95) {
+    const double missed = p.bytes_per_sample.value * p.batch_size * (1 - p.cold_hit_ratio);
+    const double per_missed = p.storage_bytes_per_batch / missed;
+    if (per_missed > 1.1) p.device_bytes_per_missed_byte = std::min(per_missed, 64.0);
+  }
   if (auto fit = model::FitReadCost(loader.fetch_reads); fit.ok()) {
     char r2[16];
     std::snprintf(r2, sizeof r2, "%.2f", fit->r2);

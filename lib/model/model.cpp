@@ -630,7 +630,7 @@ Result<Prediction> Predict(const LoaderProfile& p, const Scenario& s) {
   out.io_s = io;
   const double cpu_scale = p.cpu_s_per_batch > 0 ? fetch_cpu / p.cpu_s_per_batch : 1;
   const double bandwidth = s.storage_bandwidth > 0 ? s.storage_bandwidth : p.storage_bandwidth.value;
-  const double bytes = p.bytes_per_sample.value * miss;
+  const double bytes = p.bytes_per_sample.value * miss * p.device_bytes_per_missed_byte;
   const double r_bandwidth = (bandwidth > 0 && bytes > 0) ? bandwidth / bytes : kInf;
   const double background = ScenarioBackground(p, s.background_threads);
   out.background_threads = background;

@@ -171,6 +171,7 @@ struct LoaderProfile {
   Input shm_collate_cpu_s_per_batch;  // worker CPU per batch, in its fetch
   Input batch_touch_cpu_s_per_batch;  // the step's CPU per batch
   double storage_bytes_per_batch = 0;    // bytes one fetch read from storage (the hook's read spans)
+  double device_bytes_per_missed_byte = 1;  // readahead: device bytes a byte missed in the page cache cost
   Input cpu_s_per_storage_byte;          // worker CPU per byte read from storage (model::FitReadCost):
                                          // the part of cpu_s_per_batch a cache removes. 0 = not fitted
   // The simulation's inputs (docs/model.md "Simulation"):

@@ -77,7 +77,7 @@ PipelineLp BuildLp(const LoaderProfile& p, const Candidate& c, double usable_cor
   const double compute = UncontendedComputeSeconds(p) / accel_speedup + BatchTouchSeconds(p, 1);
   if (compute + MainReceiveSeconds(p) > 0) lp.max_samples_per_s = b / (compute + MainReceiveSeconds(p));
   lp.storage_bandwidth = p.storage_bandwidth.value;
-  lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss;
+  lp.storage_bytes_per_sample = p.bytes_per_sample.value * c.miss * p.device_bytes_per_missed_byte;
   // A raw-file cache shrinks the CPU storage misses cost with the misses;
   // which stage reads is not known, so every stage's CPU shrinks in
   // proportion. (A decoded-sample cache already skips the cached stages.)

@@ -422,6 +422,12 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                  "(measured, trace header: MGLRU off)");
   in.push_back(Described("bytes read per sample", p.bytes_per_sample.value, FormatBytes(p.bytes_per_sample.value),
                          p.bytes_per_sample.measured, p.bytes_per_sample.source));
+  if (p.device_bytes_per_missed_byte > 1)
+    in.push_back(fmt::format("device bytes per byte missed: {:.2f} (measured: the fetches read {} a batch from the device "
+                             "for {} of their items' bytes that missed the page cache: readahead beyond them, which the "
+                             "storage bandwidth carries)",
+                             p.device_bytes_per_missed_byte, FormatBytes(p.storage_bytes_per_batch),
+                             FormatBytes(p.storage_bytes_per_batch / p.device_bytes_per_missed_byte)));
   in.push_back(Described("storage bandwidth", p.storage_bandwidth.value,
                          p.storage_bandwidth.value > 0 ? FormatBytes(p.storage_bandwidth.value) + "/s" : "no limit",
                          p.storage_bandwidth.measured, p.storage_bandwidth.source));
