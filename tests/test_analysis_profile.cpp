@@ -2,6 +2,7 @@
 
 #include "analysis/profile.h"
 #include "model/cache.h"
+#include "model/lp.h"
 #include "test_analysis_trace_builder.h"
 
 using namespace stallprof;
@@ -220,19 +221,28 @@ TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
 }
 
 namespace {
-// Two workers taking turns: batch i is fetched by worker i % 2 in the 40 ms
-// before next() i returns (2 ms of CPU, 38 ms off CPU reading 4 MiB from the
-// device); steps of 20 ms (18 ms wait, 2 ms compute). The sampler's disk
-// counter bursts at 800 MiB/s once.
-TraceBuilder TwoReadingWorkers() {
-  TraceBuilder b;
-  b.Config(100, 1, "num_workers", 2);
+// A loader of batch 4 with `num_workers` whose main loop takes 60 steps of 20
+// ms (18 ms wait, 2 ms compute); the sampler's disk counter bursts at 800
+// MiB/s once. The caller adds the fetches.
+LoopSpec ReadingLoop(TraceBuilder& b, uint64_t num_workers) {
+  b.Config(100, 1, "num_workers", num_workers);
   b.Config(100, 1, "batch_size", 4);
   LoopSpec spec;
   spec.iterations = 60;
   spec.wait = 18 * kMs;
   spec.compute = 2 * kMs;
   AddMainProcessLoader(b, spec);
+  b.trace.system.t_ns = {0, spec.start, spec.start + 100 * kMs, spec.start + 2000 * kMs};
+  b.trace.system.disk_read_bytes = {0, 0, 80 << 20, 240 << 20};
+  return spec;
+}
+
+// Two workers taking turns: batch i is fetched by worker i % 2 in the 40 ms
+// before next() i returns (2 ms of CPU, 38 ms off CPU reading 4 MiB from the
+// device).
+TraceBuilder TwoReadingWorkers() {
+  TraceBuilder b;
+  const LoopSpec spec = ReadingLoop(b, 2);
   uint32_t workers[2];
   for (uint32_t w = 0; w < 2; ++w) {
     b.Process(201 + w, 100);
@@ -246,8 +256,6 @@ TraceBuilder TwoReadingWorkers() {
     b.Span(workers[i % 2], names::kReadStorage, start, produce + 1000, 1, 4 << 20);
     b.Span(workers[i % 2], names::kReadCalls, start, produce + 1000, 1, 4 << 20);
   }
-  b.trace.system.t_ns = {0, spec.start, spec.start + 100 * kMs, spec.start + 2000 * kMs};
-  b.trace.system.disk_read_bytes = {0, 0, 80 << 20, 240 << 20};
   return b;
 }
 }  // namespace
@@ -280,25 +288,16 @@ TEST_CASE("Reads less than one in flight leave the storage bandwidth at the disk
 namespace {
 // No workers: the main thread fetches batch i inside its 18 ms wait (2 ms on
 // CPU, 16 ms off CPU on the device), reading 1 MiB through read calls and 4
-// MiB from the device (readahead); steps of 20 ms. The sampler's disk counter
-// bursts at 800 MiB/s once.
+// MiB from the device (readahead).
 TraceBuilder OneReaderWithReadahead() {
   TraceBuilder b;
-  b.Config(100, 1, "num_workers", 0);
-  b.Config(100, 1, "batch_size", 4);
-  LoopSpec spec;
-  spec.iterations = 60;
-  spec.wait = 18 * kMs;
-  spec.compute = 2 * kMs;
-  AddMainProcessLoader(b, spec);
+  const LoopSpec spec = ReadingLoop(b, 0);
   for (uint64_t i = 0; i < spec.iterations; ++i) {
     const uint64_t start = spec.start + i * 20 * kMs;
     b.Span(spec.thread, names::kFetch, start + 1000, 18 * kMs - 3000, 1, i, 2 * kMs, 0);
     b.Span(spec.thread, names::kReadStorage, start + 500, 18 * kMs - 2000, 1, 4 << 20);  // around the fetch, as the hook's
     b.Span(spec.thread, names::kReadCalls, start + 500, 18 * kMs - 2000, 1, 1 << 20);
   }
-  b.trace.system.t_ns = {0, spec.start, spec.start + 100 * kMs, spec.start + 2000 * kMs};
-  b.trace.system.disk_read_bytes = {0, 0, 80 << 20, 240 << 20};
   return b;
 }
 }  // namespace
@@ -327,6 +326,13 @@ TEST_CASE("A loader without workers that waited on the device most of the time p
   const auto predicted = model::Predict(p, scenario);
   REQUIRE(predicted.ok());
   CHECK(predicted->samples_per_s == Approx(250.0).epsilon(0.02));
+  // recommend's LP carries the same bound where no cache fits its budget.
+  model::RecommendOptions options;
+  options.cores = 8;
+  options.memory_bytes = 1 << 20;
+  const auto planned = model::Recommend(p, options);
+  REQUIRE(planned.ok());
+  CHECK(planned->lp_samples_per_s == Approx(250.0).epsilon(0.02));
 }
 
 TEST_CASE("Profiles from a digest with folded stage spans keep the stages") {
