@@ -159,12 +159,14 @@ TEST_CASE("Without workers, the handoff timed after the run gives the worker loo
   b.ConfigDouble(100, 1, "ipc_fork_s_per_mib", 20e-6);
   b.ConfigDouble(100, 1, "ipc_exit_s_per_mib", 15e-6);
   CHECK(measure().startup_fork_extra_s == 0);  // the job's resident memory not sampled
+  CHECK(measure().main_rss_bytes == 0);  // not sampled: recommend plans the whole memory
   ProcessSeries series;
   series.pid = 100;
   series.t_ns = {0, 1'000'000'000'000};
   series.rss_bytes = {1250ull << 20, 1250ull << 20};
   b.trace.process_series.push_back(series);
   const auto scaled = measure();
+  CHECK(scaled.main_rss_bytes == 1250.0 * 1048576);  // the peak recommend takes from its memory
   CHECK(scaled.startup_fork_extra_s == Approx(0.020));
   CHECK(scaled.startup_first_s == Approx(0.031 + 0.020));
   CHECK(scaled.startup_later_s == Approx(0.031 + 0.020));

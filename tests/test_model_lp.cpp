@@ -285,6 +285,40 @@ TEST_CASE("recommend caches the dataset when storage bandwidth binds and memory 
   CHECK(half->binding.kind == RowKind::kBandwidth);
 }
 
+TEST_CASE("recommend plans the cache in the memory the training process leaves, a rank each on the host") {
+  // As above, storage-bound without a cache; 1 GiB of memory, of which the
+  // training process holds 400 MiB at its peak: 624 MiB is left, so 3/4 of
+  // the dataset (768 MiB, which the whole 1 GiB would hold) no longer fits.
+  LoaderProfile p = Loader();
+  p.dataset_bytes = 1ull << 30;
+  p.dataset_items = 1024;
+  p.bytes_per_sample = {1 << 20, true, "read_bytes"};
+  p.storage_bandwidth = {50 << 20, true, "observed"};
+  p.main_rss_bytes = 400 << 20;
+  RecommendOptions o;
+  o.cores = 8;
+  o.memory_bytes = 1ull << 30;
+  auto r = Recommend(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->job_memory_bytes == (400ull << 20));
+  CHECK(r->plan_memory_bytes == (624ull << 20));
+  CHECK(r->cache.policy == CachePolicy::kStatic);
+  CHECK(r->cache.bytes == (512ull << 20));
+  CHECK(r->lp_samples_per_s == Approx(100).epsilon(1e-3));  // 50 / (1 - 0.5)
+  // Two ranks on the host, 400 MiB each: 224 MiB left, under a quarter of the dataset.
+  p.ranks_on_host = 2;
+  auto ranks = Recommend(p, o);
+  REQUIRE(ranks.ok());
+  CHECK(ranks->job_memory_bytes == (800ull << 20));
+  CHECK(ranks->cache.bytes == 0);
+  // The process alone fills the memory: nothing to plan, said in one line.
+  p.ranks_on_host = 1;
+  p.main_rss_bytes = 1ull << 30;
+  auto full = Recommend(p, o);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.error().message.find("the training process alone holds 1.00 GiB (peak RSS) of the 1.00 GiB memory") != std::string::npos);
+}
+
 // A cold profile of 1 GiB of files, 1 MiB a sample: 0.2 CPU s a batch of 10
 // (compute 0.05 s), of which 0.15 the storage misses cost (fitted); 2 cores, 4 GiB.
 namespace {

@@ -223,6 +223,16 @@ TEST_CASE("Every cache plan is put in words") {
   CHECK(CacheLine(l.plan, l.profile) == "none (the dataset size is unknown, so no cache was planned)");
 }
 
+TEST_CASE("The recommend text's memory says what the training process holds of it and what is left to plan") {
+  auto l = Planned();
+  l.plan.job_memory_bytes = uint64_t{2} << 30;
+  l.plan.plan_memory_bytes = uint64_t{62} << 30;
+  const std::string text = RecommendText(Report({l}));
+  CHECK_THAT(text, Catch::StartsWith("stallprof recommend: loader 'train' on 8 cores, 64.0 GiB memory, 2.00 GiB of it "
+                                     "held by the training process (peak RSS): 62.0 GiB left for cache and workers "
+                                     "(runs/t.pb)\n"));
+}
+
 TEST_CASE("Without a measured run, a binding row, a shadow price or known memory the recommend text says so") {
   auto l = Planned();
   l.plan.measured_samples_per_s = 0;
@@ -296,7 +306,7 @@ TEST_CASE("The recommend JSON parses and has the plan, the binding and every LP 
   CHECK(d.at("memory_bytes").get<double>() == 68719476736.0);
   REQUIRE(d.at("loaders").size() == 2);
   const Json& l = d.at("loaders").at(0);
-  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "worth_changing", "profiled_settings_samples_per_s", "profiled_settings_whole_run_samples_per_s", "step_threads", "cache",
+  CHECK(Keys(l) == std::vector<std::string>{"loader", "num_workers", "prefetch_factor", "lp_pool_workers", "lp_workers", "dataloader", "job_memory_bytes", "plan_memory_bytes", "worth_changing", "profiled_settings_samples_per_s", "profiled_settings_whole_run_samples_per_s", "step_threads", "cache",
                                              "predicted_samples_per_s", "lp_samples_per_s",
                                              "predicted_whole_run_samples_per_s", "predicted_startup_s_per_epoch",
                                              "startup_predicted", "predicted_loop_work_s_per_epoch", "measured_whole_run_samples_per_s", "dataloader_objects",

@@ -79,7 +79,7 @@ void RegisterRecommend(CLI::App& app, Action& action) {
   auto* sub = app.add_subcommand("recommend", "DataLoader settings, cores and cache plan that maximize throughput (an LP)");
   sub->add_option("trace", f->trace, "trace file (default ./trace.pb)");
   sub->add_option("--cores", f->cores, "cores of the machine to plan for, at most 4096 (default: the profiled machine's)");
-  sub->add_option("--memory", f->memory, "memory budget for cache, workers and prefetch buffers, e.g. 64G (default: the machine's, or the memory cgroup limit the job ran under where lower)");
+  sub->add_option("--memory", f->memory, "memory of the machine to plan for, e.g. 64G (default: the profiled machine's, or the memory cgroup limit the job ran under where lower); the training process's own peak RSS is taken from it, the rest shared by cache, workers and prefetch buffers");
   sub->add_option("--background-load", f->background_load,
                   "busy threads from other processes to assume: by default other processes' load is taken away and the "
                   "job's own run-queue delay kept (all of it where other processes used under half a core); 0 (the "

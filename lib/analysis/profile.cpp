@@ -468,6 +468,8 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   double worker_read_bytes = 0;
   for (const auto& series : trace.process_series) {
     if (series.t_ns.size() < 2) continue;
+    if (series.pid == loader.pid && !series.rss_bytes.empty())
+      p.main_rss_bytes = static_cast<double>(*std::max_element(series.rss_bytes.begin(), series.rss_bytes.end()));
     if (series.pid == loader.pid && to > from && series.cpu_ns.size() == series.t_ns.size()) {
       double cpu_s = (SeriesAt(series.t_ns, series.cpu_ns, to) - SeriesAt(series.t_ns, series.cpu_ns, from)) * kNs;
       double span = std::min(to, series.t_ns.back()) > std::max(from, series.t_ns.front())

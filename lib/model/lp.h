@@ -77,7 +77,10 @@ struct CachePlan {
 
 struct RecommendOptions {
   double cores = 0;           // cores of the machine to plan for (> 0)
-  uint64_t memory_bytes = 0;  // budget for cache + workers + prefetch buffers; 0 = unknown (no memory row)
+  // The machine's memory (or the job's memory cgroup's): the training
+  // processes' own RSS is taken from it, the rest is for cache, workers and
+  // prefetch buffers; 0 = unknown (no memory row).
+  uint64_t memory_bytes = 0;
   // Busy threads beside the job's the prediction assumes, as whatif's
   // scenarios (Sweep::background_threads).
   double background_threads = Scenario::kOthersAway;
@@ -108,6 +111,11 @@ struct Recommendation {
   double lp_pool_samples_per_s = 0;
   uint32_t lp_workers = 0;
   double lp_workers_samples_per_s = 0;
+  // Of the memory, what the training processes hold themselves (each rank's
+  // peak RSS on the host), and what is left for cache, workers and prefetch
+  // buffers (0 = no memory limit).
+  uint64_t job_memory_bytes = 0;
+  uint64_t plan_memory_bytes = 0;
   CachePlan cache;
   LpSolution lp;
   LpRow binding;                    // the limiting row (kind kIngest when compute binds)

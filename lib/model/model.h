@@ -96,6 +96,7 @@ struct LoaderProfile {
   // predicted +41.9% where they measured -5%).
   double sibling_busy_threads = 0;
   double worker_rss_bytes = 0;      // mean RSS of one worker
+  double main_rss_bytes = 0;        // peak RSS of the loader's (training) process, 0 = not sampled
   double batch_bytes = 0;           // bytes of one collated batch in memory (prefetch buffers), 0 = unknown
   Input bytes_per_sample;           // storage bytes read per sample
   Input storage_bandwidth;          // bytes/s

@@ -166,13 +166,23 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
         "no cores are left for DataLoader workers: the main process of '{}' keeps {:.2f} of the {:.2f} cores busy; "
         "plan for more cores with --cores",
         p.name, p.main_cpu_cores, rank_cores));
-  if (o.memory_bytes > 0 && p.worker_rss_bytes > static_cast<double>(o.memory_bytes))
-    return UnsupportedError("the memory budget " + FormatBytes(static_cast<double>(o.memory_bytes)) +
-                            " is below one DataLoader worker's RSS (" + FormatBytes(p.worker_rss_bytes) +
-                            "), so no worker fits; raise --memory or make each worker hold less");
-
   Recommendation rec;
   rec.loader = p.name;
+  // The training process holds its own memory (a rank each on the host): a
+  // cache planned beside it competes with it for the same pages (in a 400 MiB
+  // memory cgroup, a 300 MiB cache was planned beside a 250 MiB process).
+  rec.job_memory_bytes = static_cast<uint64_t>(std::max(0.0, p.main_rss_bytes) * std::max(1u, p.ranks_on_host));
+  if (o.memory_bytes > 0 && rec.job_memory_bytes >= o.memory_bytes)
+    return UnsupportedError("the training process" + std::string(p.ranks_on_host > 1 ? "es" : "") + " alone hold" +
+                            (p.ranks_on_host > 1 ? "" : "s") + " " + FormatBytes(static_cast<double>(rec.job_memory_bytes)) +
+                            " (peak RSS) of the " + FormatBytes(static_cast<double>(o.memory_bytes)) +
+                            " memory: nothing is left for a cache or workers; raise --memory");
+  rec.plan_memory_bytes = o.memory_bytes > 0 ? o.memory_bytes - rec.job_memory_bytes : 0;
+  const uint64_t budget = rec.plan_memory_bytes;
+  if (budget > 0 && p.worker_rss_bytes > static_cast<double>(budget))
+    return UnsupportedError("the memory left beside the training process, " + FormatBytes(static_cast<double>(budget)) +
+                            ", is below one DataLoader worker's RSS (" + FormatBytes(p.worker_rss_bytes) +
+                            "), so no worker fits; raise --memory or make each worker hold less");
   const double b = p.SamplesPerBatch();
   if (!p.bytes_per_sample.measured && p.bytes_per_sample.value > 0)
     rec.assumptions.push_back("bytes per sample from " + p.bytes_per_sample.source);
@@ -182,9 +192,10 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   if (p.worker_rss_bytes <= 0) rec.assumptions.push_back("worker RSS unknown: taken as 0");
   if (p.batch_bytes <= 0) rec.assumptions.push_back("batch size in memory unknown: prefetch buffers taken as 0 bytes");
   if (o.memory_bytes == 0) rec.assumptions.push_back("memory budget unknown: no memory limit");
+  else if (p.main_rss_bytes <= 0) rec.assumptions.push_back("training process's RSS not sampled: the whole memory planned for cache and workers");
   if (p.dataset_bytes == 0) rec.assumptions.push_back("dataset size unknown: no cache plan considered");
 
-  const auto candidates = CacheCandidates(p, o.memory_bytes);
+  const auto candidates = CacheCandidates(p, budget);
   const double p99 = p.produce_p99_s > 0 ? p.produce_p99_s : p.produce_s_per_batch;
   if (p.produce_p99_s <= 0) rec.assumptions.push_back("p99 batch latency unknown: the mean is used");
 
@@ -194,7 +205,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   for (int pass = 0; pass < 2; ++pass) {
     best = nullptr;
     for (const Candidate& c : candidates) {
-      const PipelineLp lp = BuildLp(p, c, usable, o.memory_bytes, prefetch, 1);
+      const PipelineLp lp = BuildLp(p, c, usable, budget, prefetch, 1);
       if (!(lp.memory_bytes >= 0)) continue;
       auto solved = SolvePipelineLp(lp);
       if (!solved.ok()) return solved.error();
@@ -216,7 +227,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   }
   if (best_lp.samples_per_s <= 0)
     return UnsupportedError("no configuration of '" + p.name + "' makes progress within the budget (" +
-                            (o.memory_bytes > 0 ? "memory " + FormatBytes(static_cast<double>(o.memory_bytes)) : "") +
+                            (budget > 0 ? "memory " + FormatBytes(static_cast<double>(budget)) + " beside the training process" : "") +
                             "); raise --memory or --cores");
 
   rec.cache = best->plan;
@@ -226,8 +237,8 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
   uint32_t workers = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(members - 1e-6)));
   // Integer workers must still fit the memory the LP shared out fractionally.
   const double member_memory = p.worker_rss_bytes + prefetch * p.batch_bytes;
-  if (o.memory_bytes > 0 && member_memory > 0) {
-    const double room = (static_cast<double>(o.memory_bytes) - static_cast<double>(rec.cache.bytes)) / member_memory;
+  if (budget > 0 && member_memory > 0) {
+    const double room = (static_cast<double>(budget) - static_cast<double>(rec.cache.bytes)) / member_memory;
     workers = std::max<uint32_t>(1, std::min<uint32_t>(workers, static_cast<uint32_t>(std::floor(room + 1e-9))));
   }
   rec.workers = workers;

@@ -90,9 +90,15 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   const auto& p = loader.profile;
   const auto& r = loader.plan;
   const double speedup = Speedup(r);
-  std::string out = fmt::format("stallprof recommend: loader '{}' on {:g} cores, {} memory ({})\n\n", TerminalSafe(p.name), options.cores,
-                                options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
-                                trace);
+  std::string out = fmt::format(
+      "stallprof recommend: loader '{}' on {:g} cores, {} memory{} ({})\n\n", TerminalSafe(p.name), options.cores,
+      options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
+      options.memory_bytes && r.job_memory_bytes
+          ? fmt::format(", {} of it held by the training process{} (peak RSS): {} left for cache and workers",
+                        FormatBytes(static_cast<double>(r.job_memory_bytes)), p.ranks_on_host > 1 ? "es" : "",
+                        FormatBytes(static_cast<double>(r.plan_memory_bytes)))
+          : "",
+      trace);
   if (!r.WorthChanging())
     out += fmt::format("  keep the DataLoader as profiled ({}): the best plan found predicts {:.1f} samples/s against "
                        "{:.1f} for the profiled settings on this machine ({:+.1f}%{}), under the "
@@ -221,6 +227,8 @@ std::string RecommendJson(const RecommendReport& report) {
     if (r.workers == 0) w.BeginObject().Field("num_workers", r.lp_workers).Field("predicted_samples_per_s", r.lp_workers_samples_per_s).EndObject();
     else w.Null();
     w.Field("dataloader", DataLoaderLine(r));
+    // Of the memory: the training processes' peak RSS, and the rest the plan shared out.
+    w.Field("job_memory_bytes", r.job_memory_bytes).Field("plan_memory_bytes", r.plan_memory_bytes);
     // false: the plan predicts under kWorthChanging over the profiled
     // settings (predicted alike), and the text says to keep them.
     w.Field("worth_changing", r.WorthChanging());

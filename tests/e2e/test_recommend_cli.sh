@@ -34,12 +34,22 @@ $SP recommend prep.pb --cores 1.5 --json >small.json || fail "recommend --cores 
 "$PY" -c 'import json,sys; l=json.load(open(sys.argv[1]))["loaders"][0]; print(l["advice"]); assert l["binding"]["kind"]=="cores", l["binding"]; assert "one more core adds" in l["advice"]' small.json \
   || fail "a CPU-bound plan does not price a core"
 
+# The training process's own peak RSS comes out of the memory first: 1 KiB
+# holds not even that, and 1 KiB beside it holds no worker.
+job=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["loaders"][0]["job_memory_bytes"])' small.json)
+[ "$job" -gt $((50 << 20)) ] || fail "the training process's peak RSS in recommend's JSON is $job bytes, not a python3 with torch's"
 set +e
 $SP recommend prep.pb --memory 1K 2>err.txt
 rc=$?
 set -e
+[ "$rc" = 5 ] || fail "a memory budget below the training process's RSS exited $rc, not 5"
+grep -q "the training process alone holds .* (peak RSS) of the 1.00 KiB memory" err.txt || fail "no explanation: $(cat err.txt)"
+set +e
+$SP recommend prep.pb --memory $((job + 1024)) 2>err.txt
+rc=$?
+set -e
 [ "$rc" = 5 ] || fail "a memory budget below one worker's RSS exited $rc, not 5"
-grep -q "below one DataLoader worker's RSS" err.txt || fail "no explanation: $(cat err.txt)"
+grep -q "the memory left beside the training process, 1.00 KiB, is below one DataLoader worker's RSS" err.txt || fail "no explanation: $(cat err.txt)"
 set +e
 $SP recommend prep.pb --cores 0 2>err.txt
 rc=$?
