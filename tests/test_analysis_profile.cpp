@@ -208,6 +208,15 @@ TEST_CASE("The measured machine takes cores and memory from the header and the c
   b.trace.header.memory_limit_bytes = 32ull << 30;  // a limit above the machine's memory limits nothing
   CHECK(MeasuredMachine(b.trace).memory_bytes == 16ull << 30);
   CHECK_FALSE(MeasuredMachine(b.trace).memory_limited);
+  CHECK_FALSE(m.cpu_limited);
+  // A CPU quota (a container's CPU limit) below the cores: its threads share
+  // that much CPU time, fractional or not.
+  b.trace.header.cpu_quota_cores = 1.5;
+  CHECK(MeasuredMachine(b.trace).cores == 1.5);
+  CHECK(MeasuredMachine(b.trace).cpu_limited);
+  b.trace.header.cpu_quota_cores = 8;  // a quota above the cores limits nothing
+  CHECK(MeasuredMachine(b.trace).cores == 6);
+  CHECK_FALSE(MeasuredMachine(b.trace).cpu_limited);
 }
 
 TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {

@@ -316,3 +316,46 @@ TEST_CASE("The memory cgroup limit is v1's hierarchical limit or v2's lowest mem
   CHECK(limit("missing") == 0);  // no /proc/<pid>/cgroup to read
   fs::remove_all(root);
 }
+
+TEST_CASE("The CPU quota is v1's cfs quota over its period or v2's cpu.max, the lowest on the way up, 0 without one") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("stallprof-cpu-cgroup-" + std::to_string(getpid()));
+  auto write = [&](const std::string& relative, const std::string& contents) {
+    fs::create_directories((root / relative).parent_path());
+    std::ofstream(root / relative) << contents;
+  };
+  // v1, cpu and cpuacct mounted together (Debian, Docker): the group's
+  // 3 cores under its parent's 1.5 (150 ms every 100 ms).
+  write("v1.cgroup", "4:memory:/job\n2:cpu,cpuacct:/pod/job\n0::/\n");
+  write("v1/cpu,cpuacct/cgroup.procs", "1\n");
+  write("v1/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  write("v1/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  write("v1/cpu,cpuacct/pod/cpu.cfs_quota_us", "150000\n");
+  write("v1/cpu,cpuacct/pod/cpu.cfs_period_us", "100000\n");
+  write("v1/cpu,cpuacct/pod/job/cpu.cfs_quota_us", "150000\n");
+  write("v1/cpu,cpuacct/pod/job/cpu.cfs_period_us", "50000\n");
+  // v1 with cpu mounted alone: half a core.
+  write("alone.cgroup", "1:cpu:/half\n");
+  write("alone/cpu/half/cpu.cfs_quota_us", "50000\n");
+  write("alone/cpu/half/cpu.cfs_period_us", "100000\n");
+  // v2: the group's 2 cores, its parent's "max", the root's none.
+  write("v2.cgroup", "0::/a/b\n");
+  write("v2/a/cpu.max", "max 100000\n");
+  write("v2/a/b/cpu.max", "200000 100000\n");
+  // No quota: v1's -1 and v2's "max".
+  write("free1.cgroup", "1:cpu:/x\n");
+  write("free1/cpu/x/cpu.cfs_quota_us", "-1\n");
+  write("free1/cpu/x/cpu.cfs_period_us", "100000\n");
+  write("free2.cgroup", "0::/x\n");
+  write("free2/x/cpu.max", "max 100000\n");
+  auto quota = [&](const std::string& name) {
+    return CpuQuotaCores((root / (name + ".cgroup")).string(), (root / name).string());
+  };
+  CHECK(quota("v1") == 1.5);
+  CHECK(quota("alone") == 0.5);
+  CHECK(quota("v2") == 2);
+  CHECK(quota("free1") == 0);
+  CHECK(quota("free2") == 0);
+  CHECK(quota("missing") == 0);  // no /proc/<pid>/cgroup to read
+  fs::remove_all(root);
+}

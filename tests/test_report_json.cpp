@@ -304,6 +304,26 @@ TEST_CASE("The System section says a run's times are a slowed host's from 5% ste
   CHECK(StealNote(a).empty());
 }
 
+TEST_CASE("The System section puts the job's busy cores against its CPU quota, and says when the quota held it") {
+  auto a = Analyzed();
+  a.usable_cores = 2;
+  a.system.available = true;
+  a.system.job_cpu_cores = 0.98;
+  a.system.job_cpu_fraction = 0.49;
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff), Catch::Contains("the job kept 0.98 cores busy (49% of 2 usable)\n"));
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("usable_cores":2,"cpu_quota_cores":null)"));
+  // In a 1-core quota (a container's --cpus=1) the same job spent all of it.
+  a.cpu_quota_cores = 1;
+  a.system.job_cpu_fraction = 0.98;
+  const std::string text = AnalysisText({a}, nullptr, 5, Colour::kOff);
+  CHECK_THAT(text, Catch::Contains("the job kept 0.98 cores busy (98% of its CPU quota of 1 core; 2 usable)\n"));
+  CHECK_THAT(text, Catch::Contains("the job's CPU cgroup allows 1 core (cpu.cfs_quota_us or cpu.max: a container's CPU "
+                                   "limit) and the job kept 0.98 busy: its threads waited for the quota"));
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("usable_cores":2,"cpu_quota_cores":1)"));
+  a.system.job_cpu_fraction = 0.6;  // the quota left room: no note
+  CHECK(CpuQuotaNote(a).empty());
+}
+
 TEST_CASE("The text folds a long epoch table to its first and last epochs and a line for the rest that names the slowest") {
   auto a = Analyzed();
   auto& epochs = a.loaders.at(0).epochs;

@@ -664,7 +664,7 @@ std::string PrefetchLoopBoundAdvice(const LoaderAnalysis& l) {
 }
 
 Account Finish(const Ledger& l, const Context& c, const FetchMeans& m, const LoaderAnalysis& loader, bool whole_run,
-               double persistent_saving_s, double miss_cpu_s_per_batch, uint32_t cores) {
+               double persistent_saving_s, double miss_cpu_s_per_batch, double cores) {
   Account a;
   a.available = l.batches > 0;
   a.batches = l.batches;
@@ -1030,7 +1030,7 @@ std::string StepReadsAdvice(const LoaderAnalysis& l) {
 // same cores: whenever one of its threads loses its core the others wait for
 // it at the next operator, so the step stretches far beyond its share
 // (docs/model.md "A parallel step beside workers"). Empty when that is not the case.
-std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, uint32_t cores) {
+std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, double cores) {
   const uint32_t threads = l.config.intra_op_threads, workers = l.config.num_workers;
   if (threads < 2 || workers == 0 || threads + workers <= cores || l.main_step_compute_s <= 0 || a.batches == 0) return {};
   if ((l.main_step_cpu_s + l.main_step_delay_s) / l.main_step_compute_s < model::kParallelStepThreads) return {};
@@ -1124,7 +1124,7 @@ std::string SerialStartAdvice(const LoaderAnalysis& l) {
 // (pytorch/examples super_resolution, test batch 100 of 100 images, 4
 // workers: 262 ms of a 327 ms start-up, one worker making the batch while
 // three idled).
-std::string FirstBatchAdvice(const LoaderAnalysis& l, double startup_s, uint32_t cores) {
+std::string FirstBatchAdvice(const LoaderAnalysis& l, double startup_s, double cores) {
   const uint32_t workers = l.config.num_workers;
   if (workers == 0 || l.epochs.empty() || l.produce.count == 0) return {};
   const double epochs = static_cast<double>(l.epochs.size());
@@ -1140,7 +1140,7 @@ std::string FirstBatchAdvice(const LoaderAnalysis& l, double startup_s, uint32_t
                                    "workers keep it",
                                    FormatSeconds(rest), FormatSeconds(batch_s), l.config.batch_size);
   const double batches = static_cast<double>(l.SteppedIterations()) / epochs;
-  const uint32_t side_by_side = std::min(workers, cores);
+  const uint32_t side_by_side = std::min(workers, WholeCores(cores));
   if (batches < side_by_side && l.config.batch_size_known && l.config.batch_size >= 2 * side_by_side)
     advice += fmt::format("; an epoch has {:.1f} batches for {} workers, so {} of them idle: batch_size={} would let {} "
                           "workers make its samples side by side (its first batch in about {})",
@@ -1365,7 +1365,7 @@ std::string FirstEpochStorage(const LoaderAnalysis& l) {
                      later_seconds > 0 ? later / later_seconds * 100 : 0.0);
 }
 
-std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, uint32_t cores) {
+std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, double cores) {
   const auto& line = a.Line(cause);
   const std::string share = fmt::format("{:.0f}%", line.share * 100);
   const double produce = MeanProduceSeconds(l);
@@ -1622,7 +1622,8 @@ void FillWorkersReady(const FetchFactList& fetches, LoaderAnalysis& loader) {
     epochs[start.first].workers_ready_ns = std::max(epochs[start.first].workers_ready_ns, start.second);
 }
 
-std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cores) {
+std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, double usable_cores) {
+  const uint32_t cores = WholeCores(usable_cores);
   const Account& a = l.account_steady;
   if (!a.available || l.compute_steady.count == 0 || l.prefetch_thread.LoopBound()) return {};
   const auto advised = [&](Cause c) { return l.bottleneck == c || a.Line(c).share >= kAdvisedShare; };
@@ -1656,7 +1657,7 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, uint32_t cor
 
 // Advice: the bottleneck first, then every other cause worth 5% of the wall
 // time (stallprof's own cost from 1%: it changes how to read the figures).
-void WriteAdvice(LoaderAnalysis& loader, uint32_t cores) {
+void WriteAdvice(LoaderAnalysis& loader, double cores) {
   const Account& a = loader.account_steady;
   const bool loop_bound = loader.prefetch_thread.LoopBound();
   loader.advice.clear();
@@ -1909,7 +1910,7 @@ void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysi
     }
   }
 
-  const uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
+  const double cores = UsableCores(trace.header);
   const FetchMeans means = MeansOf(fetches);
   const FetchKernelCpu fetch_kernel_cpu = KernelCpuOf(fetches);
   std::tie(loader.fetch_kernel_share, loader.fetch_kernel_s) = KernelShare(fetch_kernel_cpu);

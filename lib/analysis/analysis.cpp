@@ -1740,8 +1740,8 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
   }
   if (last > first) {
     out.job_cpu_cores = job_cpu_s / ((last - first) * kNs);
-    uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
-    out.job_cpu_fraction = cores ? out.job_cpu_cores / cores : 0;
+    const double cores = UsableCores(trace.header);
+    out.job_cpu_fraction = cores > 0 ? out.job_cpu_cores / cores : 0;
   }
   double room = std::max(out.mem_available_min + out.page_cache_start, static_cast<double>(trace.header.page_cache_bytes));
   if (room <= 0 || room > out.memory_bytes) room = out.memory_bytes;  // a memory cgroup's limit bounds it
@@ -2378,6 +2378,7 @@ Result<TraceAnalysis> AnalyzeCore(const Trace& trace, const AnalysisOptions& opt
   out.start_monotonic_ns = trace.header.start_monotonic_ns;
   out.start_realtime_ns = trace.header.start_realtime_ns;
   out.usable_cores = trace.header.usable_cores;
+  if (CpuQuotaLimits(trace.header)) out.cpu_quota_cores = trace.header.cpu_quota_cores;
   uint64_t end = JobEndNs(trace);
   const double counter_share = CounterShare(trace);
   const bool sampled = counter_share < 1;

@@ -785,6 +785,7 @@ struct TraceAnalysis {
   double duration_s = 0;
   RunCoverage coverage;
   uint32_t usable_cores = 0;
+  double cpu_quota_cores = 0;  // the CPU cgroup's quota where below usable_cores (TraceHeader), else 0
   std::vector<LoaderAnalysis> loaders;  // ordered by (rank, pid, scope)
   std::vector<ProcessSummary> processes;  // every process of the trace
   SystemStats system;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -166,15 +167,19 @@ using FetchFactList = HugeVector<FetchFact>;  // one per fetch span: millions in
 // (batch_deliverable) and fetch_reads filled.
 void FillAccount(const Trace& trace, const FetchFactList& fetches, LoaderAnalysis& loader);
 
+// The threads that run side by side on `cores` usable cores (a CPU quota
+// of 1.5 cores still runs 2 at once, each for part of the period).
+inline uint32_t WholeCores(double cores) { return cores > 0 ? static_cast<uint32_t>(std::ceil(cores - 1e-9)) : 0; }
+
 // The advice from the account's causes and the loader's facts (its
 // worker_predictions included); FillAccount calls it, and PredictAdvisedWorkers
 // again once the predictions are in.
-void WriteAdvice(LoaderAnalysis& loader, uint32_t cores);
+void WriteAdvice(LoaderAnalysis& loader, double cores);
 
 // The worker counts the advice would point to (more for the prep or other
 // blocking, 0 where receiving a batch costs more than making it), in
 // increasing order; empty where it points to none.
-std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& loader, uint32_t cores);
+std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& loader, double cores);
 
 // Fills each loader's worker_predictions with the model (what `stallprof
 // whatif --workers N` prints) and rewrites its advice with them.

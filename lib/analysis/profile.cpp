@@ -696,7 +696,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
 
 void PredictAdvisedWorkers(const Trace& trace, TraceAnalysis& analysis) {
   const model::Machine machine = MeasuredMachine(trace);
-  const auto cores = static_cast<uint32_t>(machine.cores);
+  const double cores = machine.cores;
   for (LoaderAnalysis& loader : analysis.loaders) {
     loader.worker_predictions.clear();
     const std::vector<int32_t> counts = WorkerCountsToPredict(loader, cores);
@@ -760,8 +760,10 @@ Result<std::vector<model::LoaderProfile>> MeasureProfiles(const TraceDigest& dig
 
 model::Machine MeasuredMachine(const Trace& trace) {
   model::Machine m;
-  uint32_t cores = trace.header.usable_cores ? trace.header.usable_cores : trace.header.online_cores;
-  m.cores = cores ? cores : 1;
+  // A CPU quota (a container's) below the cores: its threads share that much CPU time.
+  const double cores = UsableCores(trace.header);
+  m.cores = cores > 0 ? cores : 1;
+  m.cpu_limited = CpuQuotaLimits(trace.header);
   // A memory cgroup's limit (a container's) is the memory the job and its page cache share.
   m.memory_bytes = MemoryBytes(trace.header);
   m.memory_limited = m.memory_bytes < trace.header.memory_bytes;

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -104,23 +105,34 @@ double MeasurePageCacheCopyNsPerByte() {
   return passes[passes.size() / 2];
 }
 
-uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup, const std::string& root) {
+namespace {
+// A file's leading number (0 when it is missing or starts otherwise: "max").
+double LeadingNumber(const std::optional<std::string>& text) {
+  return text && !text->empty() && std::isdigit(static_cast<unsigned char>((*text)[0])) ? std::strtod(text->c_str(), nullptr)
+                                                                                      : 0;
+}
+
+// The lowest positive value `read(group directory)` gives over the process's
+// group and every group above it, in the v1 hierarchy holding
+// `v1_controller` (mounted at root/<its controllers>, e.g. "cpu,cpuacct", or
+// root/<controller>) or else in the unified v2 hierarchy (at root); 0 when
+// none gives one. A limit anywhere up the tree bounds the group: a
+// container's is often set on a parent its processes cannot see beyond.
+double LowestUpTheCgroup(const std::string& proc_cgroup, const std::string& root, const std::string& v1_controller,
+                         const std::function<double(const std::string&)>& read_v1,
+                         const std::function<double(const std::string&)>& read_v2) {
   const std::optional<std::string> groups = procfs::ReadFile(proc_cgroup);
   if (!groups) return 0;
-  const auto number = [](const std::optional<std::string>& text) -> uint64_t {
-    return text && !text->empty() && std::isdigit(static_cast<unsigned char>((*text)[0])) ? std::strtoull(text->c_str(), nullptr, 10)
-                                                                                          : 0;
+  const auto lowest_up = [](std::string group, const std::string& mount, const auto& read) {
+    double lowest = 0;
+    while (true) {
+      const double value = read(mount + (group.empty() ? "" : "/" + group));
+      if (value > 0) lowest = lowest == 0 ? value : std::min(lowest, value);
+      if (group.empty()) return lowest;
+      const size_t slash = group.rfind('/');
+      group = slash == std::string::npos ? "" : group.substr(0, slash);
+    }
   };
-  const auto stat_field = [](const std::optional<std::string>& text, const std::string& key) -> uint64_t {
-    if (!text) return 0;
-    std::istringstream in(*text);
-    std::string name;
-    uint64_t value = 0;
-    while (in >> name >> value)
-      if (name == key) return value;
-    return 0;
-  };
-  constexpr uint64_t kNoLimit = 1ull << 60;
   std::istringstream lines(*groups);
   std::string line;
   while (std::getline(lines, line)) {
@@ -130,26 +142,62 @@ uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup, const std::strin
     const std::string hierarchy = line.substr(0, first), controllers = line.substr(first + 1, second - first - 1);
     std::string path = line.substr(second + 1);
     while (!path.empty() && path.front() == '/') path.erase(0, 1);
-    uint64_t limit = 0;
-    if (("," + controllers + ",").find(",memory,") != std::string::npos) {  // v1
-      const std::string group = root + "/memory/" + path;
-      limit = stat_field(procfs::ReadFile(group + "/memory.stat"), "hierarchical_memory_limit");
-      if (limit == 0) limit = number(procfs::ReadFile(group + "/memory.limit_in_bytes"));
-    } else if (hierarchy == "0" && controllers.empty()) {  // v2: the lowest memory.max from the group up
-      std::string group = path;
-      while (true) {
-        const uint64_t value = number(procfs::ReadFile(root + (group.empty() ? "" : "/" + group) + "/memory.max"));
-        if (value > 0) limit = limit == 0 ? value : std::min(limit, value);
-        if (group.empty()) break;
-        const size_t slash = group.rfind('/');
-        group = slash == std::string::npos ? "" : group.substr(0, slash);
-      }
-    } else {
-      continue;
+    double value = 0;
+    if (("," + controllers + ",").find("," + v1_controller + ",") != std::string::npos) {
+      const std::string mount = procfs::ReadFile(root + "/" + controllers + "/cgroup.procs") ? root + "/" + controllers
+                                                                                             : root + "/" + v1_controller;
+      value = lowest_up(path, mount, read_v1);
+    } else if (hierarchy == "0" && controllers.empty()) {
+      value = lowest_up(path, root, read_v2);
     }
-    if (limit > 0 && limit < kNoLimit) return limit;
+    if (value > 0) return value;
   }
   return 0;
+}
+}  // namespace
+
+uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup, const std::string& root) {
+  const auto stat_field = [](const std::optional<std::string>& text, const std::string& key) -> double {
+    if (!text) return 0;
+    std::istringstream in(*text);
+    std::string name;
+    double value = 0;
+    while (in >> name >> value)
+      if (name == key) return value;
+    return 0;
+  };
+  constexpr double kNoLimit = 1ull << 60;  // v1 writes "none" as about 2^63
+  const auto limit = [&](double bytes) { return bytes < kNoLimit ? bytes : 0; };
+  const double bytes = LowestUpTheCgroup(
+      proc_cgroup, root, "memory",
+      [&](const std::string& group) {
+        // v1's hierarchical limit is already the lowest above the group.
+        const double hierarchical = limit(stat_field(procfs::ReadFile(group + "/memory.stat"), "hierarchical_memory_limit"));
+        return hierarchical > 0 ? hierarchical : limit(LeadingNumber(procfs::ReadFile(group + "/memory.limit_in_bytes")));
+      },
+      [&](const std::string& group) { return limit(LeadingNumber(procfs::ReadFile(group + "/memory.max"))); });
+  return static_cast<uint64_t>(bytes);
+}
+
+double CpuQuotaCores(const std::string& proc_cgroup, const std::string& root) {
+  // v1: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us; v2: cpu.max, "max 100000" or "150000 100000".
+  return LowestUpTheCgroup(
+      proc_cgroup, root, "cpu",
+      [](const std::string& group) {
+        const double quota = LeadingNumber(procfs::ReadFile(group + "/cpu.cfs_quota_us"));
+        const double period = LeadingNumber(procfs::ReadFile(group + "/cpu.cfs_period_us"));
+        return quota > 0 && period > 0 ? quota / period : 0;
+      },
+      [](const std::string& group) {
+        const std::optional<std::string> max = procfs::ReadFile(group + "/cpu.max");
+        if (!max) return 0.0;
+        std::istringstream in(*max);
+        std::string quota;
+        double period = 0;
+        if (!(in >> quota >> period) || period <= 0) return 0.0;
+        const double q = LeadingNumber(quota);
+        return q > 0 ? q / period : 0.0;
+      });
 }
 
 std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path) {
@@ -176,6 +224,7 @@ pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeo
   h.set_memory_bytes(sys.mem_total_bytes);
   h.set_page_cache_bytes(sys.page_cache_bytes);
   h.set_memory_limit_bytes(MemoryCgroupLimitBytes());
+  h.set_cpu_quota_cores(CpuQuotaCores());
   // The two clocks read back to back: the realtime value aligns hosts.
   timespec mono{}, real{};
   clock_gettime(CLOCK_MONOTONIC, &mono);

@@ -34,6 +34,12 @@ std::string PageReclaimPolicy(const std::string& lru_gen_enabled_path = "/sys/ke
 uint64_t MemoryCgroupLimitBytes(const std::string& proc_cgroup = "/proc/self/cgroup",
                                 const std::string& root = "/sys/fs/cgroup");
 
+// The CPU quota of that process's cgroup, in cores: v1's cpu.cfs_quota_us
+// over cpu.cfs_period_us, or v2's cpu.max, the lowest from its group up (a
+// container's --cpus, a pod's CPU limit); 0 when there is none. Threads past
+// the quota in a period wait for the next one as run-queue delay.
+double CpuQuotaCores(const std::string& proc_cgroup = "/proc/self/cgroup", const std::string& root = "/sys/fs/cgroup");
+
 // Fills a header from this machine and process. Never fails: a value that
 // cannot be read is left 0 / empty.
 pb::TraceHeader DescribeMachine(const std::vector<std::string>& command, RingGeometry ring, uint32_t sample_ms,

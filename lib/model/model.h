@@ -390,6 +390,7 @@ double IoScaleAtMiss(const LoaderProfile& profile, double miss);
 // The machine the profile was taken on, or the one to predict for.
 struct Machine {
   double cores = 1;              // usable cores
+  bool cpu_limited = false;       // cores is a CPU cgroup's quota, below the cores the job could run on
   uint64_t memory_bytes = 0;
   bool memory_limited = false;    // memory_bytes is a memory cgroup's limit, below the machine's
   uint64_t page_cache_bytes = 0;  // cache available to the dataset

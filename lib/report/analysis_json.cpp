@@ -301,6 +301,9 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
   for (const auto& t : traces) {
     w.BeginObject();
     w.Field("path", t.path).Field("hostname", t.hostname).Field("duration_s", t.duration_s).Field("usable_cores", t.usable_cores);
+    // The CPU cgroup's quota in cores where below usable_cores; null: none.
+    w.Key("cpu_quota_cores");
+    if (t.cpu_quota_cores > 0) w.Number(t.cpu_quota_cores); else w.Null();
     w.Key("coverage").BeginObject().Field("in_epochs_s", t.coverage.in_epochs_s).Field("before_s", t.coverage.before_s);
     w.Field("between_s", t.coverage.between_s).Field("after_s", t.coverage.after_s);
     // -1: the sampler had no ticks before the first epoch.

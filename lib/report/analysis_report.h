@@ -70,6 +70,15 @@ std::string OutsideEpochsNote(const analysis::TraceAnalysis& trace);
 // host's; empty otherwise (or steal not recorded).
 std::string StealNote(const analysis::TraceAnalysis& trace);
 
+// What the job's busy cores are a share of: "50% of 2 usable", or under a
+// CPU quota below them "99% of its CPU quota of 1 core; 2 usable".
+std::string UsableCoresText(const analysis::TraceAnalysis& trace, const std::string& share);
+
+// The System section's note when a CPU quota limited the job and it kept
+// 90% of the quota busy or more: its threads waited for the
+// quota, time the account shows as run-queue delay; empty otherwise.
+std::string CpuQuotaNote(const analysis::TraceAnalysis& trace);
+
 // The terminal report of `traces` (and of the job when there are several
 // processes: ranks and others).
 std::string AnalysisText(const std::vector<analysis::TraceAnalysis>& traces, const analysis::JobAnalysis* job,

@@ -300,6 +300,26 @@ std::string StealNote(const TraceAnalysis& t) {
                      Pct1(s.steal_fraction));
 }
 
+std::string UsableCoresText(const TraceAnalysis& t, const std::string& share) {
+  if (t.cpu_quota_cores > 0)
+    return fmt::format("{} of its CPU quota of {:g} core{}; {} usable", share, t.cpu_quota_cores,
+                       t.cpu_quota_cores == 1 ? "" : "s", t.usable_cores);
+  return fmt::format("{} of {} usable", share, t.usable_cores);
+}
+
+std::string CpuQuotaNote(const TraceAnalysis& t) {
+  const auto& s = t.system;
+  // 90% of the quota busy: the rest is the periods' edges, where a thread
+  // throttled late in one period leaves the quota's last slice unspent.
+  constexpr double kQuotaSpent = 0.9;
+  if (!(t.cpu_quota_cores > 0) || !s.available || s.job_cpu_fraction < kQuotaSpent) return {};
+  return fmt::format("the job's CPU cgroup allows {:g} core{} (cpu.cfs_quota_us or cpu.max: a container's CPU limit) and "
+                     "the job kept {:.2f} busy: its threads waited for the quota in the run queue, which the account "
+                     "shows as CPU contention, and as compute where the step waited; predict a larger quota with "
+                     "`stallprof whatif --cores N`",
+                     t.cpu_quota_cores, t.cpu_quota_cores == 1 ? "" : "s", s.job_cpu_cores);
+}
+
 std::string PrefetchQueueLine(const analysis::LoaderAnalysis& l) {
   const auto& p = l.prefetch;
   // A batch is fetched when its fetch span ends; where the worker's next
@@ -461,14 +481,15 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     if (const std::string coverage = CoverageLine(t); !coverage.empty()) out += "  " + coverage + "\n";
     const auto& s = t.system;
     if (s.available) {
-      out += fmt::format("  machine CPU {} busy{}; the job kept {:.2f} cores busy ({} of {} usable)\n", Pct(s.machine_cpu_fraction),
+      out += fmt::format("  machine CPU {} busy{}; the job kept {:.2f} cores busy ({})\n", Pct(s.machine_cpu_fraction),
                          s.steal_measured ? fmt::format(" (steal {}: the hypervisor running other guests)", Pct1(s.steal_fraction)) : "",
-                         s.job_cpu_cores, Pct(s.job_cpu_fraction), t.usable_cores);
+                         s.job_cpu_cores, UsableCoresText(t, Pct(s.job_cpu_fraction)));
       out += fmt::format("  disk read {} ({}/s); page cache {} -> {} (max {}); memory available min {} of {}; job RSS max {}\n",
                          FormatBytes(s.disk_read_bytes), FormatBytes(s.disk_read_bytes_per_s), FormatBytes(s.page_cache_start),
                          FormatBytes(s.page_cache_end), FormatBytes(s.page_cache_max), FormatBytes(s.mem_available_min),
                          FormatBytes(s.memory_bytes), FormatBytes(s.job_rss_max));
       if (const std::string steal = StealNote(t); !steal.empty()) out += "  " + steal + "\n";
+      if (const std::string quota = CpuQuotaNote(t); !quota.empty()) out += "  " + quota + "\n";
     } else {
       out += "  no sampler series in the trace (fewer than two /proc ticks)\n";
     }

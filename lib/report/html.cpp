@@ -635,13 +635,13 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
   }
   const auto& s = a.system;
   if (s.available)
-    h += fmt::format("<p class=\"note\">The job kept {:.2f} cores busy ({} of {}); machine CPU {} busy{}; disk read {} ({}/s); page cache {} &rarr; {}; memory available at least {} of {}.</p>",
-                     s.job_cpu_cores, Pct(s.job_cpu_fraction), a.usable_cores, Pct(s.machine_cpu_fraction),
+    h += fmt::format("<p class=\"note\">The job kept {:.2f} cores busy ({}); machine CPU {} busy{}; disk read {} ({}/s); page cache {} &rarr; {}; memory available at least {} of {}.</p>",
+                     s.job_cpu_cores, EscapeHtml(UsableCoresText(a, Pct(s.job_cpu_fraction))), Pct(s.machine_cpu_fraction),
                      s.steal_measured ? fmt::format(" (steal {:.1f}%: the hypervisor running other guests)", 100 * s.steal_fraction) : "",
                      EscapeHtml(FormatBytes(s.disk_read_bytes)),
                      EscapeHtml(FormatBytes(s.disk_read_bytes_per_s)), EscapeHtml(FormatBytes(s.page_cache_start)), EscapeHtml(FormatBytes(s.page_cache_end)),
                      EscapeHtml(FormatBytes(s.mem_available_min)), EscapeHtml(FormatBytes(s.memory_bytes)));
-  for (std::string note : {StealNote(a), DatasetMemoryNote(a)}) {
+  for (std::string note : {StealNote(a), CpuQuotaNote(a), DatasetMemoryNote(a)}) {
     if (note.empty()) continue;
     note[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(note[0])));
     h += fmt::format("<p class=\"note\">{}.</p>", EscapeHtml(note));

@@ -68,8 +68,10 @@ std::string QuieterMachine(const model::WhatIfResult& r) {
 
 std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& sweep, const std::string& trace) {
   std::string out = fmt::format("stallprof whatif: loader '{}' ({})\n", r.loader, trace);
-  out += fmt::format("baseline, as profiled ({:g} cores, {} workers): predicted {:.1f} samples/s, step {}", r.profiled.cores,
-                     r.baseline.workers, r.baseline.samples_per_s, FormatSeconds(r.baseline.step_s));
+  out += fmt::format("baseline, as profiled ({:g} core{}{}, {} worker{}): predicted {:.1f} samples/s, step {}",
+                     r.profiled.cores, r.profiled.cores == 1 ? "" : "s", r.profiled.cpu_limited ? " of CPU quota" : "",
+                     r.baseline.workers, r.baseline.workers == 1 ? "" : "s", r.baseline.samples_per_s,
+                     FormatSeconds(r.baseline.step_s));
   if (r.measured_samples_per_s > 0)
     out += fmt::format("; measured {:.1f} samples/s: model error {:+.1f}%\n", r.measured_samples_per_s, r.model_error * 100);
   else if (!r.steady_state_measured)

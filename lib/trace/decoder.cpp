@@ -219,6 +219,7 @@ Status TraceDecoder::Header(const pb::TraceHeader& h) {
   o.online_cores = h.online_cores();
   o.memory_bytes = h.memory_bytes();
   o.memory_limit_bytes = h.memory_limit_bytes();
+  o.cpu_quota_cores = h.cpu_quota_cores();
   o.start_monotonic_ns = h.start_monotonic_ns();
   o.start_realtime_ns = h.start_realtime_ns();
   o.page_cache_bytes = h.page_cache_bytes();

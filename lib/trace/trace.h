@@ -122,6 +122,7 @@ struct TraceHeader {
   uint32_t online_cores = 0;
   uint64_t memory_bytes = 0;
   uint64_t memory_limit_bytes = 0;  // the memory cgroup's limit; 0 = none or not recorded (MemoryBytes)
+  double cpu_quota_cores = 0;       // the CPU cgroup's quota in cores; 0 = none or not recorded (UsableCores)
   uint64_t start_monotonic_ns = 0;
   int64_t start_realtime_ns = 0;
   uint64_t page_cache_bytes = 0;
@@ -143,6 +144,16 @@ inline uint64_t MemoryBytes(const TraceHeader& h) {
   return h.memory_limit_bytes > 0 && (h.memory_bytes == 0 || h.memory_limit_bytes < h.memory_bytes) ? h.memory_limit_bytes
                                                                                                     : h.memory_bytes;
 }
+
+// The cores the job could use: those its CPU affinity allowed (else the
+// machine's online cores), or its CPU cgroup's quota (a container's CPU
+// limit) where that is lower; fractional under a quota of 1.5 cores.
+inline double UsableCores(const TraceHeader& h) {
+  const double cores = h.usable_cores ? h.usable_cores : h.online_cores;
+  return h.cpu_quota_cores > 0 && (cores == 0 || h.cpu_quota_cores < cores) ? h.cpu_quota_cores : cores;
+}
+// Whether UsableCores is the CPU quota, below the cores the job could run on.
+inline bool CpuQuotaLimits(const TraceHeader& h) { return h.cpu_quota_cores > 0 && h.cpu_quota_cores == UsableCores(h); }
 
 struct ProcessInfo {
   uint32_t pid = 0;
