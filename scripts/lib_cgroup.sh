@@ -1,9 +1,11 @@
 # Sourced by scripts/validate_model.sh and scripts/bench_cold_read.sh: a
-# memory cgroup and throttled storage (cgroup v1) for the cache experiments.
-# The caller sets WORK (a directory on the storage to throttle) and removes
-# the groups in $CGROUP and $SLOW on exit (remove_groups).
+# memory cgroup and throttled storage (cgroup v1) for the cache experiments,
+# and a CPU quota (a container's CPU limit). The caller sets WORK (a
+# directory on the storage to throttle) and removes the groups in $CGROUP,
+# $SLOW and $QUOTA on exit (remove_groups).
 CGROUP=""
 SLOW=""
+QUOTA=""
 
 # The cache cases read their files from storage throttled to SLOW_STORAGE_MIBS
 # (default 200 MiB/s, a network volume; cgroup v1 blkio) so that a cache
@@ -32,6 +34,18 @@ run_in_cgroup() {
   echo "$limit" >"$CGROUP/memory.limit_in_bytes"
   bash -c 'echo $$ >"$1/cgroup.procs" && { [ -z "$2" ] || echo $$ >"$2/cgroup.procs"; } && shift 2 && exec "$@"' _ "$CGROUP" "$SLOW" "$@"
 }
+# cpu_quota <cores>: a cgroup v1 cpu group whose threads share that many
+# cores' CPU time (cfs quota over a 100 ms period), or fails with the reason
+# in QUOTA_WHY. in_cpu_quota <command...>: runs the command in it.
+cpu_quota() {
+  local cpu=/sys/fs/cgroup/cpu
+  [ -e "$cpu/cpu.cfs_quota_us" ] || { QUOTA_WHY="no cgroup v1 cpu controller at $cpu"; return 1; }
+  QUOTA=$cpu/stallprof-$$
+  mkdir -p "$QUOTA" 2>/dev/null && echo 100000 >"$QUOTA/cpu.cfs_period_us" &&
+    echo "$(awk -v c="$1" 'BEGIN { printf "%d", c * 100000 }')" >"$QUOTA/cpu.cfs_quota_us" 2>/dev/null ||
+    { QUOTA_WHY="cgroup v1 cpu controller not writable at $cpu"; QUOTA=""; return 1; }
+}
+in_cpu_quota() { bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$QUOTA" "$@"; }
 cgroup_cache_bytes() { awk '$1 == "total_cache" || $1 == "cache" {print $2; exit}' "$CGROUP/memory.stat"; }
 drop_cgroup() {
   rmdir "$CGROUP" 2>/dev/null || true
@@ -40,7 +54,7 @@ drop_cgroup() {
 # remove_groups: moves any process left in the groups out and removes them.
 remove_groups() {
   local group pid
-  for group in "$CGROUP" "$SLOW"; do
+  for group in "$CGROUP" "$SLOW" "$QUOTA"; do
     if [ -n "$group" ] && [ -d "$group" ]; then
       for pid in $(cat "$group/cgroup.procs" 2>/dev/null); do echo "$pid" >"$(dirname "$group")/cgroup.procs" 2>/dev/null || true; done
       rmdir "$group" 2>/dev/null || true
