@@ -1310,6 +1310,64 @@ TEST_CASE("The main thread's own CPU in the steps is told apart from the process
   CHECK(OnlyLoader(Analyze(b.trace, {})).main_thread_step_cpu_s == -1);
 }
 
+TEST_CASE("A compute-bound step whose thread waited for a core half its time is told the cores are spent, not only to speed up") {
+  // One worker, 60 iterations on 2 cores: next() returns at once (0.02 ms),
+  // then a 10 ms step in which the main thread runs 5 ms and waits 5 ms in
+  // the run queue (its worker and the quota's periods hold the cores).
+  const auto loader_with_step_delay = [](double delay_rate) {
+    TraceBuilder b;
+    b.trace.header.usable_cores = 2;
+    b.Process(100, 1);
+    b.Config(100, 1, "num_workers", 1);
+    b.Config(100, 1, "batch_size", 1);
+    const uint32_t main = b.Thread(100, 100);
+    struct Segment { uint64_t from, to; double cpu, delay; };
+    std::vector<Segment> segments;
+    uint64_t t = 1000 * kMs;
+    b.Span(main, names::kEpoch, t, 10 * kMs, 1, 0);
+    t += 10 * kMs;
+    for (int i = 0; i < 60; ++i) {
+      b.Span(main, names::kWait, t, 20 * 1000, 1, 0, 20 * 1000, 0);
+      segments.push_back({t, t + 20 * 1000, 1, 0});
+      t += 20 * 1000;
+      segments.push_back({t, t + 10 * kMs, 1 - delay_rate, delay_rate});
+      t += 10 * kMs;
+    }
+    b.Span(main, names::kEpochEnd, t, 5 * kMs, 1, 1);
+    const auto integral = [&](uint64_t at, bool delay) {
+      double sum = 0;
+      for (const auto& s : segments)
+        if (at > s.from) sum += (std::min(at, s.to) - s.from) * (delay ? s.delay : s.cpu);
+      return static_cast<uint64_t>(sum);
+    };
+    ProcessSeries series;
+    series.pid = 100;
+    for (uint64_t at = 1000 * kMs; at <= t + 10 * kMs; at += kMs) {
+      series.t_ns.push_back(at);
+      series.cpu_ns.push_back(integral(at, false));
+      series.delay_ns.push_back(integral(at, true));
+      series.main_thread_cpu_ns.push_back(integral(at, false));
+      series.main_thread_delay_ns.push_back(integral(at, true));
+    }
+    const size_t n = series.t_ns.size();
+    series.rss_bytes = std::vector<uint64_t>(n, 0);
+    series.threads.assign(n, 1);
+    b.trace.process_series.push_back(series);
+    return OnlyLoader(Analyze(b.trace, {}));
+  };
+  const LoaderAnalysis waited = loader_with_step_delay(0.5);
+  REQUIRE(waited.bottleneck == Cause::kCompute);
+  CHECK(waited.main_thread_step_delay_s / waited.main_step_compute_s == Approx(0.5).epsilon(0.02));
+  CHECK_THAT(waited.advice.front(), Catch::StartsWith("compute (") &&
+                                        Catch::Contains("speed up the model step itself; its thread waited for a core "
+                                                        "5.00 ms a step (50% of it: run-queue delay) while its 1 worker "
+                                                        "kept the 2 usable cores busy: more cores (or a larger CPU quota)"));
+  // A fifth of the step waiting: not worth the words.
+  const LoaderAnalysis little = loader_with_step_delay(0.2);
+  REQUIRE(little.bottleneck == Cause::kCompute);
+  CHECK_THAT(little.advice.front(), !Catch::Contains("waited for a core"));
+}
+
 TEST_CASE("A step that waits off CPU for device reads beyond its read calls is told to give the job more memory") {
   // 4 MiB read a step, 6 of its 30 ms on CPU: 80% off CPU.
   const LoaderAnalysis reading = StepReading(6 * kMs, 4 << 20);

@@ -1045,6 +1045,26 @@ std::string ParallelStepAdvice(const LoaderAnalysis& l, const Account& a, double
       model::StepThreadsBesideWorkers(cores, workers));
 }
 
+// The step's own thread waited for a core a quarter of its time or more
+// (run-queue delay): the job's cores were spent (on its workers, its other
+// threads, other processes, or a CPU quota's periods), so the step's compute
+// is part waiting, which a faster model alone would not remove. A 2-worker
+// decode loader in a 1-core quota waited 80 ms of its 165 ms steps, and
+// "speed up the model step itself" was all analyze said. Empty otherwise.
+std::string StepWaitedForCoreAdvice(const LoaderAnalysis& l, const Account& a, double cores) {
+  const double delay = l.main_thread_step_delay_s;
+  if (!(delay >= 0.25 * l.main_step_compute_s) || l.main_step_compute_s <= 0 || a.batches == 0) return {};
+  const double compute_per_batch = a.Seconds(Cause::kCompute) / static_cast<double>(a.batches);
+  return fmt::format(
+      "its thread waited for a core {} a step ({:.0f}% of it: run-queue delay) while {} kept the {:g} usable core{} "
+      "busy: more cores (or a larger CPU quota) or less CPU a batch, the step's or the workers', shorten it; predict "
+      "more cores with `stallprof whatif --cores N`",
+      FormatSeconds(delay / l.main_step_compute_s * compute_per_batch), delay / l.main_step_compute_s * 100,
+      l.config.num_workers > 0 ? fmt::format("its {} worker{}", l.config.num_workers, l.config.num_workers == 1 ? "" : "s")
+                               : std::string("other threads or processes"),
+      cores, cores == 1 ? "" : "s");
+}
+
 // The fetch spans' mean wall time per batch (what making a batch takes), 0 without any.
 double MeanProduceSeconds(const LoaderAnalysis& l) {
   double produce_s = 0;
@@ -1560,6 +1580,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, do
       if (StepReadsHeavy(l)) advice = fmt::format("compute ({}): {}", share, StepReadsAdvice(l));
       if (StepFaultsHeavy(l) && !FetchFaultsInMain(l)) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
+      else if (std::string waited = StepWaitedForCoreAdvice(l, a, cores); !waited.empty()) advice += "; " + waited;
       return advice;
     }
   }
