@@ -91,7 +91,8 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
   const auto& r = loader.plan;
   const double speedup = Speedup(r);
   std::string out = fmt::format(
-      "stallprof recommend: loader '{}' on {:g} cores, {} memory{} ({})\n\n", TerminalSafe(p.name), options.cores,
+      "stallprof recommend: loader '{}' on {:g} core{}, {} memory{} ({})\n\n", TerminalSafe(p.name), options.cores,
+      options.cores == 1 ? "" : "s",
       options.memory_bytes ? FormatBytes(static_cast<double>(options.memory_bytes)) : "unknown",
       options.memory_bytes && r.job_memory_bytes
           ? fmt::format(", {} of it held by the training process{} (peak RSS): {} left for cache and workers",
