@@ -1253,51 +1253,67 @@ TEST_CASE("Epochs of one batch measure the step's own CPU over their steps alone
   CHECK(l.main_step_cpu_s == Approx(4 * 0.090));
 }
 
-TEST_CASE("The main thread's own CPU in the steps is told apart from the process's other threads, sampled ticks apart") {
-  // One worker, 40 iterations: next() waits 0.4 ms with 0.3 ms of the main
-  // thread's CPU, then a 0.25 ms step: 0.24 ms of the main thread's CPU and
-  // 0.06 ms of another thread's (a queue feeder). The sampler reads the
-  // series every 1 ms, out of step with the iterations: over the steps
-  // alone its interpolation would give the main thread's mean rate.
+namespace {
+// What a thread group does per ns in a part of an iteration: the main
+// thread's CPU and run-queue delay, and the process's other threads' CPU.
+struct Rates {
+  double main_cpu = 0, main_delay = 0, other_cpu = 0;
+};
+// A 1-worker loader of batch 1 iterated on the main thread on 2 cores:
+// `iterations` of a next() of `wait_ns` (its span's CPU `wait_cpu_ns`) and a
+// step of `step_ns`, with the process's sampler series read every 1 ms,
+// out of step with the iterations, integrating the rates of each part.
+TraceBuilder SampledLoop(int iterations, uint64_t wait_ns, uint64_t wait_cpu_ns, Rates in_wait, uint64_t step_ns,
+                         Rates in_step) {
   TraceBuilder b;
+  b.trace.header.usable_cores = 2;
   b.Process(100, 1);
   b.Config(100, 1, "num_workers", 1);
   b.Config(100, 1, "batch_size", 1);
   const uint32_t main = b.Thread(100, 100);
-  struct Segment { uint64_t from, to; double main_rate, other_rate; };
+  struct Segment { uint64_t from, to; Rates rates; };
   std::vector<Segment> segments;
   uint64_t t = 1000 * kMs;
   b.Span(main, names::kEpoch, t, 10 * kMs, 1, 0);
   t += 10 * kMs;
-  constexpr uint64_t kUs = 1000;
-  for (int i = 0; i < 40; ++i) {
-    b.Span(main, names::kWait, t, 400 * kUs, 1, 0, 300 * kUs, 0);
-    segments.push_back({t, t + 400 * kUs, 0.75, 0});
-    t += 400 * kUs;
-    segments.push_back({t, t + 250 * kUs, 0.96, 0.24});
-    t += 250 * kUs;
+  for (int i = 0; i < iterations; ++i) {
+    b.Span(main, names::kWait, t, wait_ns, 1, 0, wait_cpu_ns, 0);
+    segments.push_back({t, t + wait_ns, in_wait});
+    t += wait_ns;
+    segments.push_back({t, t + step_ns, in_step});
+    t += step_ns;
   }
   b.Span(main, names::kEpochEnd, t, 5 * kMs, 1, 1);
-  const auto integral = [&](uint64_t at, bool whole) {
+  const auto integral = [&](uint64_t at, double Rates::*rate, double Rates::*more = nullptr) {
     double sum = 0;
     for (const auto& s : segments)
-      if (at > s.from)
-        sum += (std::min(at, s.to) - s.from) * (s.main_rate + (whole ? s.other_rate : 0));
+      if (at > s.from) sum += (std::min(at, s.to) - s.from) * (s.rates.*rate + (more ? s.rates.*more : 0));
     return static_cast<uint64_t>(sum);
   };
   ProcessSeries series;
   series.pid = 100;
   for (uint64_t at = 1000 * kMs; at <= t + 10 * kMs; at += kMs) {
     series.t_ns.push_back(at);
-    series.cpu_ns.push_back(integral(at, true));
-    series.delay_ns.push_back(0);
-    series.main_thread_cpu_ns.push_back(integral(at, false));
-    series.main_thread_delay_ns.push_back(0);
+    series.cpu_ns.push_back(integral(at, &Rates::main_cpu, &Rates::other_cpu));
+    series.delay_ns.push_back(integral(at, &Rates::main_delay));
+    series.main_thread_cpu_ns.push_back(integral(at, &Rates::main_cpu));
+    series.main_thread_delay_ns.push_back(integral(at, &Rates::main_delay));
   }
   const size_t n = series.t_ns.size();
   series.rss_bytes = std::vector<uint64_t>(n, 0);
   series.threads.assign(n, 1);
   b.trace.process_series.push_back(series);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("The main thread's own CPU in the steps is told apart from the process's other threads, sampled ticks apart") {
+  // 40 iterations: next() waits 0.4 ms with 0.3 ms of the main thread's CPU,
+  // then a 0.25 ms step: 0.24 ms of the main thread's CPU and 0.06 ms of
+  // another thread's (a queue feeder). Over the steps alone the ticks'
+  // interpolation would give the main thread's mean rate.
+  constexpr uint64_t kUs = 1000;
+  TraceBuilder b = SampledLoop(40, 400 * kUs, 300 * kUs, {.main_cpu = 0.75}, 250 * kUs, {.main_cpu = 0.96, .other_cpu = 0.24});
   const LoaderAnalysis l = OnlyLoader(Analyze(b.trace, {}));
   REQUIRE(l.main_step_compute_s > 0);
   const double steps = l.main_step_compute_s / 0.00025;
@@ -1311,48 +1327,11 @@ TEST_CASE("The main thread's own CPU in the steps is told apart from the process
 }
 
 TEST_CASE("A compute-bound step whose thread waited for a core half its time is told the cores are spent, not only to speed up") {
-  // One worker, 60 iterations on 2 cores: next() returns at once (0.02 ms),
-  // then a 10 ms step in which the main thread runs 5 ms and waits 5 ms in
-  // the run queue (its worker and the quota's periods hold the cores).
-  const auto loader_with_step_delay = [](double delay_rate) {
-    TraceBuilder b;
-    b.trace.header.usable_cores = 2;
-    b.Process(100, 1);
-    b.Config(100, 1, "num_workers", 1);
-    b.Config(100, 1, "batch_size", 1);
-    const uint32_t main = b.Thread(100, 100);
-    struct Segment { uint64_t from, to; double cpu, delay; };
-    std::vector<Segment> segments;
-    uint64_t t = 1000 * kMs;
-    b.Span(main, names::kEpoch, t, 10 * kMs, 1, 0);
-    t += 10 * kMs;
-    for (int i = 0; i < 60; ++i) {
-      b.Span(main, names::kWait, t, 20 * 1000, 1, 0, 20 * 1000, 0);
-      segments.push_back({t, t + 20 * 1000, 1, 0});
-      t += 20 * 1000;
-      segments.push_back({t, t + 10 * kMs, 1 - delay_rate, delay_rate});
-      t += 10 * kMs;
-    }
-    b.Span(main, names::kEpochEnd, t, 5 * kMs, 1, 1);
-    const auto integral = [&](uint64_t at, bool delay) {
-      double sum = 0;
-      for (const auto& s : segments)
-        if (at > s.from) sum += (std::min(at, s.to) - s.from) * (delay ? s.delay : s.cpu);
-      return static_cast<uint64_t>(sum);
-    };
-    ProcessSeries series;
-    series.pid = 100;
-    for (uint64_t at = 1000 * kMs; at <= t + 10 * kMs; at += kMs) {
-      series.t_ns.push_back(at);
-      series.cpu_ns.push_back(integral(at, false));
-      series.delay_ns.push_back(integral(at, true));
-      series.main_thread_cpu_ns.push_back(integral(at, false));
-      series.main_thread_delay_ns.push_back(integral(at, true));
-    }
-    const size_t n = series.t_ns.size();
-    series.rss_bytes = std::vector<uint64_t>(n, 0);
-    series.threads.assign(n, 1);
-    b.trace.process_series.push_back(series);
+  // 60 iterations: next() returns at once (0.02 ms), then a 10 ms step in
+  // which the main thread runs 5 ms and waits 5 ms in the run queue (its
+  // worker, or a quota's periods, hold the cores).
+  const auto loader_with_step_delay = [](double delay) {
+    const TraceBuilder b = SampledLoop(60, 20'000, 20'000, {.main_cpu = 1}, 10 * kMs, {.main_cpu = 1 - delay, .main_delay = delay});
     return OnlyLoader(Analyze(b.trace, {}));
   };
   const LoaderAnalysis waited = loader_with_step_delay(0.5);

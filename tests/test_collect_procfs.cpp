@@ -283,13 +283,25 @@ TEST_CASE("The kernel's page reclaim is MGLRU when lru_gen's mask has its lowest
   CHECK(PageReclaimPolicy(path) == "lists");  // no file: a kernel built without MGLRU
 }
 
-TEST_CASE("The memory cgroup limit is v1's hierarchical limit or v2's lowest memory.max on the way up, 0 without one") {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("stallprof-cgroup-" + std::to_string(getpid()));
-  auto write = [&](const std::string& relative, const std::string& contents) {
-    fs::create_directories((root / relative).parent_path());
+namespace {
+// Fake /proc/<pid>/cgroup files and cgroup trees in a scratch directory,
+// removed at the end: case "x" is x.cgroup with its trees under x/.
+struct FakeCgroups {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("stallprof-cgroup-" + std::to_string(getpid()));
+  ~FakeCgroups() { std::filesystem::remove_all(root); }
+  void write(const std::string& relative, const std::string& contents) const {
+    std::filesystem::create_directories((root / relative).parent_path());
     std::ofstream(root / relative) << contents;
-  };
+  }
+  std::string cgroup_file(const std::string& name) const { return (root / (name + ".cgroup")).string(); }
+  std::string tree(const std::string& name) const { return (root / name).string(); }
+};
+}  // namespace
+
+TEST_CASE("The memory cgroup limit is v1's hierarchical limit or v2's lowest memory.max on the way up, 0 without one") {
+  const FakeCgroups fake;
+  const auto write = [&](const std::string& relative, const std::string& contents) { fake.write(relative, contents); };
   constexpr uint64_t kMiB = 1ull << 20;
   // v1: the parent's 300 MiB (the hierarchical limit) under the group's own 1 GiB.
   write("v1.cgroup", "12:cpuset:/\n5:memory:/job\n0::/\n");
@@ -306,24 +318,17 @@ TEST_CASE("The memory cgroup limit is v1's hierarchical limit or v2's lowest mem
   write("free1/memory/memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
   write("free2.cgroup", "0::/x\n");
   write("free2/x/memory.max", "max\n");
-  auto limit = [&](const std::string& name) {
-    return MemoryCgroupLimitBytes((root / (name + ".cgroup")).string(), (root / name).string());
-  };
+  auto limit = [&](const std::string& name) { return MemoryCgroupLimitBytes(fake.cgroup_file(name), fake.tree(name)); };
   CHECK(limit("v1") == 300 * kMiB);
   CHECK(limit("v2") == 400 * kMiB);
   CHECK(limit("free1") == 0);
   CHECK(limit("free2") == 0);
   CHECK(limit("missing") == 0);  // no /proc/<pid>/cgroup to read
-  fs::remove_all(root);
 }
 
 TEST_CASE("The CPU quota is v1's cfs quota over its period or v2's cpu.max, the lowest on the way up, 0 without one") {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("stallprof-cpu-cgroup-" + std::to_string(getpid()));
-  auto write = [&](const std::string& relative, const std::string& contents) {
-    fs::create_directories((root / relative).parent_path());
-    std::ofstream(root / relative) << contents;
-  };
+  const FakeCgroups fake;
+  const auto write = [&](const std::string& relative, const std::string& contents) { fake.write(relative, contents); };
   // v1, cpu and cpuacct mounted together (Debian, Docker): the group's
   // 3 cores under its parent's 1.5 (150 ms every 100 ms).
   write("v1.cgroup", "4:memory:/job\n2:cpu,cpuacct:/pod/job\n0::/\n");
@@ -348,14 +353,11 @@ TEST_CASE("The CPU quota is v1's cfs quota over its period or v2's cpu.max, the 
   write("free1/cpu/x/cpu.cfs_period_us", "100000\n");
   write("free2.cgroup", "0::/x\n");
   write("free2/x/cpu.max", "max 100000\n");
-  auto quota = [&](const std::string& name) {
-    return CpuQuotaCores((root / (name + ".cgroup")).string(), (root / name).string());
-  };
+  auto quota = [&](const std::string& name) { return CpuQuotaCores(fake.cgroup_file(name), fake.tree(name)); };
   CHECK(quota("v1") == 1.5);
   CHECK(quota("alone") == 0.5);
   CHECK(quota("v2") == 2);
   CHECK(quota("free1") == 0);
   CHECK(quota("free2") == 0);
   CHECK(quota("missing") == 0);  // no /proc/<pid>/cgroup to read
-  fs::remove_all(root);
 }
