@@ -408,7 +408,8 @@ std::vector<std::string> Inputs(const LoaderProfile& p, const Machine& m) {
                                        FormatSeconds(p.cpu_s_per_storage_byte.value * p.storage_bytes_per_batch),
                                        FormatSeconds(p.cpu_s_per_batch), FormatBytes(p.storage_bytes_per_batch)),
                            p.cpu_s_per_storage_byte.measured, p.cpu_s_per_storage_byte.source));
-  in.push_back(fmt::format("profiled machine: {:g} usable cores{}, {} memory{} (measured, trace header)", m.cores,
+  in.push_back(fmt::format("profiled machine: {:g} usable core{}{}, {} memory{} (measured, trace header)", m.cores,
+                           m.cores == 1 ? "" : "s",
                            m.cpu_limited ? " (its CPU cgroup's quota: the job's threads share that much CPU time, and "
                                            "wait in the run queue past it)"
                                          : "",

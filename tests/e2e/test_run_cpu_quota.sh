@@ -39,7 +39,7 @@ set -e
 grep -q "of its CPU quota of 1 core; [0-9]* usable" "$TMP/a.txt" || fail "analyze's System line does not name the quota: $(grep "cores busy" "$TMP/a.txt")"
 "$SP" whatif "$TMP/q.pb" --cores 1,2 >"$TMP/w.txt" || fail "whatif failed: $(cat "$TMP/w.txt")"
 grep -q "baseline, as profiled (1 core of CPU quota, 2 workers)" "$TMP/w.txt" || fail "whatif's baseline is not the quota's 1 core: $(grep baseline "$TMP/w.txt")"
-grep -q "profiled machine: 1 usable cores (its CPU cgroup's quota" "$TMP/w.txt" || fail "whatif's machine does not name the quota: $(grep "profiled machine" "$TMP/w.txt")"
+grep -q "profiled machine: 1 usable core (its CPU cgroup's quota" "$TMP/w.txt" || fail "whatif's machine does not name the quota: $(grep "profiled machine" "$TMP/w.txt")"
 "$SP" whatif "$TMP/q.pb" --cores 1,2 --json >"$TMP/w.json"
 "$PY" - "$TMP/w.json" <<'PY' || fail "whatif under the quota is off (above)"
 import json, sys
