@@ -282,6 +282,38 @@ TEST_CASE("Contention advice asks for fewer workers only when they outnumber the
   CHECK_THAT(advice_with(2), !Catch::Contains("fewer workers than cores"));
 }
 
+TEST_CASE("Contention without workers names the step's intra-op threads past the cores (a CPU quota's), else the fetches and the step") {
+  // No workers: each 40 ms fetch in the main process spent 10 ms on CPU and
+  // 30 ms waiting for a core; a 10 ms step on 2 intra-op threads.
+  auto advice_on = [](double quota) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.iterations = 20;
+    spec.wait = 40 * kMs;
+    spec.compute = 10 * kMs;
+    AddMainProcessLoader(b, spec);
+    b.Config(100, 1, "num_workers", 0);
+    b.Config(100, 1, "intra_op_threads", 2);
+    b.trace.header.usable_cores = 2;
+    b.trace.header.cpu_quota_cores = quota;
+    for (uint64_t i = 0; i < spec.iterations; ++i)
+      b.Span(spec.thread, names::kFetch, spec.start + i * 50 * kMs, 40 * kMs, 1, i, 10 * kMs, 30 * kMs);
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.bottleneck == Cause::kContention);
+    return l.advice.front();
+  };
+  CHECK_THAT(advice_on(1), Catch::StartsWith("CPU contention (") &&
+                               Catch::Contains("the step runs 2 intra-op threads (torch.get_num_threads()) on 1 usable "
+                                               "core: threads past the cores hold each other up") &&
+                               Catch::Contains("try torch.set_num_threads(1)"));
+  CHECK_THAT(advice_on(1.5), Catch::Contains("on 1.5 usable cores") && Catch::Contains("torch.set_num_threads(1)"));
+  // Its 2 threads fit 2 cores: the fetches and the step share them.
+  const std::string fits = advice_on(0);
+  CHECK_THAT(fits, Catch::Contains("the main process's fetches and the training step share the 2 usable cores"));
+  CHECK_THAT(fits, !Catch::Contains("set_num_threads") && !Catch::Contains("--workers N"));
+}
+
 TEST_CASE("Contention advice says when fewer workers would not help: the job's own CPU fills the cores") {
   // 3 workers on 2 cores, batch 1: each fetch 45 ms, 20 ms on CPU and 25 ms
   // waiting for a core, ending as the main loop's 5 ms wait does; the step

@@ -1065,6 +1065,24 @@ std::string StepWaitedForCoreAdvice(const LoaderAnalysis& l, const Account& a, d
       cores, cores == 1 ? "" : "s");
 }
 
+// A step on more intra-op threads than the job has cores, by itself: its
+// threads past the cores hold each other up at every operator, and an idle
+// OpenMP thread spins on a core for a while after each one, taking it from
+// the thread with work. torch sizes its pool from the machine's cores, not a
+// container's CPU quota. Measured: the decode CNN on 2 threads in a 1-core
+// quota without workers ran 93-98 samples/s, on 1 thread 121-123, and
+// analyze named only "CPU contention: the 0 workers and the training step
+// share the 1 usable cores". Empty when the threads fit the cores.
+std::string StepThreadsOverCoresAdvice(const LoaderAnalysis& l, double cores) {
+  const uint32_t threads = l.config.intra_op_threads;
+  if (threads < 2 || !(cores > 0) || threads <= cores) return {};
+  return fmt::format(
+      "the step runs {} intra-op threads (torch.get_num_threads()) on {:g} usable core{}: threads past the cores hold "
+      "each other up at every operator, and an idle OpenMP thread spins on a core for a while after each one; try "
+      "torch.set_num_threads({}) (torch's default comes from the machine's cores, never from a CPU quota)",
+      threads, cores, cores == 1 ? "" : "s", std::max(1.0, std::floor(cores)));
+}
+
 // The fetch spans' mean wall time per batch (what making a batch takes), 0 without any.
 double MeanProduceSeconds(const LoaderAnalysis& l) {
   double produce_s = 0;
@@ -1457,10 +1475,16 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, do
                                  share, l.config.num_workers, cores, best->workers, PredictedChange(*best),
                                  best->bottleneck, PredictedRange(l, 1, l.config.num_workers - 1));
       }
-      return fmt::format("CPU contention ({}): the {} workers and the training step share the {} usable cores and "
-                               "wait for one another (or for other processes): more cores or a less busy machine; "
-                               "predict fewer workers or more cores with `stallprof whatif --workers N --cores N`",
-                               share, l.config.num_workers, cores);
+      if (const std::string threads = StepThreadsOverCoresAdvice(l, cores); !threads.empty() && l.config.num_workers == 0)
+        return fmt::format("CPU contention ({}): {}", share, threads);
+      return fmt::format("CPU contention ({}): {} and the training step share the {:g} usable core{} and wait for "
+                         "one another (or for other processes): more cores or a less busy machine; predict {}more "
+                         "cores with `stallprof whatif {}--cores N`",
+                         share,
+                         l.config.num_workers == 0 ? std::string("the main process's fetches")
+                                                   : fmt::format("the {} workers", l.config.num_workers),
+                         cores, cores == 1 ? "" : "s", l.config.num_workers == 0 ? "" : "fewer workers or ",
+                         l.config.num_workers == 0 ? "" : "--workers N ");
     case Cause::kStorage:
       if (const std::string first = FirstEpochStorage(l); !first.empty())
         return fmt::format("storage ({}): {}; a longer run pays it once, so only a short one gains from warming the "
@@ -1580,6 +1604,7 @@ std::string AdviceFor(Cause cause, const LoaderAnalysis& l, const Account& a, do
       if (StepReadsHeavy(l)) advice = fmt::format("compute ({}): {}", share, StepReadsAdvice(l));
       if (StepFaultsHeavy(l) && !FetchFaultsInMain(l)) advice += "; " + StepFaultsAdvice(l);
       if (std::string parallel = ParallelStepAdvice(l, a, cores); !parallel.empty()) advice += "; " + parallel;
+      else if (std::string threads = StepThreadsOverCoresAdvice(l, cores); !threads.empty()) advice += "; " + threads;
       else if (std::string waited = StepWaitedForCoreAdvice(l, a, cores); !waited.empty()) advice += "; " + waited;
       return advice;
     }
