@@ -23,7 +23,9 @@ slow_storage() {
     { SLOW_WHY="cannot throttle reads of block device $device (holding $WORK)"; return 1; }
 }
 # in_slow_storage <command...>: runs the command with its reads throttled.
-in_slow_storage() { bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$SLOW" "$@"; }
+in_slow_storage() { in_group "$SLOW" "$@"; }
+# in_group <group directory> <command...>: runs the command in that cgroup.
+in_group() { bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$@"; }
 # run_in_cgroup <limit bytes> <command...>: runs the command inside a fresh
 # memory cgroup (and the throttled storage when there is one).
 run_in_cgroup() {
@@ -45,7 +47,7 @@ cpu_quota() {
     echo "$(awk -v c="$1" 'BEGIN { printf "%d", c * 100000 }')" >"$QUOTA/cpu.cfs_quota_us" 2>/dev/null ||
     { QUOTA_WHY="cgroup v1 cpu controller not writable at $cpu"; QUOTA=""; return 1; }
 }
-in_cpu_quota() { bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$QUOTA" "$@"; }
+in_cpu_quota() { in_group "$QUOTA" "$@"; }
 cgroup_cache_bytes() { awk '$1 == "total_cache" || $1 == "cache" {print $2; exit}' "$CGROUP/memory.stat"; }
 drop_cgroup() {
   rmdir "$CGROUP" 2>/dev/null || true

@@ -301,7 +301,7 @@ TEST_CASE("recommend plans the cache in the memory the training process leaves, 
   auto r = Recommend(p, o);
   REQUIRE(r.ok());
   CHECK(r->job_memory_bytes == (400ull << 20));
-  CHECK(r->plan_memory_bytes == (624ull << 20));
+  CHECK(r->PlanMemoryBytes(o.memory_bytes) == (624ull << 20));
   CHECK(r->cache.policy == CachePolicy::kStatic);
   CHECK(r->cache.bytes == (512ull << 20));
   CHECK(r->lp_samples_per_s == Approx(100).epsilon(1e-3));  // 50 / (1 - 0.5)

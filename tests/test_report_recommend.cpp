@@ -226,7 +226,6 @@ TEST_CASE("Every cache plan is put in words") {
 TEST_CASE("The recommend text's memory says what the training process holds of it and what is left to plan") {
   auto l = Planned();
   l.plan.job_memory_bytes = uint64_t{2} << 30;
-  l.plan.plan_memory_bytes = uint64_t{62} << 30;
   const std::string text = RecommendText(Report({l}));
   CHECK_THAT(text, Catch::StartsWith("stallprof recommend: loader 'train' on 8 cores, 64.0 GiB memory, 2.00 GiB of it "
                                      "held by the training process (peak RSS): 62.0 GiB left for cache and workers "

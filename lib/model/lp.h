@@ -112,10 +112,11 @@ struct Recommendation {
   uint32_t lp_workers = 0;
   double lp_workers_samples_per_s = 0;
   // Of the memory, what the training processes hold themselves (each rank's
-  // peak RSS on the host), and what is left for cache, workers and prefetch
-  // buffers (0 = no memory limit).
+  // peak RSS on the host; Recommend refuses a memory it fills).
   uint64_t job_memory_bytes = 0;
-  uint64_t plan_memory_bytes = 0;
+  // What that leaves of `memory` (RecommendOptions::memory_bytes) for cache,
+  // workers and prefetch buffers; 0 = no memory limit.
+  uint64_t PlanMemoryBytes(uint64_t memory) const { return memory > job_memory_bytes ? memory - job_memory_bytes : 0; }
   CachePlan cache;
   LpSolution lp;
   LpRow binding;                    // the limiting row (kind kIngest when compute binds)

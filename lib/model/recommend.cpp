@@ -177,8 +177,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
                             (p.ranks_on_host > 1 ? "" : "s") + " " + FormatBytes(static_cast<double>(rec.job_memory_bytes)) +
                             " (peak RSS) of the " + FormatBytes(static_cast<double>(o.memory_bytes)) +
                             " memory: nothing is left for a cache or workers; raise --memory");
-  rec.plan_memory_bytes = o.memory_bytes > 0 ? o.memory_bytes - rec.job_memory_bytes : 0;
-  const uint64_t budget = rec.plan_memory_bytes;
+  const uint64_t budget = rec.PlanMemoryBytes(o.memory_bytes);
   if (budget > 0 && p.worker_rss_bytes > static_cast<double>(budget))
     return UnsupportedError("the memory left beside the training process, " + FormatBytes(static_cast<double>(budget)) +
                             ", is below one DataLoader worker's RSS (" + FormatBytes(p.worker_rss_bytes) +

@@ -97,7 +97,7 @@ std::string RecommendLoaderText(const RecommendedLoader& loader, const model::Re
       options.memory_bytes && r.job_memory_bytes
           ? fmt::format(", {} of it held by the training process{} (peak RSS): {} left for cache and workers",
                         FormatBytes(static_cast<double>(r.job_memory_bytes)), p.ranks_on_host > 1 ? "es" : "",
-                        FormatBytes(static_cast<double>(r.plan_memory_bytes)))
+                        FormatBytes(static_cast<double>(r.PlanMemoryBytes(options.memory_bytes))))
           : "",
       trace);
   if (!r.WorthChanging())
@@ -229,7 +229,7 @@ std::string RecommendJson(const RecommendReport& report) {
     else w.Null();
     w.Field("dataloader", DataLoaderLine(r));
     // Of the memory: the training processes' peak RSS, and the rest the plan shared out.
-    w.Field("job_memory_bytes", r.job_memory_bytes).Field("plan_memory_bytes", r.plan_memory_bytes);
+    w.Field("job_memory_bytes", r.job_memory_bytes).Field("plan_memory_bytes", r.PlanMemoryBytes(report.options.memory_bytes));
     // false: the plan predicts under kWorthChanging over the profiled
     // settings (predicted alike), and the text says to keep them.
     w.Field("worth_changing", r.WorthChanging());

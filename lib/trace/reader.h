@@ -19,7 +19,8 @@ inline constexpr uint32_t kTraceVersionMajor = 1;
 // 1: page_cache_copy_ns_per_byte; 2: clock_source, tsc_hz, footer tsc_drift_*;
 // 3: ProcessSamples.system_cpu_ns; 4: footer job_end_monotonic_ns;
 // 5: page_bytes; 6: SystemSamples.cpu_steal_ns; 7: page_reclaim;
-// 8: ProcessSamples.main_thread_cpu_ns, main_thread_delay_ns
+// 8: ProcessSamples.main_thread_cpu_ns, main_thread_delay_ns; 9: memory_limit_bytes;
+// 10: cpu_quota_cores
 inline constexpr uint32_t kTraceVersionMinor = 10;
 // The file starts with these 8 bytes.
 inline constexpr char kTraceMagic[8] = {'S', 'P', 'T', 'R', 'A', 'C', 'E', '\n'};
