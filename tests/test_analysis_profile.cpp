@@ -219,6 +219,30 @@ TEST_CASE("The measured machine takes cores and memory from the header and the c
   CHECK_FALSE(MeasuredMachine(b.trace).cpu_limited);
 }
 
+TEST_CASE("A profile counts the machine's cores beyond the job's affinity or CPU quota as cores it could not use") {
+  const auto unusable = [](uint32_t online, uint32_t usable, double quota) {
+    TraceBuilder b;
+    b.Process(100, 1);
+    b.Config(100, 1, "batch_size", 4);
+    LoopSpec spec;
+    spec.thread = b.Thread(100, 100);
+    AddLoop(b, spec);
+    b.trace.header.online_cores = online;
+    b.trace.header.usable_cores = usable;
+    b.trace.header.cpu_quota_cores = quota;
+    auto profiles = MeasureProfiles(b.trace, {});
+    REQUIRE(profiles.ok());
+    REQUIRE(profiles->size() == 1);
+    return profiles->front().unusable_cores;
+  };
+  CHECK(unusable(4, 4, 0) == 0);
+  CHECK(unusable(4, 2, 0) == 2);      // taskset to 2 of 4
+  CHECK(unusable(4, 4, 1.5) == 2.5);  // a 1.5-core quota
+  CHECK(unusable(4, 2, 1) == 3);      // both: the lower
+  CHECK(unusable(4, 4, 8) == 0);      // a quota above the cores limits nothing
+  CHECK(unusable(0, 2, 0) == 0);      // online cores not recorded
+}
+
 TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {
   TraceBuilder b;
   LoopSpec spec;

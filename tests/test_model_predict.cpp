@@ -583,6 +583,31 @@ TEST_CASE("A busy process on a core the job left idle is an outside load though 
   CHECK(BackgroundThreads(p) == 0);
 }
 
+TEST_CASE("A busy process on the cores beyond the job's CPU quota or affinity takes nothing from the job") {
+  // 2 workers in a 1-core quota on 2 cores, beside a busy loop (/proc/stat:
+  // 1 core busy beyond the job's, the machine's whole): the loop ran on the
+  // core the quota left over, and the job had its 1 core.
+  LoaderProfile p = BaseProfile();
+  p.workers = 2;
+  p.profiled_cores = 1;
+  p.unusable_cores = 1;
+  p.cpu_s_per_batch = 0.04;
+  p.compute_s_per_batch = 0.01;
+  p.compute_cpu_s_per_batch = {0.01, true, "test"};
+  p.outside_busy_cores = 1.0;
+  p.outside_busy_measured = true;
+  CHECK(p.OutsideCompetingCores() == 0);
+  CHECK(BackgroundThreads(p) == 0);
+  auto as_profiled = Predict(p, On(1, 2));
+  REQUIRE(as_profiled.ok());
+  CHECK(as_profiled->background_threads == 0);
+  CHECK(as_profiled->samples_per_s == Approx(10 / 0.05).epsilon(0.05));  // the core's 50 ms of CPU a batch
+  // Busier than the spare core: the rest competes.
+  p.outside_busy_cores = 1.8;
+  CHECK(BackgroundThreads(p) == Approx(0.8));
+  CHECK(OwnDelayThreads(p) == 0);
+}
+
 TEST_CASE("Delay from workers filling an epoch's prefetch window at once is the job's own, not an outside load") {
   // 8 persistent workers, prefetch 2, 16 batches an epoch: every fetch is in
   // the burst at the epoch's start. 40 ms of CPU a fetch on 2 cores: the 8

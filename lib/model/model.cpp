@@ -516,7 +516,7 @@ double BackgroundThreads(const LoaderProfile& p) {
   // A busy process on a core the job left idle delays none of the job's
   // threads; /proc/stat's busy time less the job's own sees it. Below half a
   // core it is the launcher and the machine's housekeeping.
-  const double outside = p.outside_busy_cores >= kOutsideCoresSeen ? p.outside_busy_cores : 0;
+  const double outside = p.OutsideCompetingCores() >= kOutsideCoresSeen ? p.OutsideCompetingCores() : 0;
   return std::max(BackgroundFromDelay(p), outside + p.sibling_busy_threads);
 }
 
@@ -524,7 +524,7 @@ double OwnDelayThreads(const LoaderProfile& p) {
   // The loaders iterated with this one are the job's: always kept; the rest
   // of the fit as before.
   const double siblings = p.sibling_busy_threads;
-  if (!p.outside_busy_measured || p.outside_busy_cores >= kOutsideCoresSeen) return siblings;
+  if (!p.outside_busy_measured || p.OutsideCompetingCores() >= kOutsideCoresSeen) return siblings;
   const double excess = std::max(0.0, BackgroundFromDelay(p) - siblings);
   return siblings + std::min(excess, kOwnDelayThreadsMost);
 }

@@ -4,6 +4,7 @@
 // the trace, the model predicts from it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +88,13 @@ struct LoaderProfile {
   double outside_busy_cores = 0;    // other processes' CPU during the run, in cores (/proc/stat less the job's)
   bool outside_busy_measured = false;  // outside_busy_cores read from samples (else 0: unknown)
   double outside_steal_cores = -1;  // of outside_busy_cores, the hypervisor's steal (-1: not recorded)
+  // The machine's cores the job could not use: outside its CPU affinity or
+  // beyond its CPU quota (0 where it could use all). /proc/stat is the
+  // machine's: a process busy on those takes nothing from the job (a 1-core
+  // quota on 2 cores beside a busy loop read 1.00 threads of outside load
+  // against its 1 core, and the baseline at -34.8%). OutsideCompetingCores.
+  double unusable_cores = 0;
+  double OutsideCompetingCores() const { return std::max(0.0, outside_busy_cores - unusable_cores); }
   double steal_fraction = -1;       // of the machine's CPU time, steal, as analyze's System line (-1: not recorded)
   // The job's other loaders iterated with this one (zip): their workers' CPU
   // during this loader's epochs, in cores (/proc sampler). The job's own load,

@@ -263,7 +263,7 @@ Result<Recommendation> Recommend(const LoaderProfile& p, const RecommendOptions&
         outside, o.background_threads == Scenario::kAsProfiled ? "the same"
                  : o.background_threads >= 0 || chosen.background_threads == 0
                      ? fmt::format("{:g}", chosen.background_threads)
-                     : fmt::format("the same: other processes used under {:g} cores, so it is the job's own delay",
+                     : fmt::format("the same: other processes used under {:g} of the cores the job could use, so it is the job's own delay",
                                    kOutsideCoresSeen)));
   if (rec.cache.point == CachePoint::kRawFiles) {
     chosen.cache_bytes = static_cast<int64_t>(rec.cache.bytes);

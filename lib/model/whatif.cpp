@@ -545,7 +545,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   out.scenario_background_threads = assumed;
   out.inputs.push_back(fmt::format(
       "outside load in the profiled run: {:.2f} busy threads (the larger of: fitted to the run-queue delay the job's "
-      "own threads do not explain; the other processes' busy cores by /proc/stat, {}, counted from {:g}); the "
+      "own threads do not explain; the other processes' busy cores by /proc/stat, {}{}, counted from {:g}); the "
       "scenarios assume {}",
       out.profiled_background_threads,
       !profile.outside_busy_measured ? std::string("not sampled")
@@ -554,10 +554,14 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
                         "processes)",
                         profile.outside_busy_cores, profile.outside_steal_cores)
           : fmt::format("{:.2f}", profile.outside_busy_cores),
+      profile.unusable_cores > 0 && profile.outside_busy_measured
+          ? fmt::format(" less the {:g} the job could not use (its CPU quota or affinity): {:.2f}",
+                        profile.unusable_cores, profile.OutsideCompetingCores())
+          : std::string(),
       kOutsideCoresSeen,
       sweep.background_threads == Scenario::kAsProfiled ? "the same (--background-load profiled)"
       : sweep.background_threads >= 0 ? fmt::format("{:g} (--background-load)", sweep.background_threads)
-      : assumed > 0 ? fmt::format("{:.2f}: other processes used under {:g} cores, so the delay is the job's own (its "
+      : assumed > 0 ? fmt::format("{:.2f}: other processes used under {:g} of the cores the job could use, so the delay is the job's own (its "
                                   "threads' wake-ups and placement, beyond the simulation's), kept (--background-load "
                                   "0 takes it away)",
                                   assumed, kOutsideCoresSeen)
