@@ -39,6 +39,22 @@ on_exit() {
   exit "$status"
 }
 trap on_exit EXIT
+# A cgroup (v1) of the test's own at $1, under its controller's root: on
+# exit its processes move back to the root and it goes. Fails where the
+# controller is not writable.
+make_test_group() {
+  TEST_GROUP=$1
+  mkdir "$TEST_GROUP" 2>/dev/null || return 1
+  trap 'remove_test_group; on_exit' EXIT
+}
+remove_test_group() {
+  local status=$?  # kept for on_exit, which exits with it
+  for p in $(cat "$TEST_GROUP/cgroup.procs" 2>/dev/null); do
+    echo "$p" >"$(dirname "$TEST_GROUP")/cgroup.procs" 2>/dev/null || true
+  done
+  rmdir "$TEST_GROUP" 2>/dev/null || true
+  return $status
+}
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 need_torch() { "$PY" -c 'import torch' 2>/dev/null || skip "python3-torch is not importable by $PY"; }

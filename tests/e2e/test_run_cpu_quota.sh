@@ -15,15 +15,7 @@ need_torch
 CPU=/sys/fs/cgroup/cpu
 [ -e "$CPU/cpu.cfs_quota_us" ] || skip "no cgroup v1 cpu controller at $CPU"
 G=$CPU/stallprof-e2e-$$
-mkdir "$G" 2>/dev/null || skip "cgroup v1 cpu controller not writable at $CPU"
-cleanup_group() {
-  local status=$?  # kept for on_exit, which exits with it
-  [ -z "${HOG:-}" ] || kill "$HOG" 2>/dev/null || true
-  for p in $(cat "$G/cgroup.procs" 2>/dev/null); do echo "$p" >"$CPU/cgroup.procs" 2>/dev/null || true; done
-  rmdir "$G" 2>/dev/null || true
-  return $status
-}
-trap 'cleanup_group; on_exit' EXIT
+make_test_group "$G" || skip "cgroup v1 cpu controller not writable at $CPU"
 echo 100000 >"$G/cpu.cfs_period_us"
 echo 100000 >"$G/cpu.cfs_quota_us"
 set +e
@@ -61,7 +53,7 @@ PY
 # core busy beyond the job's, on the core the quota leaves over. It took
 # nothing from the job (read as an outside load against the quota's 1 core,
 # the decode case's baseline was -34.8%).
-"$PY" -c "while True: pass" &
+timeout 120 "$PY" -c "while True: pass" &  # ends by itself should the test not reach its kill
 HOG=$!
 set +e
 bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$G" \
@@ -70,7 +62,6 @@ bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$G" \
 rc=$?
 set -e
 kill $HOG
-HOG=
 [ "$rc" = 0 ] || fail "the run beside a busy loop failed: $(cat "$TMP/h.err")"
 "$SP" whatif "$TMP/h.pb" --json >"$TMP/h.json"
 "$PY" - "$TMP/h.json" <<'PY' || fail "whatif under the quota beside a busy loop on the spare core is off (above)"

@@ -43,14 +43,7 @@ sys.exit(0 if got == want else 1)
 PY
 
 G=/sys/fs/cgroup/memory/stallprof-e2e-$$
-mkdir "$G" 2>/dev/null || skip "the fake trees passed; no real run: cgroup v1 memory controller not writable at /sys/fs/cgroup/memory"
-cleanup_group() {
-  local status=$?  # kept for on_exit, which exits with it
-  for p in $(cat "$G/cgroup.procs" 2>/dev/null); do echo "$p" >/sys/fs/cgroup/memory/cgroup.procs 2>/dev/null || true; done
-  rmdir "$G" 2>/dev/null || true
-  return $status
-}
-trap 'cleanup_group; on_exit' EXIT
+make_test_group "$G" || skip "the fake trees passed; no real run: cgroup v1 memory controller not writable at /sys/fs/cgroup/memory"
 echo $((400 << 20)) >"$G/memory.limit_in_bytes"
 set +e
 bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$G" \
