@@ -219,8 +219,8 @@ TEST_CASE("The measured machine takes cores and memory from the header and the c
   CHECK_FALSE(MeasuredMachine(b.trace).cpu_limited);
 }
 
-TEST_CASE("A profile counts the machine's cores beyond the job's affinity or CPU quota as cores it could not use") {
-  const auto unusable = [](uint32_t online, uint32_t usable, double quota) {
+TEST_CASE("A profile counts the machine's cores beyond the job's affinity or CPU quota as cores it could not use, and says whether a quota limited it") {
+  const auto profile = [](uint32_t online, uint32_t usable, double quota) {
     TraceBuilder b;
     b.Process(100, 1);
     b.Config(100, 1, "batch_size", 4);
@@ -233,14 +233,17 @@ TEST_CASE("A profile counts the machine's cores beyond the job's affinity or CPU
     auto profiles = MeasureProfiles(b.trace, {});
     REQUIRE(profiles.ok());
     REQUIRE(profiles->size() == 1);
-    return profiles->front().unusable_cores;
+    return profiles->front();
   };
-  CHECK(unusable(4, 4, 0) == 0);
-  CHECK(unusable(4, 2, 0) == 2);      // taskset to 2 of 4
-  CHECK(unusable(4, 4, 1.5) == 2.5);  // a 1.5-core quota
-  CHECK(unusable(4, 2, 1) == 3);      // both: the lower
-  CHECK(unusable(4, 4, 8) == 0);      // a quota above the cores limits nothing
-  CHECK(unusable(0, 2, 0) == 0);      // online cores not recorded
+  CHECK(profile(4, 4, 0).unusable_cores == 0);
+  CHECK(profile(4, 2, 0).unusable_cores == 2);  // taskset to 2 of 4
+  CHECK_FALSE(profile(4, 2, 0).profiled_in_cpu_quota);
+  CHECK(profile(4, 4, 1.5).unusable_cores == 2.5);  // a 1.5-core quota
+  CHECK(profile(4, 4, 1.5).profiled_in_cpu_quota);
+  CHECK(profile(4, 2, 1).unusable_cores == 3);  // both: the lower
+  CHECK(profile(4, 4, 8).unusable_cores == 0);  // a quota above the cores limits nothing
+  CHECK_FALSE(profile(4, 4, 8).profiled_in_cpu_quota);
+  CHECK(profile(0, 2, 0).unusable_cores == 0);  // online cores not recorded
 }
 
 TEST_CASE("The storage bandwidth is the peak disk read rate of the sampler") {

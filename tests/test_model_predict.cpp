@@ -608,6 +608,29 @@ TEST_CASE("A busy process on the cores beyond the job's CPU quota or affinity ta
   CHECK(OwnDelayThreads(p) == 0);
 }
 
+TEST_CASE("Under a CPU quota the run-queue delay is the quota's throttling and fits no outside load") {
+  // The delay of "Run-queue delay on a machine nothing else used" (0.3
+  // threads on 2 cores), measured under a 2-core quota: the throttled time.
+  LoaderProfile p = BaseProfile();
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = 0.006;
+  p.outside_busy_cores = 0.1;
+  p.outside_busy_measured = true;
+  REQUIRE(FitDelayBackground(p) == Approx(0.3).epsilon(0.02));
+  p.profiled_in_cpu_quota = true;
+  CHECK(FitDelayBackground(p) == 0);
+  CHECK(BackgroundThreads(p) == 0);
+  CHECK(OwnDelayThreads(p) == 0);
+  auto as_profiled = Predict(p, On(2));
+  REQUIRE(as_profiled.ok());
+  CHECK(as_profiled->samples_per_s == Approx(10 / (0.04 / 2)).epsilon(0.03));  // 2 workers at 40 ms a batch
+  // Other processes on the quota's cores are still /proc/stat's.
+  p.outside_busy_cores = 1.0;
+  CHECK(BackgroundThreads(p) == Approx(1.0));
+}
+
 TEST_CASE("Delay from workers filling an epoch's prefetch window at once is the job's own, not an outside load") {
   // 8 persistent workers, prefetch 2, 16 batches an epoch: every fetch is in
   // the burst at the epoch's start. 40 ms of CPU a fetch on 2 cores: the 8

@@ -155,6 +155,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
     if (other.rank >= 0 && other.config.name == loader.config.name) ranks.insert(other.rank);
   p.ranks_on_host = std::max<uint32_t>(1, static_cast<uint32_t>(ranks.size()));
   p.profiled_cores = p.RankCores(MeasuredMachine(trace).cores);
+  p.profiled_in_cpu_quota = CpuQuotaLimits(trace.header);
   if (trace.header.online_cores > 0)
     p.unusable_cores = std::max(0.0, trace.header.online_cores - UsableCores(trace.header));
 

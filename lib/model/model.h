@@ -94,6 +94,10 @@ struct LoaderProfile {
   // quota on 2 cores beside a busy loop read 1.00 threads of outside load
   // against its 1 core, and the baseline at -34.8%). OutsideCompetingCores.
   double unusable_cores = 0;
+  // Whether the usable cores were a CPU quota's (a container's CPU limit):
+  // its throttling is run-queue delay, and no outside load is fitted to it
+  // (FitDelayBackground).
+  bool profiled_in_cpu_quota = false;
   double OutsideCompetingCores() const { return std::max(0.0, outside_busy_cores - unusable_cores); }
   double steal_fraction = -1;       // of the machine's CPU time, steal, as analyze's System line (-1: not recorded)
   // The job's other loaders iterated with this one (zip): their workers' CPU

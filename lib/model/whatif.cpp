@@ -545,9 +545,10 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
   out.scenario_background_threads = assumed;
   out.inputs.push_back(fmt::format(
       "outside load in the profiled run: {:.2f} busy threads (the larger of: fitted to the run-queue delay the job's "
-      "own threads do not explain; the other processes' busy cores by /proc/stat, {}{}, counted from {:g}); the "
+      "own threads do not explain{}; the other processes' busy cores by /proc/stat, {}{}, counted from {:g}); the "
       "scenarios assume {}",
       out.profiled_background_threads,
+      profile.profiled_in_cpu_quota ? " (not under a CPU quota: its throttling is run-queue delay of its own shape)" : "",
       !profile.outside_busy_measured ? std::string("not sampled")
       : profile.outside_steal_cores >= 0.005
           ? fmt::format("{:.2f}, {:.2f} of it steal (the hypervisor running other guests: this machine's host, not its "
