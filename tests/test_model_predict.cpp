@@ -34,6 +34,22 @@ LoaderProfile ParallelStepProfile(double step_cpu_s) {
   p.intra_op_threads = 2;
   return p;
 }
+// 2 workers always busy on 2 cores beside a 1 ms step, 40 ms of CPU a
+// batch each, and `delay` of run-queue delay a batch; /proc/stat saw other
+// processes use a tenth of a core. With L more runnable threads each worker
+// gets 2 / (2 + L) of a core, so it waits 0.04 x L / 2 a batch: 6 ms is
+// L = 0.3.
+LoaderProfile BusyWorkersProfile(double delay) {
+  LoaderProfile p = BaseProfile();
+  p.profiled_cores = 2;
+  p.compute_s_per_batch = 0.001;
+  p.cpu_s_per_batch = 0.04;
+  p.delay_s_per_batch = delay;
+  p.outside_busy_cores = 0.1;
+  p.outside_busy_measured = true;
+  return p;
+}
+
 Scenario On(double cores, int32_t workers = -1) {
   Scenario s;
   s.machine.cores = cores;
@@ -487,16 +503,7 @@ TEST_CASE("A step on the CPU that waited for no core bounds the load fitted to t
 }
 
 TEST_CASE("Run-queue delay on a machine nothing else used is the job's own, and the default scenario keeps it") {
-  // 2 workers always busy on 2 cores (a 1 ms step): with L more runnable
-  // threads each gets 2 / (2 + L) of a core, so 40 ms of CPU a batch waits
-  // 0.04 x L / 2: 6 ms is L = 0.3.
-  LoaderProfile p = BaseProfile();
-  p.profiled_cores = 2;
-  p.compute_s_per_batch = 0.001;
-  p.cpu_s_per_batch = 0.04;
-  p.delay_s_per_batch = 0.006;
-  p.outside_busy_cores = 0.1;  // /proc/stat: other processes used a tenth of a core
-  p.outside_busy_measured = true;
+  LoaderProfile p = BusyWorkersProfile(0.006);  // 0.3 threads' delay
   REQUIRE(BackgroundThreads(p) == Approx(0.3).epsilon(0.02));
   CHECK(OwnDelayThreads(p) == Approx(0.3).epsilon(0.02));
   CHECK(ScenarioBackground(p, Scenario::kOthersAway) == Approx(0.3).epsilon(0.02));
@@ -532,13 +539,7 @@ TEST_CASE("The workers of loaders iterated with this one are the job's own load,
   // the rest taken as another tenant's), of which a zipped loader's worker
   // measured 0.9 busy threads: the 0.6 beyond it is the job's own delay, and
   // the 0.9 stays.
-  LoaderProfile p = BaseProfile();
-  p.profiled_cores = 2;
-  p.compute_s_per_batch = 0.001;
-  p.cpu_s_per_batch = 0.04;
-  p.delay_s_per_batch = 0.03;
-  p.outside_busy_cores = 0.1;
-  p.outside_busy_measured = true;
+  LoaderProfile p = BusyWorkersProfile(0.03);
   REQUIRE(OwnDelayThreads(p) == Approx(1.0));
   p.sibling_busy_threads = 0.9;
   CHECK(BackgroundThreads(p) == Approx(1.5).epsilon(0.02));
@@ -609,15 +610,8 @@ TEST_CASE("A busy process on the cores beyond the job's CPU quota or affinity ta
 }
 
 TEST_CASE("Under a CPU quota the run-queue delay is the quota's throttling and fits no outside load") {
-  // The delay of "Run-queue delay on a machine nothing else used" (0.3
-  // threads on 2 cores), measured under a 2-core quota: the throttled time.
-  LoaderProfile p = BaseProfile();
-  p.profiled_cores = 2;
-  p.compute_s_per_batch = 0.001;
-  p.cpu_s_per_batch = 0.04;
-  p.delay_s_per_batch = 0.006;
-  p.outside_busy_cores = 0.1;
-  p.outside_busy_measured = true;
+  // 0.3 threads' delay on 2 cores, measured under a 2-core quota: the throttled time.
+  LoaderProfile p = BusyWorkersProfile(0.006);
   REQUIRE(FitDelayBackground(p) == Approx(0.3).epsilon(0.02));
   p.profiled_in_cpu_quota = true;
   CHECK(FitDelayBackground(p) == 0);
