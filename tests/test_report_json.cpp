@@ -324,6 +324,31 @@ TEST_CASE("The System section puts the job's busy cores against its CPU quota, a
   CHECK(CpuQuotaNote(a).empty());
 }
 
+TEST_CASE("The System section names other processes' busy cores and how many ran where the job could not") {
+  auto a = Analyzed();
+  a.usable_cores = 2;
+  a.system.available = true;
+  a.system.job_cpu_cores = 0.98;
+  a.system.job_cpu_fraction = 0.98;
+  a.system.outside_busy_measured = true;
+  a.system.outside_busy_cores = 0.02;  // the launcher, housekeeping: not named
+  CHECK(OtherProcessesText(a).empty());
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("outside_busy_cores":0.02,"unusable_cores":0)"));
+  a.system.outside_busy_cores = 1.0;  // a busy loop beside the job
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff),
+             Catch::Contains("the job kept 0.98 cores busy (98% of 2 usable); other processes kept 1.00 cores busy\n"));
+  // In a 1-core quota on the 2 cores, the busy loop on the core left over.
+  a.cpu_quota_cores = 1;
+  a.system.unusable_cores = 1;
+  CHECK_THAT(AnalysisText({a}, nullptr, 5, Colour::kOff),
+             Catch::Contains("; other processes kept 1.00 cores busy, 0.00 beyond the 1 core the job could not use (its "
+                             "CPU quota or affinity)\n"));
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("outside_busy_cores":1,"unusable_cores":1)"));
+  a.system.outside_busy_measured = false;  // /proc/stat not sampled
+  CHECK(OtherProcessesText(a).empty());
+  CHECK_THAT(AnalysisJson({a}, nullptr, 5), Catch::Contains(R"("outside_busy_cores":null)"));
+}
+
 TEST_CASE("The text folds a long epoch table to its first and last epochs and a line for the rest that names the slowest") {
   auto a = Analyzed();
   auto& epochs = a.loaders.at(0).epochs;

@@ -1733,6 +1733,8 @@ SystemStats MeasureSystem(const Trace& trace, const std::vector<LoaderAnalysis>&
       for (size_t i = 0; i < p.t_ns.size(); ++i) rss_at[p.t_ns[i] / 1000000] += p.rss_bytes[i];
   }
   for (const auto& [t, rss] : rss_at) out.job_rss_max = std::max(out.job_rss_max, rss);
+  if (trace.header.online_cores > 0)
+    out.unusable_cores = std::max(0.0, trace.header.online_cores - UsableCores(trace.header));
   if (const auto outside = OutsideBusyCores(trace)) {
     out.outside_busy_cores = outside->busy_cores;
     out.outside_busy_measured = true;

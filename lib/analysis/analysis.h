@@ -681,6 +681,9 @@ struct SystemStats {
   double outside_busy_cores = 0;    // other processes' busy cores over the job's first process's span
   bool outside_busy_measured = false;  // the sampler read /proc/stat and the job's processes over that span
   double outside_steal_cores = -1;  // of outside_busy_cores, steal; -1 unknown
+  // The machine's cores the job could not use (outside its CPU affinity,
+  // beyond its CPU quota): other processes busy on them took nothing from it.
+  double unusable_cores = 0;
   double disk_read_bytes = 0;
   double disk_read_bytes_per_s = 0;
   double page_cache_start = 0, page_cache_end = 0, page_cache_max = 0;

@@ -96,6 +96,7 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.outside_busy_cores = analysis.system.outside_busy_cores;
   p.outside_busy_measured = analysis.system.outside_busy_measured;
   p.outside_steal_cores = analysis.system.outside_steal_cores;
+  p.unusable_cores = analysis.system.unusable_cores;
   p.steal_fraction = analysis.system.steal_measured ? analysis.system.steal_fraction : -1;
   p.batch_size = loader.config.batch_size;
   if (loader.SteppedIterations() > 0 && loader.samples > 0) p.samples_per_batch = loader.samples / loader.SteppedIterations();
@@ -156,8 +157,6 @@ model::LoaderProfile BuildProfile(const Trace& trace, const TraceAnalysis& analy
   p.ranks_on_host = std::max<uint32_t>(1, static_cast<uint32_t>(ranks.size()));
   p.profiled_cores = p.RankCores(MeasuredMachine(trace).cores);
   p.profiled_in_cpu_quota = CpuQuotaLimits(trace.header);
-  if (trace.header.online_cores > 0)
-    p.unusable_cores = std::max(0.0, trace.header.online_cores - UsableCores(trace.header));
 
   uint64_t batches = 0, batches_with_cpu = 0;
   double cpu = 0, delay = 0, io = 0, produce = 0;

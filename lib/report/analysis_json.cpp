@@ -316,6 +316,11 @@ std::string AnalysisJson(const std::vector<TraceAnalysis>& traces, const JobAnal
     // Of all CPU time, the hypervisor's; null where the trace did not record it.
     w.Field("steal_fraction", s.steal_measured ? s.steal_fraction : std::numeric_limits<double>::quiet_NaN());
     w.Field("job_cpu_cores", s.job_cpu_cores).Field("job_cpu_fraction", s.job_cpu_fraction);
+    // Other processes' busy cores by /proc/stat (null: not sampled), and the
+    // cores the job could not use (its CPU affinity's or quota's), on which
+    // they took nothing from it.
+    w.Field("outside_busy_cores", s.outside_busy_measured ? s.outside_busy_cores : std::numeric_limits<double>::quiet_NaN());
+    w.Field("unusable_cores", s.unusable_cores);
     w.Field("disk_read_bytes", s.disk_read_bytes).Field("disk_read_bytes_per_s", s.disk_read_bytes_per_s);
     w.Field("page_cache_start_bytes", s.page_cache_start).Field("page_cache_end_bytes", s.page_cache_end);
     w.Field("page_cache_max_bytes", s.page_cache_max).Field("mem_available_min_bytes", s.mem_available_min);

@@ -74,6 +74,11 @@ std::string StealNote(const analysis::TraceAnalysis& trace);
 // CPU quota below them "99% of its CPU quota of 1 core; 2 usable".
 std::string UsableCoresText(const analysis::TraceAnalysis& trace, const std::string& share);
 
+// Other processes' busy cores by /proc/stat, where they kept a twentieth of
+// a core busy, and how many of them ran beyond the cores the job could not
+// use (its CPU quota's or affinity's); empty otherwise.
+std::string OtherProcessesText(const analysis::TraceAnalysis& trace);
+
 // The System section's note when a CPU quota limited the job and it kept
 // 90% of the quota busy or more: its threads waited for the
 // quota, time the account shows as run-queue delay; empty otherwise.

@@ -307,6 +307,16 @@ std::string UsableCoresText(const TraceAnalysis& t, const std::string& share) {
   return fmt::format("{} of {} usable", share, t.usable_cores);
 }
 
+std::string OtherProcessesText(const TraceAnalysis& t) {
+  const auto& s = t.system;
+  if (!s.available || !s.outside_busy_measured || s.outside_busy_cores < 0.05) return {};
+  if (s.unusable_cores <= 0) return fmt::format("other processes kept {:.2f} cores busy", s.outside_busy_cores);
+  return fmt::format("other processes kept {:.2f} cores busy, {:.2f} beyond the {:g} core{} the job could not use (its "
+                     "CPU quota or affinity)",
+                     s.outside_busy_cores, std::max(0.0, s.outside_busy_cores - s.unusable_cores), s.unusable_cores,
+                     s.unusable_cores == 1 ? "" : "s");
+}
+
 std::string CpuQuotaNote(const TraceAnalysis& t) {
   const auto& s = t.system;
   // 90% of the quota busy: the rest is the periods' edges, where a thread
@@ -481,9 +491,10 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     if (const std::string coverage = CoverageLine(t); !coverage.empty()) out += "  " + coverage + "\n";
     const auto& s = t.system;
     if (s.available) {
-      out += fmt::format("  machine CPU {} busy{}; the job kept {:.2f} cores busy ({})\n", Pct(s.machine_cpu_fraction),
+      out += fmt::format("  machine CPU {} busy{}; the job kept {:.2f} cores busy ({}){}\n", Pct(s.machine_cpu_fraction),
                          s.steal_measured ? fmt::format(" (steal {}: the hypervisor running other guests)", Pct1(s.steal_fraction)) : "",
-                         s.job_cpu_cores, UsableCoresText(t, Pct(s.job_cpu_fraction)));
+                         s.job_cpu_cores, UsableCoresText(t, Pct(s.job_cpu_fraction)),
+                         OtherProcessesText(t).empty() ? "" : "; " + OtherProcessesText(t));
       out += fmt::format("  disk read {} ({}/s); page cache {} -> {} (max {}); memory available min {} of {}; job RSS max {}\n",
                          FormatBytes(s.disk_read_bytes), FormatBytes(s.disk_read_bytes_per_s), FormatBytes(s.page_cache_start),
                          FormatBytes(s.page_cache_end), FormatBytes(s.page_cache_max), FormatBytes(s.mem_available_min),

@@ -641,7 +641,7 @@ std::string ReportHtml(const Trace& trace, const TraceAnalysis& a, const ChartLi
                      EscapeHtml(FormatBytes(s.disk_read_bytes)),
                      EscapeHtml(FormatBytes(s.disk_read_bytes_per_s)), EscapeHtml(FormatBytes(s.page_cache_start)), EscapeHtml(FormatBytes(s.page_cache_end)),
                      EscapeHtml(FormatBytes(s.mem_available_min)), EscapeHtml(FormatBytes(s.memory_bytes)));
-  for (std::string note : {StealNote(a), CpuQuotaNote(a), DatasetMemoryNote(a)}) {
+  for (std::string note : {OtherProcessesText(a), StealNote(a), CpuQuotaNote(a), DatasetMemoryNote(a)}) {
     if (note.empty()) continue;
     note[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(note[0])));
     h += fmt::format("<p class=\"note\">{}.</p>", EscapeHtml(note));
