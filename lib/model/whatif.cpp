@@ -548,7 +548,7 @@ Result<WhatIfResult> WhatIf(const LoaderProfile& profile_in, const Machine& prof
       "own threads do not explain{}; the other processes' busy cores by /proc/stat, {}{}, counted from {:g}); the "
       "scenarios assume {}",
       out.profiled_background_threads,
-      profile.profiled_in_cpu_quota ? " (not under a CPU quota: its throttling is run-queue delay of its own shape)" : "",
+      profile.profiled_in_cpu_quota ? " (not fitted under a CPU quota: its throttling is run-queue delay of another shape)" : "",
       !profile.outside_busy_measured ? std::string("not sampled")
       : profile.outside_steal_cores >= 0.005
           ? fmt::format("{:.2f}, {:.2f} of it steal (the hypervisor running other guests: this machine's host, not its "

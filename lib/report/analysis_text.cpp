@@ -491,10 +491,11 @@ std::string AnalysisText(const std::vector<TraceAnalysis>& traces, const JobAnal
     if (const std::string coverage = CoverageLine(t); !coverage.empty()) out += "  " + coverage + "\n";
     const auto& s = t.system;
     if (s.available) {
+      const std::string others = OtherProcessesText(t);
       out += fmt::format("  machine CPU {} busy{}; the job kept {:.2f} cores busy ({}){}\n", Pct(s.machine_cpu_fraction),
                          s.steal_measured ? fmt::format(" (steal {}: the hypervisor running other guests)", Pct1(s.steal_fraction)) : "",
                          s.job_cpu_cores, UsableCoresText(t, Pct(s.job_cpu_fraction)),
-                         OtherProcessesText(t).empty() ? "" : "; " + OtherProcessesText(t));
+                         others.empty() ? "" : "; " + others);
       out += fmt::format("  disk read {} ({}/s); page cache {} -> {} (max {}); memory available min {} of {}; job RSS max {}\n",
                          FormatBytes(s.disk_read_bytes), FormatBytes(s.disk_read_bytes_per_s), FormatBytes(s.page_cache_start),
                          FormatBytes(s.page_cache_end), FormatBytes(s.page_cache_max), FormatBytes(s.mem_available_min),
