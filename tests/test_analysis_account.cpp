@@ -169,6 +169,52 @@ TEST_CASE("Epoch start-up is iterator creation, the first batch and the shutdown
   CHECK_THAT(l.account_all.Line(Cause::kStartup).evidence, Catch::Contains("spawn"));
 }
 
+TEST_CASE("Start-up advice offers fewer workers where more than the cores start each epoch and fewer keep up") {
+  // The loader above with num_workers=8 on 2 cores: each epoch's __iter__
+  // starts the 8 spawned workers one after another (30 ms), its first batch
+  // waits 50 ms, its shutdown takes 20 ms; the steps take 2 ms, and one
+  // worker's 50 us fetches keep up with them, so 2 workers would too.
+  auto advice_with = [](uint32_t workers, bool persistent, uint32_t iterations) {
+    TraceBuilder b;
+    LoopSpec spec;
+    spec.epochs = 4;
+    spec.iterations = iterations;
+    spec.iter_create = 30 * kMs;
+    spec.shutdown = 20 * kMs;
+    spec.warmup_wait_iters = 1;
+    spec.warmup_wait = 50 * kMs;
+    spec.wait = kMs / 10;
+    spec.compute = 2 * kMs;
+    const uint32_t w = AddOneWorkerLoader(b, spec);
+    b.Config(100, 1, "multiprocessing_context", "spawn");
+    b.Config(100, 1, "num_workers", workers);
+    if (persistent) b.Config(100, 1, "persistent_workers", "true");
+    b.trace.header.usable_cores = 2;
+    const uint64_t epoch_len = (30 + 50 + 20) * kMs + (iterations - 1) * kMs / 10 + iterations * 2 * kMs;
+    for (uint32_t e = 0; e < 4; ++e) {
+      const uint64_t epoch_start = spec.start + e * epoch_len;
+      AddFetch(b, w, epoch_start + 70 * kMs, 10 * kMs, 0, 10 * kMs, -1);
+      for (uint64_t i = 1; i < iterations; ++i)
+        AddFetch(b, w, epoch_start + 80 * kMs + i * 2100 * kUs - 2 * kMs, kMs / 20, i, kMs / 20, -1);
+    }
+    const auto result = Analyze(b.trace, {});
+    const auto& l = OnlyLoader(result);
+    REQUIRE(l.advice.size() >= 1);
+    return fmt::format("{}", fmt::join(l.advice, "\n"));
+  };
+  // Epochs of 4 batches (no steady state: start-up is the bottleneck) and of
+  // 40 (compute-bound, start-up advised over the whole run).
+  for (const uint32_t iterations : {4u, 40u}) {
+    INFO(iterations << " batches an epoch");
+    const std::string eight = advice_with(8, false, iterations);
+    CHECK_THAT(eight, Catch::Contains("persistent_workers=True saves"));
+    CHECK_THAT(eight, Catch::Contains("or start fewer: num_workers=2"));
+    CHECK_THAT(advice_with(8, true, iterations), !Catch::Contains("start fewer"));  // they start once
+    CHECK_THAT(advice_with(2, false, iterations), !Catch::Contains("start fewer"));  // no more than the cores
+  }
+  CHECK_THAT(advice_with(8, false, 40), Catch::Contains("keeps up with the steps"));
+}
+
 TEST_CASE("Epochs of one batch are told that their first batch's wait stays with persistent workers") {
   // An evaluation loader: batch 100, 4 workers on 2 cores, one batch an epoch,
   // made by one worker in 250 ms (the next() waits 260 ms); __iter__ 10 ms,
