@@ -175,6 +175,31 @@ TEST_CASE("A profile that kept more cores busy than a scenario warns that the sc
   CHECK_THAT(WhatIfText(OneLoader(WithBusyCores(1.9, {1.5, 1.9, 2.0}))), !Catch::Contains("then low"));
 }
 
+TEST_CASE("A profile that spent its CPU quota warns that scenarios with more CPU may be low, as throttled work runs slower") {
+  // Profiled in a 1-core quota on 2 cores; the sweep's rows have 1, 2 and 4 cores.
+  auto in_quota = [](double busy_cores, std::vector<double> row_cores) {
+    model::WhatIfResult r = Swept();
+    r.profiled.cores = 1;
+    r.profiled.cpu_limited = true;
+    r.baseline.busy_cores = busy_cores;
+    r.rows.resize(row_cores.size());
+    for (size_t i = 0; i < row_cores.size(); ++i) {
+      r.rows[i].scenario.machine.cores = row_cores[i];
+      r.rows[i].scenario.machine.cpu_limited = row_cores[i] <= 1;
+      r.rows[i].prediction.busy_cores = busy_cores;
+    }
+    return WhatIfText(OneLoader(r));
+  };
+  const std::string note = "The profile spent its CPU quota (0.98 cores busy of a 1-core quota): the kernel throttled";
+  CHECK_THAT(in_quota(0.98, {1, 2}), Catch::Contains(note) && Catch::Contains("figures with more CPU than the quota are "
+                                                                              "then low"));
+  CHECK_THAT(in_quota(0.98, {1}), !Catch::Contains("spent its CPU quota"));      // no more CPU than the quota
+  CHECK_THAT(in_quota(0.5, {1, 2}), !Catch::Contains("spent its CPU quota"));    // the quota never bit
+  model::WhatIfResult free = Swept();
+  free.baseline.busy_cores = 2;
+  CHECK_THAT(WhatIfText(OneLoader(free)), !Catch::Contains("spent its CPU quota"));  // no quota
+}
+
 TEST_CASE("Without a measured throughput the what-if text says so and compares against the prediction") {
   const std::string text = WhatIfText(OneLoader(Swept(0)));
   CHECK_THAT(text, Catch::Contains("predicted 420.0 samples/s, step 9.52 ms; measured throughput unknown\n"));
