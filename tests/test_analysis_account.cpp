@@ -58,6 +58,21 @@ Trace SlowWorker(uint64_t produce, uint64_t cpu, int64_t device_bytes) {
   return b.trace;
 }
 
+// 4 epochs of `iterations` cheap batches (2 ms steps, 0.1 ms waits) whose
+// __iter__ takes 30 ms, first batch 50 ms more and shutdown 20 ms.
+LoopSpec SpawnedStartupLoop(uint32_t iterations) {
+  LoopSpec spec;
+  spec.epochs = 4;
+  spec.iterations = iterations;
+  spec.iter_create = 30 * kMs;
+  spec.shutdown = 20 * kMs;
+  spec.warmup_wait_iters = 1;
+  spec.warmup_wait = 50 * kMs;
+  spec.wait = kMs / 10;
+  spec.compute = 2 * kMs;
+  return spec;
+}
+
 }  // namespace
 
 TEST_CASE("The account's lines sum to the loader's wall time, epoch start to the end of the StopIteration next()") {
@@ -131,15 +146,7 @@ TEST_CASE("Epoch start-up is iterator creation, the first batch and the shutdown
   // 50 ms after it (the worker starts, then fetches for 10 ms), shutdown 20 ms;
   // 4 epochs of 4 cheap batches.
   TraceBuilder b;
-  LoopSpec spec;
-  spec.epochs = 4;
-  spec.iterations = 4;
-  spec.iter_create = 30 * kMs;
-  spec.shutdown = 20 * kMs;
-  spec.warmup_wait_iters = 1;
-  spec.warmup_wait = 50 * kMs;
-  spec.wait = kMs / 10;
-  spec.compute = 2 * kMs;
+  LoopSpec spec = SpawnedStartupLoop(4);
   const uint32_t w = AddOneWorkerLoader(b, spec);
   b.Config(100, 1, "multiprocessing_context", "spawn");
   const uint64_t epoch_len = (30 + 50 + 3 * 0.1 + 4 * 2 + 20) * kMs;
@@ -176,15 +183,7 @@ TEST_CASE("Start-up advice offers fewer workers where more than the cores start 
   // worker's 50 us fetches keep up with them, so 2 workers would too.
   auto advice_with = [](uint32_t workers, bool persistent, uint32_t iterations) {
     TraceBuilder b;
-    LoopSpec spec;
-    spec.epochs = 4;
-    spec.iterations = iterations;
-    spec.iter_create = 30 * kMs;
-    spec.shutdown = 20 * kMs;
-    spec.warmup_wait_iters = 1;
-    spec.warmup_wait = 50 * kMs;
-    spec.wait = kMs / 10;
-    spec.compute = 2 * kMs;
+    LoopSpec spec = SpawnedStartupLoop(iterations);
     const uint32_t w = AddOneWorkerLoader(b, spec);
     b.Config(100, 1, "multiprocessing_context", "spawn");
     b.Config(100, 1, "num_workers", workers);
