@@ -189,14 +189,22 @@ TEST_CASE("Back-to-back CPU spans read their counters on a sample, spans longer 
   // cost. The probe's difference holds a little more than the reads the
   // budget charges (measured 0.95-1.1x the bound here, up to 1.6x under
   // TSan), so 2x and 4 spans of slack; a budget with 4x the credit measured
-  // 3x the bound, and reading on every span would measure all 2000.
+  // 3x the bound, and reading on every span would measure all 2000. Under
+  // TSan, whose instrumentation makes one probe a poor guide to the reads'
+  // cost (2.9x the bound in a CI run on 2026-12-08), 4x: the plain and ASan
+  // builds keep the 2x that tells the 4x credit apart.
+#if defined(__SANITIZE_THREAD__)
+  constexpr double kSlack = 4;
+#else
+  constexpr double kSlack = 2;
+#endif
   REQUIRE(counters.count("read_cost_ns"));
   REQUIRE(counters.count("fast_loop_ns"));
   const double read_cost_ns = std::max<double>(1, static_cast<double>(counters["read_cost_ns"]));
   const double allowed = (20e6 + static_cast<double>(counters["fast_loop_ns"])) * STALLPROF_DEFAULT_COUNTER_SHARE / read_cost_ns;
   INFO("one span's counter reads " << read_cost_ns << " ns, loop " << counters["fast_loop_ns"] << " ns: at most "
                                    << allowed << " measured");
-  CHECK(spans_and_measured["fast"].second <= 2 * allowed + 4);
+  CHECK(spans_and_measured["fast"].second <= kSlack * allowed + 4);
   CHECK(allowed < 200);  // the check above still tells a budget from none
   CHECK(spans_and_measured["slow"] == std::make_pair(4, 4));
   CHECK(spans_and_measured["forced"] == std::make_pair(3, 3));
