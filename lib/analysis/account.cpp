@@ -1716,21 +1716,19 @@ std::vector<int32_t> WorkerCountsToPredict(const LoaderAnalysis& l, double usabl
   if (advised(Cause::kHandoff) && now > 0 && BatchesWaitInWorkers(l))
     for (uint32_t w : {now + 1, 2 * now, cores})
       if (w > now && w <= model::kMaxAutoWorkers) counts.push_back(static_cast<int32_t>(w));
-  // Fewer workers where more than the cores wait for them: halvings of the
-  // workers down to the cores, the cores, and one less (a core for the step).
-  if (advised(Cause::kContention) && now > cores && cores > 0) {
-    for (uint32_t w = now / 2; w > cores; w /= 2) counts.push_back(static_cast<int32_t>(w));
-    counts.push_back(static_cast<int32_t>(cores));
-    if (cores > 1) counts.push_back(static_cast<int32_t>(cores - 1));
-  }
-  // Fewer workers where more than the cores start anew each epoch and
-  // start-up is advised: halvings down to the cores, and the cores
-  // (FewerWorkersStartupAdvice).
-  if ((WholeRunStartupShare(l) > 0 || l.bottleneck == Cause::kStartup) && !l.config.persistent_workers && now > cores &&
-      cores > 0) {
+  // Fewer workers where they outnumber the cores: halvings of the workers
+  // down to the cores, and the cores; where they wait for a core, one less
+  // too (a core for the step); where they start anew each epoch and
+  // start-up is advised, these (FewerWorkersStartupAdvice).
+  const bool outnumber = now > cores && cores > 0;
+  const bool contended = outnumber && advised(Cause::kContention);
+  const bool starting = outnumber && !l.config.persistent_workers &&
+                        (WholeRunStartupShare(l) > 0 || l.bottleneck == Cause::kStartup);
+  if (contended || starting) {
     for (uint32_t w = now / 2; w > cores; w /= 2) counts.push_back(static_cast<int32_t>(w));
     counts.push_back(static_cast<int32_t>(cores));
   }
+  if (contended && cores > 1) counts.push_back(static_cast<int32_t>(cores - 1));
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   return counts;

@@ -45,13 +45,6 @@ std::string CpuFitLine(const model::LinearFit& fit);
 std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
                           const std::string& subject);
 
-// The sentence whatif prints (with a leading space) when the profile spent
-// its CPU quota (kQuotaSpent of it busy or more: the kernel throttled the job)
-// and a scenario gives the job more CPU: throttled work may run slower per op
-// than free; "" otherwise.
-inline constexpr double kQuotaSpent = 0.9;
-std::string ThrottledProfileNote(const model::WhatIfResult& r);
-
 // "\nother loaders in the trace: val, test (--loader NAME or --loader all to predict them)\n",
 // the line whatif and recommend end with when --loader left loaders out; "" when none.
 std::string OtherLoadersLine(const std::vector<std::string>& names);

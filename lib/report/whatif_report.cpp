@@ -64,6 +64,30 @@ std::string QuieterMachine(const model::WhatIfResult& r) {
                      r.scenario_background_threads, r.profiled_background_threads);
 }
 
+// The sentence whatif prints (with a leading space) when the profile spent
+// its CPU quota (kQuotaSpent of it busy or more: the kernel throttled the job)
+// and a scenario gives the job more CPU: throttled work may run slower per op
+// than free; "" otherwise.
+constexpr double kQuotaSpent = 0.9;
+std::string ThrottledProfileNote(const model::WhatIfResult& r) {
+  // The quota spent (its threads throttled) and a scenario with more CPU time.
+  if (!r.profiled.cpu_limited || r.baseline.busy_cores < kQuotaSpent * r.profiled.cores) return "";
+  const bool more_cpu = std::any_of(r.rows.begin(), r.rows.end(), [&](const model::WhatIfRow& row) {
+    return row.scenario.machine.cores > r.profiled.cores || !row.scenario.machine.cpu_limited;
+  });
+  if (!more_cpu) return "";
+  // scripts/bench_quota_throttle.sh on this project's 2-vCPU VM (2026-12-07):
+  // one CPU-bound process in a 0.5-core quota took +6% to +42% CPU per op
+  // (median +14.5%) against itself unthrottled, +3% with a quota that never
+  // bit; the validation's quota case predicted 2 free cores 4-21% low.
+  return fmt::format(" The profile spent its CPU quota ({:.2f} cores busy of a {:g}-core quota): the kernel throttled the job's "
+                     "threads, and a host whose cores idle between the bursts (frequency, caches, other tenants) runs "
+                     "throttled work slower per op, so the CPU per batch measured here may exceed what the same work "
+                     "takes without the quota, and figures with more CPU than the quota are then low by up to that "
+                     "much (`scripts/bench_quota_throttle.sh` measures it on a host; docs/model.md).",
+                     r.baseline.busy_cores, r.profiled.cores);
+}
+
 }  // namespace
 
 std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& sweep, const std::string& trace) {
@@ -186,25 +210,6 @@ std::string WhatIfLoaderText(const model::WhatIfResult& r, const model::Sweep& s
 std::string CpuFitLine(const model::LinearFit& fit) {
   return fmt::format("worker CPU per batch = {} + {} x batch size (least squares over {} loaders, r2 {:.2f})",
                      FormatSeconds(fit.intercept), FormatSeconds(fit.slope), fit.points, fit.r2);
-}
-
-std::string ThrottledProfileNote(const model::WhatIfResult& r) {
-  // The quota spent (its threads throttled) and a scenario with more CPU time.
-  if (!r.profiled.cpu_limited || r.baseline.busy_cores < kQuotaSpent * r.profiled.cores) return "";
-  const bool more_cpu = std::any_of(r.rows.begin(), r.rows.end(), [&](const model::WhatIfRow& row) {
-    return row.scenario.machine.cores > r.profiled.cores || !row.scenario.machine.cpu_limited;
-  });
-  if (!more_cpu) return "";
-  // scripts/bench_quota_throttle.sh on this project's 2-vCPU VM (2026-12-07):
-  // one CPU-bound process in a 0.5-core quota took +6% to +42% CPU per op
-  // (median +14.5%) against itself unthrottled, +3% with a quota that never
-  // bit; the validation's quota case predicted 2 free cores 4-21% low.
-  return fmt::format(" The profile spent its CPU quota ({:.2f} cores busy of a {:g}-core quota): the kernel throttled the job's "
-                     "threads, and a host whose cores idle between the bursts (frequency, caches, other tenants) runs "
-                     "throttled work slower per op, so the CPU per batch measured here may exceed what the same work "
-                     "takes without the quota, and figures with more CPU than the quota are then low by up to that "
-                     "much (`scripts/bench_quota_throttle.sh` measures it on a host; docs/model.md).",
-                     r.baseline.busy_cores, r.profiled.cores);
 }
 
 std::string BusyCoresNote(const model::Prediction& profiled, const model::Prediction& scenario,
